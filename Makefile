@@ -1,0 +1,44 @@
+# Gridlane. `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+# The suite runs on PostgreSQL (the embedded SQLite default has its own end-to-end smoke test).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gridlane
+PYTEST_ARGS ?=
+
+.PHONY: help run test lint fmt bench migrations clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+run: $(VENV)/.installed ## Install, migrate, seed the demo, serve on 127.0.0.1:$PORT with the worker (Ctrl-C stops)
+	GRIDLANE_DEMO=1 $(PY) manage.py migrate --no-input
+	GRIDLANE_DEMO=1 $(PY) manage.py seed_demo
+	GRIDLANE_DEMO=1 $(PY) manage.py run_portal --port $(PORT)
+
+test: $(VENV)/.installed ## Install what the tests need and run the whole suite
+	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed ## ruff, mypy and a check that migrations are up to date
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+	$(PY) manage.py makemigrations --check --dry-run
+
+fmt: $(VENV)/.installed ## Format and fix what ruff can
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+migrations: $(VENV)/.installed ## Write migrations for model changes
+	$(PY) manage.py makemigrations
+
+clean: ## Remove the virtual environment and local state (var/)
+	rm -rf $(VENV) var
