@@ -1,0 +1,1 @@
+"""Where workloads run: one adapter per kind of fabric behind the small interface in `base`."""

@@ -1,0 +1,152 @@
+"""The one small interface every fabric implements, and the values that cross it.
+
+Nothing here imports Django: the worker turns database rows into these values and back.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+
+class JobState(enum.StrEnum):
+    """A fabric's native states, normalised. Unknown native states map to UNDETERMINED."""
+
+    QUEUED = "queued"  # accepted by the fabric, not started yet
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"  # the fabric stopped it at its runtime limit
+    MISSING = "missing"  # the fabric has no such job (any more)
+    UNDETERMINED = "undetermined"  # the fabric did not answer, or answered something we cannot read
+
+    @property
+    def finished(self) -> bool:
+        return self in _FINISHED
+
+
+_FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMED_OUT})
+
+
+class FabricError(Exception):
+    """A fabric call failed. `retryable` says whether trying again later can help."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class TemplateError(ValueError):
+    """A queue target's template does not parse, or names something it may not."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """A resource amount in integer units: GPUs and CPUs in milli-units, memory in MiB."""
+
+    gpus_milli: int = 0
+    cpus_milli: int = 0
+    memory_mib: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(
+            self.gpus_milli + other.gpus_milli,
+            self.cpus_milli + other.cpus_milli,
+            self.memory_mib + other.memory_mib,
+        )
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(
+            self.gpus_milli - other.gpus_milli,
+            self.cpus_milli - other.cpus_milli,
+            self.memory_mib - other.memory_mib,
+        )
+
+    def times(self, n: int) -> Resources:
+        return Resources(self.gpus_milli * n, self.cpus_milli * n, self.memory_mib * n)
+
+    def fits_in(self, other: Resources) -> bool:
+        return (
+            self.gpus_milli <= other.gpus_milli
+            and self.cpus_milli <= other.cpus_milli
+            and self.memory_mib <= other.memory_mib
+        )
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything a fabric needs to run one workload; the same whatever the fabric."""
+
+    workload_id: UUID
+    name: str
+    kind: str  # notebook | training | batch | vm
+    owner: str
+    group: str
+    queue: str
+    command: str
+    per_node: Resources
+    nodes: int = 1
+    runtime_limit_s: int = 3600
+    image: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    template: str = ""  # the queue target's script or manifest template; empty means the fabric's default
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: JobState
+    exit_code: int | None = None
+    host: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    reason: str = ""  # the fabric's own words, e.g. why it still waits
+
+
+@dataclass(frozen=True)
+class Capacity:
+    total: Resources
+    healthy: bool = True
+    detail: str = ""
+
+
+class Fabric(Protocol):
+    """A place where workloads run. Every job it starts is tagged with its workload id."""
+
+    def render(self, job: JobSpec) -> str:
+        """The script or manifest `submit` would send, for the record. Pure."""
+        ...
+
+    def submit(self, job: JobSpec) -> str:
+        """Start the job and return its external id."""
+        ...
+
+    def find(self, workload_id: UUID) -> str | None:
+        """The external id of the job tagged with this workload id, or None when there is none."""
+        ...
+
+    def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        """Status of each job in one round trip; ids the fabric does not know come back MISSING."""
+        ...
+
+    def cancel(self, external_id: str) -> None: ...
+
+    def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
+        """The end of the job's output, or "" when the fabric keeps none."""
+        ...
+
+    def capacity(self) -> Capacity: ...
+
+
+@dataclass(frozen=True)
+class FabricConfig:
+    """What the portal knows of a fabric: its declared capacity and kind-specific settings."""
+
+    name: str
+    kind: str
+    capacity: Resources
+    settings: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""The embedded default fabric: workloads run as supervised subprocesses of the portal host."""

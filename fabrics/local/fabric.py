@@ -1,0 +1,409 @@
+"""The local fabric: runs each workload as a subprocess on the portal host, under a supervisor.
+
+Each job lives in root/<workload id>/: job.sh and job.json (written by `prepare`), work/ (the
+job's cwd), stdout.log, stderr.log and supervisor.log, and the supervisor's records: started
+(the claim: supervisor pid and start time), child.pid (the job's process group), cancel (a
+marker) and result.json. Everything the portal needs survives a restart of the portal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import string
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import fabrics
+from fabrics import templating
+from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
+from fabrics.local.supervisor import group_alive, signal_group, write_atomic
+
+# Every value becomes one shell-quoted word, so the command reaches bash -c as data. The name
+# stays out of the comment: a newline in it would end the comment and start a command.
+DEFAULT_TEMPLATE = """\
+#!/bin/bash
+# Gridlane local job
+: workload $workload_id name $name
+exec /bin/bash -c $command
+"""
+TEMPLATE_NAMES = frozenset(
+    {
+        "workload_id",
+        "name",
+        "owner",
+        "group",
+        "queue",
+        "command",
+        "image",
+        "nodes",
+        "gpus",
+        "cpus",
+        "memory_mib",
+        "runtime_limit_s",
+    }
+)
+CLAIM_TIMEOUT_S = 5.0  # how long submit waits for the supervisor to claim the job
+CLAIM_POLL_S = 0.02
+SUPERVISOR_LOST = "the local supervisor exited without recording a result"
+SOURCE_ROOT = Path(fabrics.__file__).resolve().parents[1]  # so the supervisor imports uninstalled
+
+_RESULT_STATES = {
+    "succeeded": JobState.SUCCEEDED,
+    "failed": JobState.FAILED,
+    "cancelled": JobState.CANCELLED,
+    "timed_out": JobState.TIMED_OUT,
+}
+
+
+class LocalFabric:
+    def __init__(self, config: FabricConfig) -> None:
+        self.check_settings(config.settings)
+        self.config = config
+        self.root = Path(os.path.abspath(os.path.expanduser(config.settings["root"])))
+
+    @classmethod
+    def check_template(cls, template: str) -> None:
+        """Raise TemplateError for a malformed `$`, an unknown name or a placeholder in an unsafe spot."""
+        templating.check(template, TEMPLATE_NAMES)
+        check_quoting(template)
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        root = settings.get("root")
+        if not isinstance(root, str) or not root.strip():
+            raise ValueError("the local fabric needs settings.root, the directory its jobs live in")
+
+    def render(self, job: JobSpec) -> str:
+        template = job.template or DEFAULT_TEMPLATE
+        self.check_template(template)
+        return templating.render(template, template_values(job))
+
+    def prepare(self, job: JobSpec) -> Path:
+        """Write the job's directory without starting it; `submit` is prepare plus a supervisor."""
+        jobdir = self._jobdir(job.workload_id)
+        script = self.render(job)
+        # Only the portal's user may look: logs and job.json can hold the user's secrets.
+        jobdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (jobdir / "work").mkdir(mode=0o700, exist_ok=True)
+        write_atomic(jobdir / "job.sh", script, mode=0o700)
+        spec = {
+            "workload_id": str(job.workload_id),
+            "runtime_limit_s": job.runtime_limit_s,
+            "env": dict(job.env),
+        }
+        write_atomic(jobdir / "job.json", json.dumps(spec), mode=0o600)
+        return jobdir
+
+    def submit(self, job: JobSpec) -> str:
+        external_id = str(job.workload_id)
+        jobdir = self._jobdir(job.workload_id)
+        if (jobdir / "started").exists():
+            return external_id  # a supervisor owns it already; submitting again is a no-op
+        try:
+            self.prepare(job)
+            supervisor = spawn_supervisor(jobdir)
+        except TemplateError as exc:
+            raise FabricError(f"the job script does not render: {exc}", retryable=False) from exc
+        except OSError as exc:
+            raise FabricError(f"cannot start the local job: {exc}", retryable=True) from exc
+        deadline = time.monotonic() + CLAIM_TIMEOUT_S
+        while not (jobdir / "started").exists():
+            code = supervisor.poll()
+            if (code is not None and code != 0) or time.monotonic() >= deadline:
+                log = _tail_bytes(jobdir / "supervisor.log", 2000).decode("utf-8", "replace").strip()
+                raise FabricError(f"the local supervisor did not start the job: {log}", retryable=True)
+            time.sleep(CLAIM_POLL_S)
+        supervisor.poll()  # reap the launcher, which exits as soon as the supervisor forks away
+        return external_id
+
+    def find(self, workload_id: UUID) -> str | None:
+        """The job's id once a supervisor has claimed it; None before that."""
+        return str(workload_id) if (self._jobdir(workload_id) / "started").exists() else None
+
+    def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        statuses = {}
+        for external_id in ids:
+            try:
+                statuses[external_id] = self._status(external_id)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                reason = f"cannot read the local job's records: {exc}"
+                statuses[external_id] = JobStatus(JobState.UNDETERMINED, reason=reason)
+        return statuses
+
+    def cancel(self, external_id: str) -> None:
+        jobdir = self._existing_jobdir(external_id)
+        if jobdir is None:
+            return  # nothing was ever prepared, so nothing can run
+        try:
+            # The marker alone suffices before the job starts: its supervisor checks it first.
+            (jobdir / "cancel").touch()
+            if (jobdir / "result.json").exists() or not (jobdir / "child.pid").exists():
+                return
+            pgid = int((jobdir / "child.pid").read_text())
+            started = _read_json(jobdir / "started")
+            if started is not None and _supervisor_alive(int(started["pid"]), jobdir):
+                signal_group(pgid, signal.SIGTERM)  # the supervisor escalates after its grace
+            elif group_alive(pgid):
+                signal_group(pgid, signal.SIGKILL)  # no supervisor is left to escalate
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise FabricError(f"cannot cancel local job {external_id}: {exc}", retryable=True) from exc
+
+    def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
+        """The end of stdout, then of stderr (at most half the bytes) under a marker line."""
+        jobdir = self._existing_jobdir(external_id)
+        if jobdir is None:
+            return ""
+        err = _tail_bytes(jobdir / "stderr.log", max_bytes // 2)
+        text = _tail_bytes(jobdir / "stdout.log", max_bytes - len(err)).decode("utf-8", "replace")
+        if err:
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += "--- stderr ---\n" + err.decode("utf-8", "replace")
+        return text
+
+    def capacity(self) -> Capacity:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return Capacity(self.config.capacity, healthy=False, detail=f"cannot create {self.root}: {exc}")
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            return Capacity(self.config.capacity, healthy=False, detail=f"{self.root} is not writable")
+        return Capacity(self.config.capacity, healthy=True, detail=f"jobs run on this host in {self.root}")
+
+    def _jobdir(self, workload_id: UUID) -> Path:
+        return self.root / str(workload_id)
+
+    def _existing_jobdir(self, external_id: str) -> Path | None:
+        """The job's directory; None when the id is no workload id or nothing was prepared for it."""
+        try:
+            canonical = str(UUID(external_id))
+        except ValueError:
+            return None
+        if canonical != external_id:  # anything else could name a path outside root
+            return None
+        jobdir = self.root / canonical
+        return jobdir if jobdir.is_dir() else None
+
+    def _status(self, external_id: str) -> JobStatus:
+        jobdir = self._existing_jobdir(external_id)
+        if jobdir is None:
+            return JobStatus(JobState.MISSING)
+        result = _read_json(jobdir / "result.json")
+        if result is not None:
+            return _finished(result)
+        started = _read_json(jobdir / "started")
+        if started is None:
+            if (jobdir / "cancel").exists():
+                # Any supervisor that starts later records it cancelled without running it.
+                return JobStatus(JobState.CANCELLED, reason="cancelled before it started")
+            return JobStatus(JobState.QUEUED, reason="waiting for the local supervisor")
+        started_at = _parse_time(started["started_at"])
+        if _supervisor_alive(int(started["pid"]), jobdir):
+            return JobStatus(JobState.RUNNING, host=_hostname(), started_at=started_at)
+        result = _read_json(jobdir / "result.json")  # it may have finished since the first look
+        if result is not None:
+            return _finished(result)
+        child = jobdir / "child.pid"
+        if child.exists() and group_alive(int(child.read_text())):
+            reason = "the local supervisor is gone but the job's processes still run"
+            return JobStatus(JobState.RUNNING, host=_hostname(), started_at=started_at, reason=reason)
+        return JobStatus(JobState.FAILED, started_at=started_at, reason=SUPERVISOR_LOST)
+
+
+def template_values(job: JobSpec) -> dict[str, object]:
+    return {
+        "workload_id": job.workload_id,
+        "name": job.name,
+        "owner": job.owner,
+        "group": job.group,
+        "queue": job.queue,
+        "command": job.command,
+        "image": job.image,
+        "nodes": job.nodes,
+        "gpus": _milli(job.per_node.gpus_milli),
+        "cpus": _milli(job.per_node.cpus_milli),
+        "memory_mib": job.per_node.memory_mib,
+        "runtime_limit_s": job.runtime_limit_s,
+    }
+
+
+def spawn_supervisor(jobdir: Path) -> subprocess.Popen[bytes]:
+    """Start a supervisor for the job; the process returned forks it away and exits at once."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SOURCE_ROOT), env.get("PYTHONPATH", "")) if p)
+    with open(jobdir / "supervisor.log", "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "fabrics.local.supervisor", str(jobdir)],
+            cwd=jobdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # no signal to the portal's terminal or group reaches it
+        )
+
+
+# A `#` that starts a word starts a comment.
+_WORD_BREAKS = " \t\n;&|()<>"
+
+
+def check_quoting(template: str) -> None:
+    """Raise TemplateError when a placeholder sits where its shell quoting would not protect it.
+
+    render() quotes values for the shell's plain context. Inside '...' or "...", after a
+    backslash, in a comment or in a here-document that expands, the same quoted value can close
+    the quote or the line and turn a user's data into commands. The check is conservative.
+    """
+    pattern = string.Template.pattern
+    state = "code"  # or "'", '"', "comment"
+    heredocs: list[tuple[str, bool, bool]] = []  # delimiter, strips tabs, expands
+    i = 0
+    while i < len(template):
+        c = template[i]
+        if c == "$":
+            match = pattern.match(template, i)
+            if match and match.group("escaped"):
+                i += 2
+                continue
+            if match and (match.group("named") or match.group("braced")) and state != "code":
+                where = {"'": "single quotes", '"': "double quotes", "comment": "a comment"}[state]
+                _unsafe(template, i, f"a placeholder inside {where}")
+            i = match.end() if match else i + 1
+            continue
+        if c == "\n":
+            state = "code" if state == "comment" else state
+            i += 1
+            if state == "code" and heredocs:
+                i = _skip_heredocs(template, i, heredocs)
+                heredocs = []
+            continue
+        if state == "'":
+            state = "code" if c == "'" else state
+        elif state == '"':
+            if c == "\\" and not template.startswith("$", i + 1):
+                i += 1  # an escaped character; a `$` after it is still looked at above
+            elif c == '"':
+                state = "code"
+        elif state == "code":
+            if c == "\\":
+                after = pattern.match(template, i + 1)
+                if after and (after.group("named") or after.group("braced")):
+                    _unsafe(template, i, "a placeholder after a backslash")
+                i += 0 if template.startswith("$", i + 1) else 1
+            elif c in "'\"":
+                state = c
+            elif c == "#" and (i == 0 or template[i - 1] in _WORD_BREAKS):
+                state = "comment"
+            elif template.startswith("<<", i) and not template.startswith("<<<", i):
+                heredocs.append(_heredoc(template, i + 2))
+                i += 1
+        i += 1
+
+
+def _heredoc(template: str, i: int) -> tuple[str, bool, bool]:
+    """The here-document whose `<<` ends just before i: its delimiter, `<<-`, and whether it expands."""
+    strip_tabs = template.startswith("-", i)
+    rest = template[i + strip_tabs :].lstrip(" \t")
+    end = next((k for k, ch in enumerate(rest) if ch in _WORD_BREAKS), len(rest))
+    word = rest[:end]
+    expands = not any(ch in word for ch in "'\"\\")
+    return word.translate({ord(ch): None for ch in "'\"\\"}), strip_tabs, expands
+
+
+def _skip_heredocs(template: str, i: int, heredocs: list[tuple[str, bool, bool]]) -> int:
+    """Check the bodies of the pending here-documents that start at i; the index after them."""
+    pattern = string.Template.pattern
+    for delimiter, strip_tabs, expands in heredocs:
+        while i < len(template):
+            end = template.find("\n", i)
+            end = len(template) if end < 0 else end
+            line = template[i:end]
+            i = end + 1
+            if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                break
+            for match in pattern.finditer(line):
+                if expands and (match.group("named") or match.group("braced")):
+                    _unsafe(template, i - 1, "a placeholder in an expanding here-document (quote its EOF)")
+    return i
+
+
+def _unsafe(template: str, i: int, what: str) -> None:
+    line = template.count("\n", 0, i) + 1
+    raise TemplateError(f"line {line}: {what}; values come quoted, so put placeholders bare in the script")
+
+
+def _milli(value: int) -> str:
+    """Milli-units as a plain decimal: 250 -> "0.25", 2000 -> "2"."""
+    return f"{value // 1000}.{value % 1000:03d}".rstrip("0").rstrip(".")
+
+
+def _read_json(path: Path) -> Any:
+    """The file's JSON; None when the file does not exist."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    return json.loads(text)
+
+
+def _parse_time(value: Any) -> datetime | None:
+    """An aware datetime from ISO text; None when there is none."""
+    if not value:
+        return None
+    parsed = datetime.fromisoformat(str(value))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _finished(result: Mapping[str, Any]) -> JobStatus:
+    exit_code = result.get("exit_code")
+    return JobStatus(
+        _RESULT_STATES[result["state"]],
+        exit_code=int(exit_code) if exit_code is not None else None,
+        host=str(result.get("host", "")),
+        started_at=_parse_time(result.get("started_at")),
+        finished_at=_parse_time(result.get("finished_at")),
+        reason=str(result.get("reason", "")),
+    )
+
+
+def _supervisor_alive(pid: int, jobdir: Path) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False  # another user's process took the pid; ours runs as us
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not Path("/proc/self").exists():
+        return True  # no /proc to guard against a reused pid
+    try:
+        # A reused pid runs something else; a zombie's cmdline is empty.
+        return str(jobdir) in cmdline.read_bytes().decode("utf-8", "replace").split("\0")
+    except OSError:
+        return False
+
+
+def _tail_bytes(path: Path, max_bytes: int) -> bytes:
+    """The last max_bytes of the file; b"" when it does not exist."""
+    if max_bytes <= 0:
+        return b""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - max_bytes))
+            return f.read(max_bytes)
+    except FileNotFoundError:
+        return b""
+
+
+def _hostname() -> str:
+    return socket.gethostname()

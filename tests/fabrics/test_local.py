@@ -1,0 +1,289 @@
+"""The local fabric against real processes, each test in its own root directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from fabrics.base import FabricConfig, JobSpec, JobState, JobStatus, Resources, TemplateError
+from fabrics.local.fabric import SUPERVISOR_LOST, LocalFabric, spawn_supervisor
+from fabrics.local.supervisor import GRACE_ENV, group_alive
+from fabrics.registry import fabric_class
+
+T = TypeVar("T")
+DEADLINE_S = 15.0
+
+
+def wait_for(check: Callable[[], T | None], what: str, timeout: float = DEADLINE_S) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def fabric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalFabric:
+    monkeypatch.setenv(GRACE_ENV, "0.3")  # the supervisors inherit it through submit
+    config = FabricConfig("here", "local", Resources(1000, 8000, 16384), {"root": str(tmp_path / "jobs")})
+    return LocalFabric(config)
+
+
+def job(command: str, **overrides: Any) -> JobSpec:
+    fields: dict[str, Any] = {
+        "workload_id": uuid.uuid4(),
+        "name": "probe",
+        "kind": "batch",
+        "owner": "ada",
+        "group": "ml",
+        "queue": "default",
+        "command": command,
+        "per_node": Resources(250, 2000, 1024),
+        "runtime_limit_s": 60,
+    }
+    return JobSpec(**(fields | overrides))
+
+
+def finished(fabric: LocalFabric, external_id: str) -> JobStatus:
+    def status() -> JobStatus | None:
+        current = fabric.poll([external_id])[external_id]
+        return current if current.state.finished else None
+
+    return wait_for(status, f"job {external_id} to finish")
+
+
+def child_pgid(fabric: LocalFabric, external_id: str) -> int:
+    path = fabric.root / external_id / "child.pid"
+    return int(wait_for(lambda: path.read_text() if path.exists() else None, "the job to start"))
+
+
+def test_an_echo_command_succeeds_and_tail_shows_its_stdout_and_stderr(fabric):
+    external_id = fabric.submit(job("echo out; echo err >&2"))
+    status = finished(fabric, external_id)
+    assert status.state is JobState.SUCCEEDED
+    assert status.exit_code == 0
+    assert status.started_at is not None
+    assert status.finished_at is not None
+    assert status.started_at.tzinfo is not None
+    assert status.finished_at >= status.started_at
+    assert status.host
+    assert fabric.tail(external_id) == "out\n--- stderr ---\nerr\n"
+
+
+def test_tail_keeps_the_end_of_the_output_and_is_empty_without_output(fabric):
+    quiet = fabric.submit(job("true"))
+    loud = fabric.submit(job("seq 1 1000"))
+    finished(fabric, quiet)
+    finished(fabric, loud)
+    assert fabric.tail(quiet) == ""
+    assert fabric.tail(loud, max_bytes=8) == "998\n999\n1000\n"[-8:]
+
+
+def test_a_command_exiting_3_fails_with_exit_code_3(fabric):
+    status = finished(fabric, fabric.submit(job("exit 3")))
+    assert status.state is JobState.FAILED
+    assert status.exit_code == 3
+
+
+def test_the_workload_id_and_the_jobs_env_are_in_the_jobs_environment(fabric):
+    spec = job('echo "$GRIDLANE_WORKLOAD_ID $COLOUR"; pwd', env={"COLOUR": "blue"})
+    external_id = fabric.submit(spec)
+    finished(fabric, external_id)
+    workdir = fabric.root / external_id / "work"
+    assert fabric.tail(external_id) == f"{spec.workload_id} blue\n{workdir}\n"
+
+
+def test_cancel_stops_every_process_of_the_job_and_records_cancelled(fabric):
+    external_id = fabric.submit(job("sleep 300 & sleep 300; wait"))
+    pgid = child_pgid(fabric, external_id)
+    assert fabric.poll([external_id])[external_id].state is JobState.RUNNING
+    fabric.cancel(external_id)
+    status = finished(fabric, external_id)
+    assert status.state is JobState.CANCELLED
+    assert not group_alive(pgid)
+
+
+def test_a_finished_job_leaves_no_background_process_behind(fabric):
+    external_id = fabric.submit(job("sleep 300 & echo started"))
+    pgid = child_pgid(fabric, external_id)
+    status = finished(fabric, external_id)
+    assert status.state is JobState.SUCCEEDED
+    assert not group_alive(pgid)
+
+
+def test_a_job_that_ignores_sigterm_is_killed_after_the_grace(fabric):
+    external_id = fabric.submit(job("trap '' TERM; sleep 300 & sleep 300; wait"))
+    pgid = child_pgid(fabric, external_id)
+    fabric.cancel(external_id)
+    assert finished(fabric, external_id).state is JobState.CANCELLED
+    assert not group_alive(pgid)
+
+
+def test_cancel_before_the_job_starts_means_it_never_runs(fabric, tmp_path):
+    marker = tmp_path / "ran"
+    jobdir = fabric.prepare(job(f"touch {marker}"))
+    fabric.cancel(jobdir.name)
+    assert fabric.poll([jobdir.name])[jobdir.name].state is JobState.CANCELLED
+    spawn_supervisor(jobdir).wait()
+    wait_for(lambda: (jobdir / "result.json").exists(), "the supervisor to record the result")
+    assert finished(fabric, jobdir.name).state is JobState.CANCELLED
+    assert not marker.exists()
+
+
+def test_the_runtime_limit_ends_the_job_timed_out(fabric):
+    external_id = fabric.submit(job("sleep 300", runtime_limit_s=1))
+    pgid = child_pgid(fabric, external_id)
+    status = finished(fabric, external_id)
+    assert status.state is JobState.TIMED_OUT
+    assert status.exit_code == 128 + signal.SIGTERM
+    assert not group_alive(pgid)
+
+
+def test_submitting_twice_and_racing_two_supervisors_runs_the_command_once(fabric, tmp_path):
+    counter = tmp_path / "counter"
+    spec = job(f"echo ran >> {counter}")
+    jobdir = fabric.prepare(spec)
+    racers = [spawn_supervisor(jobdir), spawn_supervisor(jobdir)]
+    assert fabric.submit(spec) == str(spec.workload_id)
+    assert fabric.submit(spec) == str(spec.workload_id)
+    for racer in racers:
+        racer.wait()
+    assert finished(fabric, str(spec.workload_id)).state is JobState.SUCCEEDED
+    assert counter.read_text() == "ran\n"
+
+
+def test_find_returns_none_before_submit_and_the_id_after(fabric):
+    spec = job("true")
+    assert fabric.find(spec.workload_id) is None
+    external_id = fabric.submit(spec)
+    assert fabric.find(spec.workload_id) == external_id == str(spec.workload_id)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["x'; touch PWNED #", "$(touch PWNED)", "`touch PWNED`", "x\ntouch PWNED", "x\\'\ntouch PWNED\n#"],
+)
+def test_a_hostile_name_stays_data_and_the_command_reaches_bash_verbatim(fabric, tmp_path, name):
+    command = """printf '%s|' "a  b" 'c"d' $((6*7)); echo"""
+    external_id = fabric.submit(job(command, name=name))
+    assert finished(fabric, external_id).state is JobState.SUCCEEDED
+    assert fabric.tail(external_id) == 'a  b|c"d|42|\n'
+    assert list(tmp_path.rglob("PWNED")) == []
+
+
+def test_render_writes_the_default_script(fabric):
+    spec = job("python train.py --lr 0.1", workload_id=uuid.UUID(int=1), name="it's mine")
+    assert fabric.render(spec) == (
+        "#!/bin/bash\n"
+        "# Gridlane local job\n"
+        ": workload 00000000-0000-0000-0000-000000000001 name 'it'\"'\"'s mine'\n"
+        "exec /bin/bash -c 'python train.py --lr 0.1'\n"
+    )
+
+
+def test_render_fills_a_queue_targets_template_with_quoted_values(fabric):
+    template = "#!/bin/bash\nrun --gpus=$gpus --cpus=${cpus} --mem=$memory_mib --as $owner -- $command\n"
+    spec = job("echo hi there", template=template, per_node=Resources(250, 2000, 1024))
+    expected = "#!/bin/bash\nrun --gpus=0.25 --cpus=2 --mem=1024 --as ada -- 'echo hi there'\n"
+    assert fabric.render(spec) == expected
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "echo $nosuchname\n",
+        "echo $ 5\n",
+        "# job $name\n",
+        'echo "running $name"\n',
+        "echo 'running $name'\n",
+        "echo \\$name\n",
+        "cat <<EOF\n$name\nEOF\n",
+    ],
+)
+def test_check_template_rejects_unknown_malformed_and_unsafe_placeholders(template):
+    with pytest.raises(TemplateError):
+        LocalFabric.check_template(template)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "",
+        "#!/bin/bash\n# cost $$5, see $${x}\nsrun --job-name=$name bash -c $command\n",
+        'echo "$${HOME}" # a $$ comment\nexec bash -c $command\n',
+        "cat <<'EOF'\n$name\nEOF\necho $name\n",
+    ],
+)
+def test_check_template_accepts_safe_templates(template):
+    LocalFabric.check_template(template)
+
+
+def test_check_settings_needs_a_root():
+    with pytest.raises(ValueError, match="root"):
+        LocalFabric.check_settings({})
+    with pytest.raises(ValueError, match="root"):
+        LocalFabric.check_settings({"root": 7})
+    LocalFabric.check_settings({"root": "jobs"})
+
+
+def test_the_registry_names_the_local_fabric():
+    assert fabric_class("local") is LocalFabric
+
+
+def test_poll_of_unknown_or_malformed_ids_is_missing(fabric):
+    ids = [str(uuid.uuid4()), "../../etc", "not-a-uuid"]
+    assert {i: s.state for i, s in fabric.poll(ids).items()} == dict.fromkeys(ids, JobState.MISSING)
+
+
+def test_a_corrupt_record_is_undetermined_without_hiding_other_jobs(fabric):
+    good = fabric.submit(job("true"))
+    bad = fabric.prepare(job("true"))
+    (bad / "result.json").write_text("{not json")
+    finished(fabric, good)
+    statuses = fabric.poll([good, bad.name])
+    assert statuses[good].state is JobState.SUCCEEDED
+    assert statuses[bad.name].state is JobState.UNDETERMINED
+
+
+def test_a_prepared_job_without_a_supervisor_is_queued(fabric):
+    jobdir = fabric.prepare(job("true"))
+    assert fabric.poll([jobdir.name])[jobdir.name].state is JobState.QUEUED
+
+
+def test_a_killed_supervisor_leaves_running_then_failed(fabric):
+    external_id = fabric.submit(job("while [ ! -e go ]; do sleep 0.02; done"))
+    jobdir = fabric.root / external_id
+    child_pgid(fabric, external_id)
+    supervisor = json.loads((jobdir / "started").read_text())["pid"]
+    os.kill(supervisor, signal.SIGKILL)
+    status = wait_for(
+        lambda: (s := fabric.poll([external_id])[external_id]).reason and s,
+        "poll to notice the supervisor is gone",
+    )
+    assert status.state is JobState.RUNNING
+    (jobdir / "work" / "go").touch()
+    status = finished(fabric, external_id)
+    assert status.state is JobState.FAILED
+    assert status.reason == SUPERVISOR_LOST
+    assert status.exit_code is None
+
+
+def test_capacity_is_healthy_for_a_writable_root_and_not_for_a_file(fabric, tmp_path):
+    capacity = fabric.capacity()
+    assert capacity.healthy
+    assert capacity.total == Resources(1000, 8000, 16384)
+    assert fabric.root.is_dir()
+    (tmp_path / "file").write_text("")
+    blocked = LocalFabric(FabricConfig("x", "local", Resources(), {"root": str(tmp_path / "file" / "jobs")}))
+    assert not blocked.capacity().healthy
