@@ -1,0 +1,75 @@
+"""The demo cast: vision (alice member, bob lead), fraud (charlie), IT admin `it`, a local fabric, two queues."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from portal.accounts.models import Membership, ResourceGroup
+from portal.queues.models import Fabric, Queue, QueueTarget, Quota
+
+DEMO_PASSWORD = "gridlane-demo"  # noqa: S105 (the demo's published password)
+
+
+class Command(BaseCommand):
+    help = "Create (or bring back) the demo teams, users, local fabric, queues and quotas. Safe to run again."
+
+    @transaction.atomic
+    def handle(self, *args: Any, **options: Any) -> None:
+        users = get_user_model().objects
+        people = {}
+        for username, is_it in (("alice", False), ("bob", False), ("charlie", False), ("it", True)):
+            user, created = users.get_or_create(
+                username=username,
+                defaults={"email": f"{username}@example.test", "first_name": username.title()},
+            )
+            if created:
+                user.set_password(DEMO_PASSWORD)
+            user.is_staff = user.is_superuser = is_it
+            user.save()
+            people[username] = user
+        vision, _ = ResourceGroup.objects.get_or_create(slug="vision", defaults={"name": "Vision"})
+        fraud, _ = ResourceGroup.objects.get_or_create(slug="fraud", defaults={"name": "Fraud detection"})
+        for username, group, role in (
+            ("alice", vision, Membership.Role.MEMBER),
+            ("bob", vision, Membership.Role.LEAD),
+            ("charlie", fraud, Membership.Role.MEMBER),
+        ):
+            Membership.objects.update_or_create(user=people[username], group=group, defaults={"role": role})
+
+        local, _ = Fabric.objects.get_or_create(
+            name="local",
+            defaults={
+                "kind": "local",
+                "gpu_flavor": "demo",
+                "gpus_milli": 8000,
+                "cpus_milli": 16000,
+                "memory_mib": 64 * 1024,
+            },
+        )
+        queues = (
+            ("train", "Training and batch", ["training", "batch"], 60, 24 * 60),
+            ("notebooks", "Notebooks", ["notebook"], 8 * 60, 24 * 60),
+        )
+        for slug, name, kinds, default_minutes, max_minutes in queues:
+            queue, _ = Queue.objects.get_or_create(
+                slug=slug,
+                defaults={
+                    "name": name,
+                    "kinds": kinds,
+                    "default_runtime_minutes": default_minutes,
+                    "max_runtime_minutes": max_minutes,
+                },
+            )
+            queue.allowed_groups.add(vision, fraud)
+            QueueTarget.objects.get_or_create(queue=queue, fabric=local, defaults={"order": 0})
+        Quota.objects.get_or_create(
+            group=vision, fabric=local, defaults={"gpu_reservation_milli": 4000, "gpu_limit_milli": 6000}
+        )
+        Quota.objects.get_or_create(
+            group=fraud, fabric=local, defaults={"gpu_reservation_milli": 2000, "gpu_limit_milli": 4000}
+        )
+        self.stdout.write("Demo ready: alice and bob (vision), charlie (fraud), it (IT admin); local fabric, 8 GPUs.")

@@ -1,0 +1,1 @@
+"""What IT defines: fabrics with their capacity, queues with ordered targets, quotas per team."""

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+
+from fabrics.base import FabricConfig, Resources, TemplateError
+from fabrics.registry import KINDS, fabric_class
+from portal.accounts.models import ResourceGroup
+
+
+class WorkloadKind(models.TextChoices):
+    NOTEBOOK = "notebook"
+    TRAINING = "training"
+    BATCH = "batch"
+    VM = "vm"
+
+
+def validate_kinds(value: Any) -> None:
+    allowed = set(WorkloadKind.values)
+    if not isinstance(value, list) or not value or not all(k in allowed for k in value):
+        raise ValidationError(f"Give a non-empty list drawn from: {', '.join(WorkloadKind.values)}.")
+
+
+class Fabric(models.Model):
+    """A place where work runs, with the capacity IT declares for it."""
+
+    name = models.SlugField(unique=True)
+    kind = models.CharField(max_length=20, choices=[(k, k) for k in KINDS])
+    enabled = models.BooleanField(default=True)
+    gpu_flavor = models.CharField(max_length=40, blank=True, help_text="e.g. h100, a100-80g, mig-1g.10gb")
+    gpus_milli = models.PositiveIntegerField("GPUs (milli)", default=0, help_text="1000 = one GPU.")
+    cpus_milli = models.PositiveIntegerField("CPUs (milli)", default=0, help_text="1000 = one CPU.")
+    memory_mib = models.PositiveBigIntegerField("Memory (MiB)", default=0)
+    settings = models.JSONField(default=dict, blank=True, help_text="Connection settings for this kind of fabric.")
+    healthy = models.BooleanField(default=True, editable=False)
+    health_detail = models.CharField(max_length=300, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def capacity(self) -> Resources:
+        return Resources(self.gpus_milli, self.cpus_milli, self.memory_mib)
+
+    def clean(self) -> None:
+        if self.kind not in KINDS:
+            return  # the choices validation already says so
+        try:
+            fabric_class(self.kind).check_settings(self.resolved_settings())
+        except ValueError as error:
+            raise ValidationError({"settings": str(error)}) from error
+
+    def resolved_settings(self) -> dict[str, Any]:
+        """The stored settings with the deployment's defaults filled in."""
+        resolved = dict(self.settings or {})
+        if self.kind == "local":
+            resolved.setdefault("root", str(settings.GRIDLANE_LOCAL_FABRIC_ROOT / self.name))
+        return resolved
+
+    def to_config(self) -> FabricConfig:
+        return FabricConfig(name=self.name, kind=self.kind, capacity=self.capacity, settings=self.resolved_settings())
+
+
+class Queue(models.Model):
+    """Where users submit. What they submit never changes with the fabric behind it."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=100)
+    description = models.CharField(max_length=300, blank=True)
+    kinds = models.JSONField(default=list, validators=[validate_kinds], help_text='e.g. ["training", "batch"]')
+    allowed_groups = models.ManyToManyField(ResourceGroup, blank=True, related_name="queues")
+    default_runtime_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
+    max_runtime_minutes = models.PositiveIntegerField(default=7 * 24 * 60, validators=[MinValueValidator(1)])
+    preemptible = models.BooleanField(
+        default=False, help_text="Work here may be preempted when it borrows another team's reservation."
+    )
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if (self.default_runtime_minutes or 0) > (self.max_runtime_minutes or 0) > 0:
+            raise ValidationError({"default_runtime_minutes": "The default cannot exceed the maximum."})
+
+
+class QueueTarget(models.Model):
+    """One fabric behind a queue, tried in order, with the script or manifest template for it."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="targets")
+    fabric = models.ForeignKey(Fabric, on_delete=models.PROTECT, related_name="targets")
+    order = models.PositiveSmallIntegerField(default=0)
+    template = models.TextField(blank=True, help_text="Empty means the fabric's default template.")
+
+    class Meta:
+        ordering = ["queue", "order", "pk"]
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["queue", "fabric"], name="one_target_per_fabric"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue} -> {self.fabric}"
+
+    def clean(self) -> None:
+        if self.fabric_id is None or not self.template:
+            return
+        try:
+            fabric_class(self.fabric.kind).check_template(self.template)
+        except TemplateError as error:
+            raise ValidationError({"template": str(error)}) from error
+
+
+class Quota(models.Model):
+    """A team's policy on one fabric: the floor it is guaranteed and the cap it may not pass."""
+
+    group = models.ForeignKey(ResourceGroup, on_delete=models.CASCADE, related_name="quotas")
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="quotas")
+    gpu_reservation_milli = models.PositiveIntegerField("GPU reservation (milli)", default=0)
+    gpu_limit_milli = models.PositiveIntegerField(
+        "GPU limit (milli)", null=True, blank=True, help_text="Empty means no cap beyond the fabric's size."
+    )
+    cpu_reservation_milli = models.PositiveIntegerField("CPU reservation (milli)", default=0)
+    cpu_limit_milli = models.PositiveIntegerField("CPU limit (milli)", null=True, blank=True)
+    memory_reservation_mib = models.PositiveBigIntegerField("Memory reservation (MiB)", default=0)
+    memory_limit_mib = models.PositiveBigIntegerField("Memory limit (MiB)", null=True, blank=True)
+
+    class Meta:
+        ordering = ["group", "fabric"]
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["group", "fabric"], name="one_quota_per_group_and_fabric"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} on {self.fabric}"
+
+    def clean(self) -> None:
+        errors = {}
+        for resource in ("gpu", "cpu", "memory"):
+            unit = "mib" if resource == "memory" else "milli"
+            reservation = getattr(self, f"{resource}_reservation_{unit}") or 0
+            limit = getattr(self, f"{resource}_limit_{unit}")
+            if limit is not None and limit < reservation:
+                errors[f"{resource}_limit_{unit}"] = (
+                    f"The limit ({limit}) is below the reservation ({reservation}): a cap cannot sit under the floor."
+                )
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def reservation(self) -> Resources:
+        return Resources(self.gpu_reservation_milli, self.cpu_reservation_milli, self.memory_reservation_mib)

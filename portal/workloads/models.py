@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from fabrics.base import Resources
+from portal.accounts.models import ResourceGroup
+from portal.queues.models import Fabric, Queue, QueueTarget, WorkloadKind
+from portal.workloads.states import FINISHED, State
+
+
+class Priority(models.TextChoices):
+    LOW = "low"
+    NORMAL = "normal"
+    HIGH = "high"
+
+
+class Workload(models.Model):
+    """One thing a user asked to run, from submission to its end. State changes go through services."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads")
+    group = models.ForeignKey(ResourceGroup, on_delete=models.PROTECT, related_name="workloads")
+    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="workloads")
+    kind = models.CharField(max_length=10, choices=WorkloadKind.choices)
+    name = models.CharField(max_length=100)
+    command = models.TextField(blank=True)
+    script = models.TextField(blank=True)
+    image = models.CharField(max_length=300, blank=True)
+    # The request, per node, in integer units (milli-GPUs, milli-CPUs, MiB) so sums never drift.
+    gpus_milli = models.PositiveIntegerField(default=0)
+    cpus_milli = models.PositiveIntegerField(default=1000)
+    memory_mib = models.PositiveBigIntegerField(default=1024)
+    nodes = models.PositiveIntegerField(default=1)
+    runtime_limit_s = models.PositiveIntegerField()
+    priority = models.CharField(max_length=10, choices=Priority.choices, default=Priority.NORMAL)
+    lease_s = models.PositiveIntegerField(null=True, blank=True, help_text="Notebooks and VMs: the lease length.")
+    lease_ends_at = models.DateTimeField(null=True, blank=True)
+
+    state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
+    pending_reason_code = models.CharField(max_length=40, blank=True)
+    pending_reason = models.CharField(max_length=300, blank=True)
+    estimated_start = models.DateTimeField(null=True, blank=True)
+
+    # Placement: where it ran. To the submitter an implementation detail, kept for support and audit.
+    fabric = models.ForeignKey(Fabric, null=True, blank=True, on_delete=models.PROTECT, related_name="workloads")
+    target = models.ForeignKey(QueueTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    external_id = models.CharField(max_length=200, blank=True)
+    rendered = models.TextField(blank=True, help_text="The script or manifest sent to the fabric.")
+    host = models.CharField(max_length=200, blank=True)
+    connect_url = models.URLField(max_length=500, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    log_tail = models.TextField(blank=True)
+
+    submitted_at = models.DateTimeField(default=timezone.now)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    # NULL, not "", for "no key": the unique constraint then ignores keyless workloads.
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    request_fingerprint = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-submitted_at"]
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=models.Q(idempotency_key__isnull=False),
+                name="one_workload_per_idempotency_key",
+            ),
+        ]
+        indexes: ClassVar[list[Any]] = [
+            models.Index(fields=["state", "submitted_at"]),
+            models.Index(fields=["group", "state"]),
+            models.Index(fields=["owner", "-submitted_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("workloads:detail", args=[self.pk])
+
+    @property
+    def per_node(self) -> Resources:
+        return Resources(self.gpus_milli, self.cpus_milli, self.memory_mib)
+
+    @property
+    def total(self) -> Resources:
+        return self.per_node.times(self.nodes)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
+
+    @property
+    def gpus(self) -> Decimal:
+        return Decimal(self.gpus_milli) / 1000
+
+    @property
+    def cpus(self) -> Decimal:
+        return Decimal(self.cpus_milli) / 1000
+
+    @property
+    def memory_gb(self) -> Decimal:
+        return (Decimal(self.memory_mib) / 1024).quantize(Decimal("0.01")).normalize()
+
+
+class WorkloadEvent(models.Model):
+    """Every state change of a workload, with who did it and why: its own audit trail."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(default=timezone.now)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    from_state = models.CharField(max_length=12, blank=True)
+    to_state = models.CharField(max_length=12)
+    reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.from_state or '-'} -> {self.to_state}"

@@ -1,0 +1,350 @@
+"""Every change to a workload: `check_*` validates and checks access, `do_*` mutates and records.
+
+State changes are compare-and-swap updates (`filter(pk=..., state=old).update(state=new)`) that
+write a WorkloadEvent in the same transaction; a CAS that loses a race changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from portal import access
+from portal.queues.models import Queue, WorkloadKind
+from portal.workloads.models import Priority, Workload, WorkloadEvent
+from portal.workloads.states import FINISHED, State, can_move
+
+log = logging.getLogger("gridlane.services")
+
+MAX_COMMAND_BYTES = 64 * 1024
+MAX_GPUS_PER_NODE = 64
+MAX_CPUS_PER_NODE = 1024
+MAX_MEMORY_GB_PER_NODE = 16 * 1024
+MAX_NODES = 1024
+MAX_LEASE_HOURS = 24 * 30
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,99}")
+IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,299}")
+
+
+class SubmitRejected(Exception):
+    """The request is not valid; `errors` maps each field to what is wrong with it."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__(errors)
+        self.errors = errors
+
+
+class QueueForbidden(PermissionDenied):
+    pass
+
+
+class IdempotencyConflict(Exception):
+    """The Idempotency-Key was used before for a different request."""
+
+
+class InvalidTransition(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """A submission as typed values, the same from the web form, the API and the CLI."""
+
+    queue: str
+    kind: str
+    name: str
+    command: str = ""
+    script: str = ""
+    image: str = ""
+    gpus: Decimal = Decimal(0)
+    cpus: Decimal = Decimal(1)
+    memory_gb: Decimal = Decimal(4)
+    nodes: int = 1
+    runtime_limit_minutes: int | None = None
+    priority: str = Priority.NORMAL
+    lease_hours: Decimal | None = None
+    group: str | None = None
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _milli(value: Decimal) -> int | None:
+    """Value x 1000 as an integer, or None when it has finer than milli precision."""
+    scaled = value * 1000
+    return int(scaled) if scaled == scaled.to_integral_value() else None
+
+
+def _text_errors(value: str, field: str, max_bytes: int) -> list[str]:
+    if "\x00" in value:
+        return [f"The {field} contains a NUL character."]
+    if len(value.encode("utf-8", errors="surrogatepass")) > max_bytes:
+        return [f"The {field} is longer than {max_bytes // 1024} KiB."]
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return [f"The {field} is not valid UTF-8."]
+    return []
+
+
+def check_submit(user: Any, req: SubmitRequest) -> Workload:
+    """Validate a submission for this user and return the unsaved workload.
+
+    Raises SubmitRejected with every field error at once, or QueueForbidden when the user
+    may not use the queue.
+    """
+    errors: dict[str, list[str]] = {}
+
+    def err(field: str, message: str) -> None:
+        errors.setdefault(field, []).append(message)
+
+    queue = Queue.objects.filter(slug=req.queue, enabled=True).prefetch_related("targets__fabric").first()
+    if queue is None:
+        raise SubmitRejected({"queue": [f"There is no queue called {req.queue!r}."]})
+    groups = list(access.submit_groups(user, queue))
+    if not groups and not access.is_it(user):
+        raise QueueForbidden(f"You may not use the queue {queue.slug!r}.")
+    if req.group is not None:
+        group = next((g for g in groups if g.slug == req.group), None)
+        if group is None:
+            err("group", f"You cannot submit to {queue.slug!r} as team {req.group!r}.")
+    elif len(groups) == 1:
+        group = groups[0]
+    else:
+        group = None
+        names = ", ".join(g.slug for g in groups) or "none"
+        err("group", f"Say which team this is for (one of: {names}).")
+
+    if req.kind not in WorkloadKind.values:
+        err("kind", f"Choose one of: {', '.join(WorkloadKind.values)}.")
+    elif req.kind not in queue.kinds:
+        err("kind", f"The queue {queue.slug!r} takes {', '.join(queue.kinds)} work, not {req.kind}.")
+
+    if not NAME_RE.fullmatch(req.name):
+        err("name", "Use 1-100 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit.")
+
+    if req.command and req.script:
+        err("command", "Give a command or a script, not both.")
+    elif not (req.command or req.script) and req.kind != WorkloadKind.NOTEBOOK:
+        err("command", "Give the command to run.")
+    for field, value in (("command", req.command), ("script", req.script)):
+        for message in _text_errors(value, field, MAX_COMMAND_BYTES):
+            err(field, message)
+    if req.image and not IMAGE_RE.fullmatch(req.image):
+        err("image", "That is not a container image reference.")
+
+    gpus_milli = _milli(req.gpus)
+    if req.gpus < 0 or req.gpus > MAX_GPUS_PER_NODE:
+        err("resources.gpus", f"Ask for 0 to {MAX_GPUS_PER_NODE} GPUs per node.")
+    elif gpus_milli is None or (req.gpus > 1 and req.gpus != req.gpus.to_integral_value()):
+        err("resources.gpus", "Fractions of a GPU go below one (e.g. 0.25); above one, ask for whole GPUs.")
+    cpus_milli = _milli(req.cpus)
+    if req.cpus <= 0 or req.cpus > MAX_CPUS_PER_NODE or cpus_milli is None:
+        err(
+            "resources.cpus",
+            f"Ask for more than 0 and at most {MAX_CPUS_PER_NODE} CPUs per node, in steps of 0.001.",
+        )
+    if req.memory_gb <= 0 or req.memory_gb > MAX_MEMORY_GB_PER_NODE:
+        err("resources.memory_gb", f"Ask for more than 0 and at most {MAX_MEMORY_GB_PER_NODE} GB per node.")
+    if not 1 <= req.nodes <= MAX_NODES:
+        err("resources.nodes", f"Ask for 1 to {MAX_NODES} nodes.")
+
+    runtime = req.runtime_limit_minutes or queue.default_runtime_minutes
+    if not 1 <= runtime <= queue.max_runtime_minutes:
+        err(
+            "runtime_limit_minutes",
+            f"The queue {queue.slug!r} allows 1 to {queue.max_runtime_minutes} minutes.",
+        )
+
+    if req.priority not in Priority.values:
+        err("priority", f"Choose one of: {', '.join(Priority.values)}.")
+    elif group is not None and not access.may_set_priority(user, group, req.priority):
+        err("priority", "Only a team lead or IT may submit at high priority.")
+
+    lease_s = None
+    if req.lease_hours is not None:
+        if req.kind not in (WorkloadKind.NOTEBOOK, WorkloadKind.VM):
+            err("lease_hours", "Only notebooks and VMs have a lease.")
+        elif not 0 < req.lease_hours <= MAX_LEASE_HOURS:
+            err("lease_hours", f"A lease lasts more than 0 and at most {MAX_LEASE_HOURS} hours.")
+        else:
+            lease_s = int(req.lease_hours * 3600)
+
+    if errors or group is None or gpus_milli is None or cpus_milli is None:
+        raise SubmitRejected(errors)  # the last three are None only alongside an error
+    memory_mib = int((req.memory_gb * 1024).to_integral_value())
+
+    workload = Workload(
+        owner=user,
+        group=group,
+        queue=queue,
+        kind=req.kind,
+        name=req.name,
+        command=req.command,
+        script=req.script,
+        image=req.image,
+        gpus_milli=gpus_milli,
+        cpus_milli=cpus_milli,
+        memory_mib=memory_mib,
+        nodes=req.nodes,
+        runtime_limit_s=runtime * 60,
+        priority=req.priority,
+        lease_s=lease_s,
+        request_fingerprint=req.fingerprint(),
+    )
+    _check_fits_somewhere(workload, queue)
+    return workload
+
+
+def _check_fits_somewhere(workload: Workload, queue: Queue) -> None:
+    """Refuse at once what no fabric behind the queue could ever hold, rather than leave it pending forever."""
+    fabrics = [t.fabric for t in queue.targets.all() if t.fabric.enabled]
+    if not fabrics:
+        raise SubmitRejected({"queue": [f"The queue {queue.slug!r} has no fabric behind it yet; ask IT."]})
+    need = workload.total
+    if any(need.fits_in(f.capacity) for f in fabrics):
+        return
+    biggest = max(fabrics, key=lambda f: (f.gpus_milli, f.cpus_milli, f.memory_mib))
+    raise SubmitRejected(
+        {
+            "resources": [
+                f"No fabric behind {queue.slug!r} is that big: the largest has {biggest.gpus_milli / 1000:g} GPUs, "
+                f"{biggest.cpus_milli / 1000:g} CPUs and {biggest.memory_mib / 1024:g} GB in all."
+            ]
+        }
+    )
+
+
+def submit(user: Any, req: SubmitRequest, idempotency_key: str | None = None) -> tuple[Workload, bool]:
+    """Check and record a submission. Returns the workload and whether it was created now.
+
+    With an idempotency key, a repeat of the same request returns the first workload; the same
+    key with a different request raises IdempotencyConflict.
+    """
+    if idempotency_key:
+        existing = _replay(user, req, idempotency_key)
+        if existing is not None:
+            return existing, False
+    workload = check_submit(user, req)
+    workload.idempotency_key = idempotency_key or None
+    try:
+        return do_submit(workload), True
+    except IntegrityError:
+        # Another request with the same key won the race: answer with its workload.
+        existing = _replay(user, req, idempotency_key) if idempotency_key else None
+        if existing is None:
+            raise
+        return existing, False
+
+
+def _replay(user: Any, req: SubmitRequest, key: str) -> Workload | None:
+    """The earlier workload for this key, or None when the key is new."""
+    existing = Workload.objects.filter(owner=user, idempotency_key=key).first()
+    if existing is not None and existing.request_fingerprint != req.fingerprint():
+        raise IdempotencyConflict("This Idempotency-Key was already used for a different request.")
+    return existing
+
+
+def do_submit(workload: Workload) -> Workload:
+    with transaction.atomic():
+        workload.submitted_at = workload.updated_at = timezone.now()
+        workload.save(force_insert=True)
+        WorkloadEvent.objects.create(
+            workload=workload, actor=workload.owner, to_state=State.PENDING, reason="submitted"
+        )
+        kick_worker()
+    log.info("workload %s submitted to %s by %s", workload.pk, workload.queue.slug, workload.owner)
+    return workload
+
+
+def transition(
+    workload: Workload,
+    new: State,
+    *,
+    actor: Any = None,
+    reason: str = "",
+    **fields: Any,
+) -> bool:
+    """Move the workload from its current state to `new` if nobody moved it first.
+
+    Returns False, changing nothing, when the stored state is no longer `workload.state`.
+    """
+    old = State(workload.state)
+    if not can_move(old, new):
+        raise InvalidTransition(f"{old} -> {new} is not a workload transition")
+    now = timezone.now()
+    stamps: dict[str, Any] = {"updated_at": now}
+    if new == State.ADMITTED:
+        stamps["admitted_at"] = now
+    elif new == State.RUNNING:
+        stamps["started_at"] = fields.pop("started_at", None) or now
+        if workload.lease_s:
+            stamps["lease_ends_at"] = stamps["started_at"] + timedelta(seconds=workload.lease_s)
+    elif new in FINISHED:
+        stamps["finished_at"] = fields.pop("finished_at", None) or now
+    if new != State.PENDING and old == State.PENDING:
+        stamps |= {"pending_reason": "", "pending_reason_code": "", "estimated_start": None}
+    values = {**stamps, **fields, "state": new}
+    with transaction.atomic():
+        if Workload.objects.filter(pk=workload.pk, state=old).update(**values) != 1:
+            return False  # another worker or request got there first
+        WorkloadEvent.objects.create(
+            workload=workload, at=now, actor=actor, from_state=old, to_state=new, reason=reason[:500]
+        )
+    for key, value in values.items():
+        setattr(workload, key, value)
+    return True
+
+
+def check_cancel(user: Any, workload: Workload) -> None:
+    if not access.can_manage(user, workload):
+        raise PermissionDenied("Only the owner, a team lead or IT may cancel this workload.")
+
+
+def do_cancel(user: Any, workload: Workload, reason: str = "cancelled by user") -> Workload:
+    """Cancel at once what holds nothing on a fabric; ask the worker to stop the rest.
+
+    Already finished or already cancelling work is left as it is.
+    """
+    for _ in range(5):  # the worker may move the state under us; try again from what is stored now
+        state = State(workload.state)
+        if state in FINISHED or state == State.CANCELLING:
+            return workload
+        if state in (State.PENDING, State.ADMITTED, State.PREEMPTED):
+            target = State.CANCELLED if state != State.PREEMPTED else State.PENDING
+        else:
+            target = State.CANCELLING
+        if transition(workload, target, actor=user, reason=reason):
+            if target == State.PENDING:
+                continue  # preempted work goes back to pending first, then is cancelled there
+            kick_worker()
+            return workload
+        workload.refresh_from_db()
+    raise RuntimeError(f"workload {workload.pk} kept changing state while being cancelled")
+
+
+def kick_worker() -> None:
+    """Ask the worker for a scheduling cycle once the current transaction commits."""
+    if not settings.GRIDLANE_KICK_WORKER:
+        return
+
+    def enqueue() -> None:
+        from django_q.tasks import async_task
+
+        try:
+            async_task("portal.worker.tasks.cycle", task_name="cycle", group="cycle")
+        except Exception:  # the periodic cycle will catch up; never fail a user's request over this
+            log.exception("could not ask the worker for a cycle")
+
+    transaction.on_commit(enqueue)

@@ -1,0 +1,57 @@
+"""Queue figures read by the API and pages: backlog, running, recent p95 wait (a bounded number of queries)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from portal.queues.models import Queue
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+
+WAIT_WINDOW = timedelta(days=7)
+
+
+def percentile(values: Sequence[float], p: float) -> float | None:
+    """The p-th percentile (0-100) by linear interpolation, or None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    queue: Queue
+    backlog: int
+    running: int
+    p95_wait_seconds: float | None
+
+
+def queue_figures(queues: Iterable[Queue]) -> list[QueueFigures]:
+    """Three queries whatever the number of queues."""
+    counted = list(
+        Queue.objects.filter(pk__in=[q.pk for q in queues]).annotate(
+            backlog=Count("workloads", filter=Q(workloads__state__in=[State.PENDING, State.ADMITTED])),
+            running=Count("workloads", filter=Q(workloads__state__in=[State.DISPATCHING, State.RUNNING])),
+        )
+    )
+    waits: defaultdict[int, list[float]] = defaultdict(list)
+    started = Workload.objects.filter(queue__in=counted, started_at__gte=timezone.now() - WAIT_WINDOW).values_list(
+        "queue_id", "submitted_at", "started_at"
+    )
+    for queue_id, submitted_at, started_at in started:
+        if started_at is not None:  # the filter above says so; the type checker cannot know
+            waits[queue_id].append((started_at - submitted_at).total_seconds())
+    return [
+        QueueFigures(q, q.backlog, q.running, percentile(waits[q.pk], 95))
+        for q in counted
+    ]

@@ -1,0 +1,87 @@
+"""Pages for people. Each view serves its full page, or just its partial when htmx asks for a refresh."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from portal import access
+from portal.workloads import services
+from portal.workloads.forms import TrainingForm
+from portal.workloads.states import FINISHED
+
+LIST_LIMIT = 100
+
+
+def _partial(request: HttpRequest) -> bool:
+    return bool(getattr(request, "htmx", False)) and not request.htmx.boosted  # type: ignore[attr-defined]
+
+
+@login_required
+def workload_list(request: HttpRequest) -> HttpResponse:
+    scope = request.GET.get("scope", "mine")
+    workloads = (
+        access.visible_workloads(request.user)
+        .select_related("queue", "group", "owner")
+        .defer("log_tail", "rendered", "command", "script")
+    )
+    if scope != "team":
+        workloads = workloads.filter(owner_id=request.user.pk)
+    rows = list(workloads[:LIST_LIMIT])
+    context = {"workloads": rows, "scope": scope, "live": any(w.state not in FINISHED for w in rows)}
+    template = "workloads/_rows.html" if _partial(request) else "workloads/list.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def workload_new(request: HttpRequest) -> HttpResponse:
+    form = TrainingForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        try:
+            workload, _ = services.submit(request.user, form.to_request())
+        except services.SubmitRejected as rejected:
+            form.add_service_errors(rejected.errors)
+        except services.QueueForbidden as forbidden:
+            form.add_error("queue", str(forbidden))
+        else:
+            messages.success(request, f"Submitted {workload.name}.")
+            if request.htmx:  # type: ignore[attr-defined]
+                return HttpResponseClientRedirect(workload.get_absolute_url())
+            return redirect(workload)
+    template = "workloads/_form.html" if _partial(request) else "workloads/new.html"
+    # 422 for a form with errors: htmx swaps it in (see the htmx-config in base.html), browsers show it.
+    return render(request, template, {"form": form}, status=422 if form.errors else 200)
+
+
+@login_required
+def workload_detail(request: HttpRequest, pk: UUID) -> HttpResponse:
+    workload = access.access_workload(request.user, pk)
+    context = {
+        "w": workload,
+        "events": workload.events.select_related("actor"),
+        "can_manage": access.can_manage(request.user, workload),
+    }
+    template = "workloads/_status.html" if _partial(request) else "workloads/detail.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def workload_cancel(request: HttpRequest, pk: UUID) -> HttpResponse:
+    workload = access.access_workload(request.user, pk)
+    try:
+        services.check_cancel(request.user, workload)
+    except PermissionDenied:
+        return HttpResponse("You may not cancel this workload.", status=403)
+    services.do_cancel(request.user, workload)
+    if request.htmx:  # type: ignore[attr-defined]
+        return workload_detail(request, pk)
+    return redirect(workload)

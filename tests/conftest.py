@@ -1,0 +1,88 @@
+"""The cast (healthchecks-style): alice is on team vision, bob leads vision, charlie is on fraud
+and must never see vision's work; `it` is IT staff. All of it comes from `seed_demo` itself."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def cast(db: Any, settings: Any, tmp_path: Any) -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    settings.GRIDLANE_LOCAL_FABRIC_ROOT = tmp_path / "local-fabric"
+    call_command("seed_demo", stdout=open("/dev/null", "w"))  # noqa: SIM115
+    users = get_user_model().objects
+    return {name: users.get(username=name) for name in ("alice", "bob", "charlie", "it")}
+
+
+@pytest.fixture
+def alice(cast: dict[str, Any]) -> Any:
+    return cast["alice"]
+
+
+@pytest.fixture
+def bob(cast: dict[str, Any]) -> Any:
+    return cast["bob"]
+
+
+@pytest.fixture
+def charlie(cast: dict[str, Any]) -> Any:
+    return cast["charlie"]
+
+
+@pytest.fixture
+def it_admin(cast: dict[str, Any]) -> Any:
+    return cast["it"]
+
+
+@pytest.fixture
+def api_as(cast: dict[str, Any]) -> Callable[[Any], Any]:
+    """An API client carrying a fresh bearer token of the given user."""
+    from rest_framework.test import APIClient
+
+    from portal.accounts.models import ApiToken
+
+    def client_for(user: Any) -> APIClient:
+        _, plaintext = ApiToken.issue(user, "tests")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+        return client
+
+    return client_for
+
+
+@pytest.fixture
+def submit(cast: dict[str, Any]) -> Callable[..., Any]:
+    """Submit through the service, as a user would; keyword arguments override the request."""
+    from decimal import Decimal
+
+    from portal.workloads import services
+
+    def do(user: Any, **fields: Any) -> Any:
+        values: dict[str, Any] = {"queue": "train", "kind": "training", "name": "job", "command": "true"}
+        values |= fields
+        for key in ("gpus", "cpus", "memory_gb"):
+            if key in values:
+                values[key] = Decimal(str(values[key]))
+        workload, _ = services.submit(user, services.SubmitRequest(**values))
+        return workload
+
+    return do
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, every: float = 0.05) -> Any:
+    """Poll until predicate() is truthy; fail the test with a clear message at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout} s")
+        time.sleep(every)

@@ -1,0 +1,39 @@
+"""Management commands: the demo seed and token issuing."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
+
+from portal.accounts.models import Membership, ResourceGroup
+from portal.queues.models import Fabric, Queue, QueueTarget, Quota
+
+
+def counts():
+    return [m.objects.count() for m in (ResourceGroup, Membership, Fabric, Queue, QueueTarget, Quota)]
+
+
+def test_seed_demo_is_idempotent(cast):
+    before = counts()
+    call_command("seed_demo", stdout=io.StringIO())
+    assert counts() == before == [2, 3, 1, 2, 2, 2]
+    assert cast["it"].is_staff
+    assert not cast["alice"].is_staff
+    assert cast["alice"].check_password("gridlane-demo")
+
+
+def test_issue_token_prints_a_working_token_last(cast):
+    out = io.StringIO()
+    call_command("issue_token", "alice", stdout=out)
+    token = out.getvalue().strip().splitlines()[-1]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert client.get("/api/v1/workloads/").status_code == 200
+
+
+def test_issue_token_for_an_unknown_user_fails_clearly(cast):
+    with pytest.raises(CommandError, match="No user called 'nobody'"):
+        call_command("issue_token", "nobody", stdout=io.StringIO())

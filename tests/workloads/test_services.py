@@ -1,0 +1,151 @@
+"""Submit and cancel through the services: validation, access, idempotency, and the worker kick."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import PermissionDenied
+from django_q.models import OrmQ
+
+from portal.workloads import services
+from portal.workloads.models import Workload, WorkloadEvent
+from portal.workloads.states import State
+
+
+def request(**fields):
+    values = {"queue": "train", "kind": "training", "name": "job", "command": "true"} | fields
+    return services.SubmitRequest(**values)
+
+
+def test_a_submission_is_recorded_pending_with_its_event_in_milli_units(alice):
+    workload, created = services.submit(
+        alice, request(gpus=Decimal("0.25"), cpus=Decimal("2.5"), memory_gb=Decimal("1.5"))
+    )
+    assert created
+    assert (workload.state, workload.group.slug, workload.owner) == (State.PENDING, "vision", alice)
+    assert (workload.gpus_milli, workload.cpus_milli, workload.memory_mib) == (250, 2500, 1536)
+    assert workload.runtime_limit_s == 60 * 60  # the queue's default
+    event = WorkloadEvent.objects.get(workload=workload)
+    assert (event.from_state, event.to_state, event.actor) == ("", State.PENDING, alice)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"gpus": Decimal(-1)}, "resources.gpus"),
+        ({"gpus": Decimal("1.5")}, "resources.gpus"),
+        ({"gpus": Decimal(100000)}, "resources.gpus"),
+        ({"cpus": Decimal(0)}, "resources.cpus"),
+        ({"memory_gb": Decimal("1e9")}, "resources.memory_gb"),
+        ({"nodes": 0}, "resources.nodes"),
+        ({"gpus": Decimal(8), "nodes": 2}, "resources"),
+        ({"runtime_limit_minutes": 100000}, "runtime_limit_minutes"),
+        ({"name": ""}, "name"),
+        ({"name": "a;rm -rf /"}, "name"),
+        ({"command": ""}, "command"),
+        ({"command": "x" * (64 * 1024 + 1)}, "command"),
+        ({"command": "echo \x00"}, "command"),
+        ({"command": "echo \udcff"}, "command"),
+        ({"kind": "notebook"}, "kind"),
+        ({"kind": "spaceship"}, "kind"),
+        ({"priority": "urgent"}, "priority"),
+        ({"priority": "high"}, "priority"),
+        ({"lease_hours": Decimal(2)}, "lease_hours"),
+        ({"image": "not an image!"}, "image"),
+        ({"queue": "nope"}, "queue"),
+    ],
+)
+def test_bad_input_is_refused_with_a_message_on_its_field_and_nothing_is_recorded(alice, fields, field):
+    with pytest.raises(services.SubmitRejected) as rejected:
+        services.submit(alice, request(**fields))
+    assert field in rejected.value.errors
+    assert all(rejected.value.errors[field])
+    assert not Workload.objects.exists()
+
+
+def test_every_error_is_reported_at_once(alice):
+    with pytest.raises(services.SubmitRejected) as rejected:
+        services.submit(alice, request(name="", command="", gpus=Decimal(-1)))
+    assert {"name", "command", "resources.gpus"} <= set(rejected.value.errors)
+
+
+def test_a_lead_may_submit_at_high_priority(bob):
+    workload, _ = services.submit(bob, request(priority="high"))
+    assert workload.priority == "high"
+
+
+def test_a_queue_not_open_to_the_users_team_is_forbidden(alice):
+    from portal.queues.models import Queue
+
+    Queue.objects.get(slug="train").allowed_groups.remove(alice.memberships.get().group)
+    with pytest.raises(services.QueueForbidden):
+        services.submit(alice, request())
+
+
+def test_a_repeated_idempotency_key_returns_the_first_workload(alice):
+    first, created = services.submit(alice, request(), idempotency_key="k-1")
+    again, created_again = services.submit(alice, request(), idempotency_key="k-1")
+    assert (created, created_again) == (True, False)
+    assert again.pk == first.pk
+    assert Workload.objects.count() == 1
+
+
+def test_the_same_idempotency_key_for_another_request_is_a_conflict(alice):
+    services.submit(alice, request(), idempotency_key="k-1")
+    with pytest.raises(services.IdempotencyConflict):
+        services.submit(alice, request(name="other"), idempotency_key="k-1")
+
+
+def test_idempotency_keys_belong_to_their_owner(alice, charlie):
+    mine, _ = services.submit(alice, request(), idempotency_key="shared")
+    theirs, created = services.submit(charlie, request(), idempotency_key="shared")
+    assert created
+    assert theirs.pk != mine.pk
+
+
+def test_cancel_of_pending_work_is_immediate(alice, submit):
+    workload = submit(alice)
+    services.do_cancel(alice, workload)
+    workload.refresh_from_db()
+    assert workload.state == State.CANCELLED
+    assert workload.finished_at is not None
+
+
+def test_cancel_of_running_work_asks_the_worker(alice, submit):
+    workload = submit(alice)
+    Workload.objects.filter(pk=workload.pk).update(state=State.RUNNING)
+    workload.refresh_from_db()
+    services.do_cancel(alice, workload)
+    assert Workload.objects.get(pk=workload.pk).state == State.CANCELLING
+
+
+def test_cancel_twice_is_harmless(alice, submit):
+    workload = submit(alice)
+    services.do_cancel(alice, workload)
+    services.do_cancel(alice, workload)
+    assert WorkloadEvent.objects.filter(workload=workload, to_state=State.CANCELLED).count() == 1
+
+
+def test_who_may_cancel(alice, bob, charlie, it_admin, submit):
+    workload = submit(alice)
+    for allowed in (alice, bob, it_admin):
+        services.check_cancel(allowed, workload)
+    other = submit(bob)
+    with pytest.raises(PermissionDenied):
+        services.check_cancel(alice, other)  # a member may not cancel a teammate's work
+    with pytest.raises(PermissionDenied):
+        services.check_cancel(charlie, workload)
+
+
+def test_submit_and_cancel_ask_the_worker_for_a_cycle_after_commit(
+    alice, submit, settings, django_capture_on_commit_callbacks
+):
+    settings.GRIDLANE_KICK_WORKER = True
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        workload = submit(alice)
+    assert len(callbacks) == 1
+    assert OrmQ.objects.count() == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        services.do_cancel(alice, workload)
+    assert OrmQ.objects.count() == 2
