@@ -1,0 +1,1 @@
+"""The background worker: scheduling cycles (snapshot -> decide -> apply), dispatch and sync, on django-q2."""

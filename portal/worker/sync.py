@@ -1,0 +1,139 @@
+"""Bring fabric status back: one poll per fabric per cycle, then state changes through the services."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from fabrics.base import FabricError, JobState, JobStatus
+from portal.queues.models import Fabric as FabricRow
+from portal.worker.connections import fabric_for
+from portal.workloads import services
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+
+log = logging.getLogger("gridlane.worker")
+
+# A finished fabric job -> the workload state it ends in.
+FINAL = {
+    JobState.SUCCEEDED: State.SUCCEEDED,
+    JobState.FAILED: State.FAILED,
+    JobState.TIMED_OUT: State.EXPIRED,
+    JobState.CANCELLED: State.CANCELLED,
+}
+
+
+def sync_all() -> int:
+    """Poll every fabric that has live work; returns how many workloads changed state."""
+    live = (
+        Workload.objects.filter(state__in=[State.DISPATCHING, State.RUNNING, State.CANCELLING])
+        .exclude(state=State.DISPATCHING, external_id="")
+        .select_related("fabric")
+    )
+    by_fabric: defaultdict[int, list[Workload]] = defaultdict(list)
+    fabrics: dict[int, FabricRow] = {}
+    for w in live:
+        if w.fabric is not None:
+            by_fabric[w.fabric.pk].append(w)
+            fabrics[w.fabric.pk] = w.fabric
+    changed = 0
+    for fabric_id, workloads in by_fabric.items():
+        changed += _sync_fabric(fabrics[fabric_id], workloads)
+    return changed
+
+
+def _sync_fabric(row: FabricRow, workloads: list[Workload]) -> int:
+    fabric = fabric_for(row)
+    for w in workloads:
+        if w.state == State.CANCELLING:
+            _ask_cancel(row, w)
+    ids = [w.external_id for w in workloads if w.external_id]
+    try:
+        statuses = fabric.poll(ids) if ids else {}
+    except FabricError as error:
+        _set_health(row, healthy=False, detail=str(error))
+        return 0
+    _set_health(row, healthy=True, detail="")
+    changed = 0
+    for w in workloads:
+        status = statuses.get(w.external_id, JobStatus(JobState.UNDETERMINED))
+        if w.external_id and status.state in (JobState.RUNNING, JobState.QUEUED):
+            _update_tail(fabric_tail(row, w), w)
+        changed += _follow(row, w, status)
+    return changed
+
+
+def fabric_tail(row: FabricRow, w: Workload) -> str:
+    try:
+        return fabric_for(row).tail(w.external_id)
+    except FabricError:
+        return w.log_tail
+
+
+def _update_tail(tail: str, w: Workload) -> None:
+    if tail != w.log_tail:
+        Workload.objects.filter(pk=w.pk).update(log_tail=tail)
+        w.log_tail = tail
+
+
+def _follow(row: FabricRow, w: Workload, status: JobStatus) -> int:
+    """Apply one job's status to its workload; 1 if the workload changed state."""
+    state = State(w.state)
+    if status.state == JobState.RUNNING and state == State.DISPATCHING:
+        return int(
+            services.transition(
+                w, State.RUNNING, reason=f"running on {row.name}", started_at=status.started_at, host=status.host
+            )
+        )
+    if status.state.finished:
+        if state == State.DISPATCHING:
+            # It ran and finished between two polls: record the start too, so every history reads the same.
+            services.transition(
+                w, State.RUNNING, reason=f"running on {row.name}", started_at=status.started_at, host=status.host
+            )
+        tail = fabric_tail(row, w)
+        new = FINAL[status.state]
+        if new == State.CANCELLED and state != State.CANCELLING:
+            reason = f"cancelled on {row.name} outside Gridlane"
+        elif new == State.EXPIRED:
+            reason = f"stopped at its runtime limit of {w.runtime_limit_s // 60} minutes"
+        else:
+            reason = status.reason or f"{new.label.lower()} (exit code {status.exit_code})"
+        return int(
+            services.transition(
+                w,
+                new,
+                reason=reason,
+                exit_code=status.exit_code,
+                finished_at=status.finished_at,
+                log_tail=tail,
+                host=status.host or w.host,
+            )
+        )
+    if status.state == JobState.MISSING:
+        if state == State.CANCELLING:
+            return int(services.transition(w, State.CANCELLED, reason=f"cancelled; {row.name} has no job left"))
+        return int(services.transition(w, State.FAILED, reason=f"{row.name} lost the job ({w.external_id})"))
+    return 0  # queued, running as before, or undetermined: nothing to change
+
+
+def _ask_cancel(row: FabricRow, w: Workload) -> None:
+    """Stop the job on its fabric; a cancelling workload with no job anywhere is cancelled at once."""
+    fabric = fabric_for(row)
+    try:
+        external_id = w.external_id or fabric.find(w.pk)
+        if external_id is None:
+            services.transition(w, State.CANCELLED, reason="cancelled before it reached the fabric")
+            return
+        if not w.external_id:
+            Workload.objects.filter(pk=w.pk, external_id="").update(external_id=external_id)
+            w.external_id = external_id
+        fabric.cancel(external_id)
+    except FabricError as error:
+        log.warning("cancel of %s on %s failed, will retry: %s", w.pk, row.name, error)
+
+
+def _set_health(row: FabricRow, *, healthy: bool, detail: str) -> None:
+    if row.healthy != healthy or row.health_detail != detail[:300]:
+        FabricRow.objects.filter(pk=row.pk).update(healthy=healthy, health_detail=detail[:300])
+        row.healthy, row.health_detail = healthy, detail[:300]
