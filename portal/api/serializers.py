@@ -1,0 +1,142 @@
+"""API shapes. Input serializers parse types only; every rule lives in the workload services."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from rest_framework import serializers
+
+from portal.workloads.models import Priority, Workload, WorkloadEvent
+from portal.workloads.services import SubmitRequest
+
+
+def _number(value: Decimal) -> int | float:
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+RESOURCE_DEFAULTS: dict[str, Any] = {
+    "gpus": Decimal(0),
+    "cpus": Decimal(1),
+    "memory_gb": Decimal(4),
+    "nodes": 1,
+}
+
+
+class ResourcesIn(serializers.Serializer[Any]):
+    gpus = serializers.DecimalField(max_digits=12, decimal_places=3, default=RESOURCE_DEFAULTS["gpus"])
+    cpus = serializers.DecimalField(max_digits=12, decimal_places=3, default=RESOURCE_DEFAULTS["cpus"])
+    memory_gb = serializers.DecimalField(max_digits=12, decimal_places=3, default=RESOURCE_DEFAULTS["memory_gb"])
+    nodes = serializers.IntegerField(default=1, min_value=-(2**31), max_value=2**31)
+
+
+class WorkloadIn(serializers.Serializer[Any]):
+    queue = serializers.CharField(max_length=50)
+    kind = serializers.CharField(max_length=20, default="training")
+    name = serializers.CharField(max_length=200, trim_whitespace=False)
+    command = serializers.CharField(allow_blank=True, default="", trim_whitespace=False)
+    script = serializers.CharField(allow_blank=True, default="", trim_whitespace=False)
+    image = serializers.CharField(allow_blank=True, allow_null=True, default="", max_length=400)
+    resources = ResourcesIn(default=dict)
+    runtime_limit_minutes = serializers.IntegerField(
+        required=False, allow_null=True, min_value=-(2**31), max_value=2**31
+    )
+    priority = serializers.CharField(default=Priority.NORMAL, max_length=20)
+    lease_hours = serializers.DecimalField(max_digits=9, decimal_places=3, required=False, allow_null=True)
+    group = serializers.SlugField(required=False, allow_null=True)
+
+    def to_request(self) -> SubmitRequest:
+        d = self.validated_data
+        r = RESOURCE_DEFAULTS | dict(d.get("resources") or {})
+        return SubmitRequest(
+            queue=d["queue"],
+            kind=d["kind"],
+            name=d["name"],
+            command=d["command"],
+            script=d["script"],
+            image=d.get("image") or "",
+            gpus=r["gpus"],
+            cpus=r["cpus"],
+            memory_gb=r["memory_gb"],
+            nodes=r["nodes"],
+            runtime_limit_minutes=d.get("runtime_limit_minutes"),
+            priority=d["priority"],
+            lease_hours=d.get("lease_hours"),
+            group=d.get("group"),
+        )
+
+
+class EventOut(serializers.ModelSerializer[WorkloadEvent]):
+    class Meta:
+        model = WorkloadEvent
+        fields = ["at", "from_state", "to_state", "reason"]
+
+
+class WorkloadOut(serializers.ModelSerializer[Workload]):
+    queue = serializers.CharField(source="queue.slug")
+    group = serializers.CharField(source="group.slug")
+    owner = serializers.CharField(source="owner.username")
+    fabric = serializers.CharField(source="fabric.name", allow_null=True, default=None)
+    resources = serializers.SerializerMethodField()
+    runtime_limit_minutes = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workload
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "queue",
+            "group",
+            "owner",
+            "state",
+            "pending_reason",
+            "pending_reason_code",
+            "estimated_start",
+            "resources",
+            "runtime_limit_minutes",
+            "priority",
+            "image",
+            "submitted_at",
+            "admitted_at",
+            "started_at",
+            "finished_at",
+            "lease_ends_at",
+            "exit_code",
+            "connect_url",
+            "fabric",
+        ]
+        read_only_fields = fields
+
+    def get_resources(self, w: Workload) -> dict[str, int | float]:
+        return {
+            "gpus": _number(w.gpus),
+            "cpus": _number(w.cpus),
+            "memory_gb": _number(w.memory_gb),
+            "nodes": w.nodes,
+        }
+
+    def get_runtime_limit_minutes(self, w: Workload) -> int:
+        return w.runtime_limit_s // 60
+
+
+class WorkloadDetailOut(WorkloadOut):
+    events = EventOut(many=True, read_only=True)
+    command = serializers.CharField()
+    script = serializers.CharField()
+
+    class Meta(WorkloadOut.Meta):
+        fields = [*WorkloadOut.Meta.fields, "command", "script", "events"]
+        read_only_fields = fields
+
+
+class QueueOut(serializers.Serializer[Any]):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    kinds = serializers.ListField(child=serializers.CharField())
+    default_runtime_minutes = serializers.IntegerField()
+    max_runtime_minutes = serializers.IntegerField()
+    backlog = serializers.IntegerField(help_text="Workloads waiting to start.")
+    running = serializers.IntegerField()
+    p95_wait_seconds = serializers.FloatField(allow_null=True, help_text="Over the last 7 days; null without data.")

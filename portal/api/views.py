@@ -1,0 +1,137 @@
+"""REST API v1: thin views over `portal.access` (who may see what) and the workload services."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal import access
+from portal.api.serializers import QueueOut, WorkloadDetailOut, WorkloadIn, WorkloadOut
+from portal.workloads import services
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+from portal.workloads.stats import queue_figures
+
+IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
+
+
+class QueueViewSet(viewsets.ViewSet):
+    @extend_schema(responses=QueueOut(many=True))
+    def list(self, request: Request) -> Response:
+        """The queues the caller may use, with their backlog, running count and p95 wait."""
+        figures = queue_figures(access.usable_queues(request.user))
+        rows = [
+            {
+                "slug": f.queue.slug,
+                "name": f.queue.name,
+                "description": f.queue.description,
+                "kinds": f.queue.kinds,
+                "default_runtime_minutes": f.queue.default_runtime_minutes,
+                "max_runtime_minutes": f.queue.max_runtime_minutes,
+                "backlog": f.backlog,
+                "running": f.running,
+                "p95_wait_seconds": f.p95_wait_seconds,
+            }
+            for f in figures
+        ]
+        return Response(QueueOut(rows, many=True).data)
+
+
+FILTERS = [
+    OpenApiParameter("state", str, description="e.g. pending, running, succeeded"),
+    OpenApiParameter("queue", str, description="queue slug"),
+    OpenApiParameter("kind", str),
+    OpenApiParameter("group", str, description="team slug"),
+    OpenApiParameter("mine", bool, description="only the caller's own workloads"),
+]
+
+
+class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
+    lookup_value_regex = "[0-9a-fA-F-]{32,36}"
+
+    def get_queryset(self) -> QuerySet[Workload]:
+        return (
+            access.visible_workloads(self.request.user)
+            .select_related("queue", "group", "owner", "fabric")
+            .defer("log_tail", "rendered")
+        )
+
+    def get_serializer_class(self) -> type[Any]:
+        return {"create": WorkloadIn, "retrieve": WorkloadDetailOut}.get(self.action, WorkloadOut)
+
+    @extend_schema(parameters=FILTERS, responses=WorkloadOut(many=True))
+    def list(self, request: Request) -> Response:
+        workloads = self.get_queryset()
+        params = request.query_params
+        if state := params.get("state"):
+            if state not in State.values:
+                raise ValidationError({"state": [f"Choose one of: {', '.join(State.values)}."]})
+            workloads = workloads.filter(state=state)
+        if queue := params.get("queue"):
+            workloads = workloads.filter(queue__slug=queue)
+        if kind := params.get("kind"):
+            workloads = workloads.filter(kind=kind)
+        if group := params.get("group"):
+            workloads = workloads.filter(group__slug=group)
+        if params.get("mine", "").lower() in {"1", "true", "yes"}:
+            workloads = workloads.filter(owner_id=request.user.pk)
+        page = self.paginate_queryset(workloads)
+        return self.get_paginated_response(WorkloadOut(page, many=True).data)
+
+    @extend_schema(responses=WorkloadDetailOut)
+    def retrieve(self, request: Request, pk: str) -> Response:
+        return Response(WorkloadDetailOut(access.access_workload(request.user, pk)).data)
+
+    @extend_schema(
+        request=WorkloadIn,
+        responses={201: WorkloadDetailOut, 200: WorkloadDetailOut},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+    )
+    def create(self, request: Request) -> Response:
+        """Submit a workload. Repeating a request with the same Idempotency-Key returns the first one (200)."""
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
+            raise ValidationError({"Idempotency-Key": ["Use 1-200 printable ASCII characters."]})
+        incoming = WorkloadIn(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        try:
+            workload, created = services.submit(request.user, incoming.to_request(), idempotency_key=key)
+        except services.SubmitRejected as rejected:
+            raise ValidationError(rejected.errors) from rejected
+        except services.QueueForbidden as forbidden:
+            raise PermissionDenied(str(forbidden)) from forbidden
+        except services.IdempotencyConflict as conflict:
+            return Response({"errors": {"Idempotency-Key": [str(conflict)]}}, status=422)
+        return self._detail(workload.pk, status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(request=None, responses=WorkloadDetailOut)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        """Cancel a workload: at once if it has not started, else once its fabric confirms."""
+        workload = access.access_workload(request.user, pk)
+        try:
+            services.check_cancel(request.user, workload)
+        except DjangoPermissionDenied as denied:
+            raise PermissionDenied(str(denied)) from denied
+        services.do_cancel(request.user, workload)
+        return self._detail(workload.pk, status.HTTP_200_OK)
+
+    @extend_schema(responses={200: {"type": "object", "properties": {"tail": {"type": "string"}}}})
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, pk: str) -> Response:
+        """The end of the workload's output, as the worker last read it from the fabric."""
+        return Response({"tail": access.access_workload(request.user, pk).log_tail})
+
+    def _detail(self, pk: Any, code: int) -> Response:
+        response = self.retrieve(self.request, str(pk))
+        response.status_code = code
+        return response

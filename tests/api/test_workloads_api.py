@@ -1,0 +1,222 @@
+"""REST API v1 for workloads and queues, driven as scripts and agents drive it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rest_framework.test import APIClient
+
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+
+URL = "/api/v1/workloads/"
+BODY = {
+    "queue": "train",
+    "kind": "training",
+    "name": "llama-ft",
+    "command": "python train.py",
+    "resources": {"gpus": 2, "cpus": 16, "memory_gb": 64, "nodes": 1},
+    "runtime_limit_minutes": 240,
+    "priority": "normal",
+}
+
+
+def post(client, body=None, **extra):
+    return client.post(URL, json.dumps(body or BODY), content_type="application/json", **extra)
+
+
+def test_create_answers_201_with_the_workload(api_as, alice):
+    response = post(api_as(alice))
+    assert response.status_code == 201, response.content
+    data = response.json()
+    assert data["state"] == "pending"
+    assert data["resources"] == {"gpus": 2, "cpus": 16, "memory_gb": 64, "nodes": 1}
+    assert (data["queue"], data["group"], data["owner"], data["runtime_limit_minutes"]) == (
+        "train",
+        "vision",
+        "alice",
+        240,
+    )
+    assert [e["to_state"] for e in data["events"]] == ["pending"]
+
+
+def test_fractional_gpus_round_trip(api_as, alice):
+    response = post(api_as(alice), BODY | {"resources": {"gpus": 0.25}})
+    assert response.status_code == 201
+    assert response.json()["resources"]["gpus"] == 0.25
+    assert Workload.objects.get().gpus_milli == 250
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (BODY | {"resources": {"gpus": -1}}, "resources.gpus"),
+        (BODY | {"resources": {"gpus": 1e12}}, "resources.gpus"),
+        (BODY | {"resources": {"gpus": 0.0001}}, "resources.gpus"),
+        (BODY | {"resources": {"cpus": "many"}}, "resources.cpus"),
+        (BODY | {"resources": {"nodes": 10**12}}, "resources.nodes"),
+        (BODY | {"resources": {"memory_gb": 10**6}}, "resources.memory_gb"),
+        (BODY | {"queue": "no-such-queue"}, "queue"),
+        (BODY | {"command": "x" * 70_000}, "command"),
+        (BODY | {"name": "../../etc/passwd"}, "name"),
+        (BODY | {"runtime_limit_minutes": -5}, "runtime_limit_minutes"),
+        ({k: v for k, v in BODY.items() if k != "name"}, "name"),
+    ],
+)
+def test_bad_input_answers_400_with_field_errors(api_as, alice, body, field):
+    response = post(api_as(alice), body)
+    assert response.status_code == 400
+    errors = response.json()["errors"]
+    assert field in errors, errors
+    assert all(isinstance(m, str) and m for m in errors[field])
+    assert not Workload.objects.exists()
+
+
+def test_a_body_that_is_not_utf8_answers_400(api_as, alice):
+    raw = b'{"queue": "train", "kind": "training", "name": "\xff\xfe", "command": "true"}'
+    response = api_as(alice).post(URL, raw, content_type="application/json")
+    assert response.status_code == 400
+    assert "detail" in response.json()["errors"]
+    assert not Workload.objects.exists()
+
+
+def test_a_queue_the_caller_may_not_use_answers_403(api_as, charlie):
+    from portal.queues.models import Queue
+
+    Queue.objects.get(slug="train").allowed_groups.remove(charlie.memberships.get().group)
+    response = post(api_as(charlie))
+    assert response.status_code == 403
+    assert response.json()["errors"]["detail"]
+
+
+def test_without_a_token_the_api_answers_401(cast):
+    response = post(APIClient())
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_a_revoked_token_answers_401(alice):
+    from django.utils import timezone
+
+    from portal.accounts.models import ApiToken
+
+    token, plaintext = ApiToken.issue(alice, "old")
+    ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+    assert client.get(URL).status_code == 401
+
+
+def test_tokens_are_stored_hashed_and_record_their_use(api_as, alice):
+    from portal.accounts.models import ApiToken
+
+    client = api_as(alice)
+    assert client.get(URL).status_code == 200
+    token = ApiToken.objects.get(user=alice)
+    plaintext = client._credentials["HTTP_AUTHORIZATION"].split()[1]
+    assert plaintext not in (token.digest, token.hint)
+    assert len(token.digest) == 64
+    assert token.last_used_at is not None
+
+
+def test_another_teams_workload_answers_404(api_as, alice, charlie, submit):
+    workload = submit(alice)
+    client = api_as(charlie)
+    assert client.get(f"{URL}{workload.pk}/").status_code == 404
+    assert client.post(f"{URL}{workload.pk}/cancel/").status_code == 404
+    assert client.get(URL).json()["count"] == 0
+    assert Workload.objects.get().state == State.PENDING
+
+
+def test_list_filters(api_as, alice, bob, submit):
+    submit(alice, name="a1")
+    done = submit(alice, name="a2")
+    done.state = State.SUCCEEDED
+    done.save()
+    submit(bob, name="b1", kind="batch")
+    client = api_as(alice)
+
+    def names(query):
+        response = client.get(URL + query)
+        assert response.status_code == 200
+        return sorted(w["name"] for w in response.json()["results"])
+
+    assert names("") == ["a1", "a2", "b1"]
+    assert names("?mine=true") == ["a1", "a2"]
+    assert names("?state=succeeded") == ["a2"]
+    assert names("?kind=batch") == ["b1"]
+    assert names("?queue=train&group=vision") == ["a1", "a2", "b1"]
+    assert names("?queue=notebooks") == []
+    assert client.get(URL + "?state=bogus").status_code == 400
+
+
+def test_cancel_through_the_api(api_as, alice, submit):
+    workload = submit(alice)
+    response = api_as(alice).post(f"{URL}{workload.pk}/cancel/")
+    assert response.status_code == 200
+    assert response.json()["state"] == "cancelled"
+
+
+def test_a_member_may_not_cancel_a_teammates_work(api_as, alice, bob, submit):
+    workload = submit(bob)
+    assert api_as(alice).post(f"{URL}{workload.pk}/cancel/").status_code == 403
+    assert Workload.objects.get().state == State.PENDING
+
+
+def test_the_idempotency_key_header_makes_submit_safe_to_retry(api_as, alice):
+    client = api_as(alice)
+    first = post(client, HTTP_IDEMPOTENCY_KEY="retry-me")
+    second = post(client, HTTP_IDEMPOTENCY_KEY="retry-me")
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert first.json()["id"] == second.json()["id"]
+    conflict = post(client, BODY | {"name": "changed"}, HTTP_IDEMPOTENCY_KEY="retry-me")
+    assert conflict.status_code == 422
+    assert Workload.objects.count() == 1
+
+
+@pytest.mark.parametrize("n", [1, 20])
+def test_listing_takes_the_same_number_of_queries_for_1_or_20_workloads(
+    api_as, alice, submit, n, django_assert_num_queries
+):
+    for i in range(n):
+        submit(alice, name=f"job-{i}")
+    client = api_as(alice)
+    client.get(URL)  # the first request records the token's use: one extra write
+    # token lookup, count, page
+    with django_assert_num_queries(3):
+        assert len(client.get(URL).json()["results"]) == n
+
+
+def test_detail_takes_a_fixed_number_of_queries(api_as, alice, submit, django_assert_num_queries):
+    workload = submit(alice)
+    client = api_as(alice)
+    client.get(URL)
+    # token lookup, workload with its relations, events
+    with django_assert_num_queries(3):
+        assert client.get(f"{URL}{workload.pk}/").status_code == 200
+
+
+def test_queues_list_what_the_caller_may_use_with_figures(api_as, alice, submit, django_assert_num_queries):
+    from portal.queues.models import Queue
+
+    submit(alice)
+    Queue.objects.get(slug="notebooks").allowed_groups.clear()
+    client = api_as(alice)
+    client.get("/api/v1/queues/")
+    with django_assert_num_queries(4):  # token, queues, counts, waits
+        response = client.get("/api/v1/queues/")
+    assert [(q["slug"], q["backlog"], q["running"]) for q in response.json()] == [("train", 1, 0)]
+
+
+def test_the_openapi_schema_describes_the_contract(api_as, alice):
+    response = api_as(alice).get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    schema = json.loads(response.content)
+    assert {
+        "/api/v1/workloads/",
+        "/api/v1/workloads/{id}/",
+        "/api/v1/workloads/{id}/cancel/",
+        "/api/v1/queues/",
+    } <= set(schema["paths"])
+    assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
