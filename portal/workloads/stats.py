@@ -51,7 +51,4 @@ def queue_figures(queues: Iterable[Queue]) -> list[QueueFigures]:
     for queue_id, submitted_at, started_at in started:
         if started_at is not None:  # the filter above says so; the type checker cannot know
             waits[queue_id].append((started_at - submitted_at).total_seconds())
-    return [
-        QueueFigures(q, q.backlog, q.running, percentile(waits[q.pk], 95))
-        for q in counted
-    ]
+    return [QueueFigures(q, q.backlog, q.running, percentile(waits[q.pk], 95)) for q in counted]
