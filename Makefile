@@ -24,8 +24,8 @@ run: $(VENV)/.installed ## Install, migrate, seed the demo, serve on 127.0.0.1:$
 	GRIDLANE_DEMO=1 $(PY) manage.py seed_demo
 	GRIDLANE_DEMO=1 $(PY) manage.py run_portal --port $(PORT)
 
-test: $(VENV)/.installed ## Install what the tests need and run the whole suite
-	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
+test: $(VENV)/.installed ## Install what the tests need, start the test services, run the whole suite
+	DATABASE_URL=$(TEST_DATABASE_URL) tests/services/run.sh $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed ## ruff, mypy and a check that migrations are up to date
 	$(VENV)/bin/ruff check .

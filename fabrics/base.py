@@ -105,6 +105,8 @@ class JobStatus:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     reason: str = ""  # the fabric's own words, e.g. why it still waits
+    estimated_start: datetime | None = None  # the fabric's own estimate, for queued jobs
+    connect_url: str = ""  # notebooks: where the user opens it, once the fabric knows
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,40 @@ class Fabric(Protocol):
         ...
 
     def capacity(self) -> Capacity: ...
+
+
+class BatchFabric(Fabric, Protocol):
+    """A fabric that looks up and submits many jobs in one round trip (an SSH command costs ~50 ms)."""
+
+    def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
+        """External ids of the jobs already tagged with these workload ids; absent ones are left out."""
+        ...
+
+    def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
+        """Submit each job; per workload id its external id, or the error that job met."""
+        ...
+
+
+def find_many(fabric: Fabric, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
+    """`find` for many workloads, in one round trip where the fabric can."""
+    batch = getattr(fabric, "find_many", None)
+    if batch is not None:
+        return dict(batch(workload_ids))
+    return {wid: external for wid in workload_ids if (external := fabric.find(wid)) is not None}
+
+
+def submit_many(fabric: Fabric, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
+    """`submit` for many jobs, in one round trip where the fabric can; one job's error does not stop the rest."""
+    batch = getattr(fabric, "submit_many", None)
+    if batch is not None:
+        return dict(batch(jobs))
+    results: dict[UUID, str | FabricError] = {}
+    for job in jobs:
+        try:
+            results[job.workload_id] = fabric.submit(job)
+        except FabricError as error:
+            results[job.workload_id] = error
+    return results
 
 
 @dataclass(frozen=True)

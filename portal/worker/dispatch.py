@@ -1,18 +1,21 @@
 """Hand admitted work to its fabric without ever submitting it twice.
 
 1. Record intent: admitted -> dispatching, with the rendered script, before anything leaves.
-2. Look for a job already tagged with the workload id (a worker that died after submitting).
-3. Only then submit, and record the external id.
+2. Look for jobs already tagged with the workload ids (a worker that died after submitting).
+3. Only then submit the rest, in one round trip per fabric where it can, and record the external ids.
 A crash between any two steps is repaired by the next cycle running the same steps again.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
+from uuid import UUID
 
 from django.db.models import Q
 
-from fabrics.base import FabricError, JobSpec
+from fabrics.base import Fabric, FabricError, JobSpec, find_many, submit_many
+from portal.queues.models import Fabric as FabricRow
 from portal.worker.connections import fabric_for
 from portal.workloads import services
 from portal.workloads.models import Workload
@@ -45,35 +48,60 @@ def dispatch_all() -> int:
         .select_related("owner", "group", "queue", "fabric", "target")
         .order_by("admitted_at")
     )
-    return sum(dispatch(w) for w in todo)
+    by_fabric: defaultdict[int, list[Workload]] = defaultdict(list)
+    rows: dict[int, FabricRow] = {}
+    for w in todo:
+        if w.fabric is not None:
+            by_fabric[w.fabric.pk].append(w)
+            rows[w.fabric.pk] = w.fabric
+    return sum(dispatch(rows[fid], workloads) for fid, workloads in by_fabric.items())
 
 
-def dispatch(workload: Workload) -> bool:
-    """True when the workload now has a job on its fabric."""
-    assert workload.fabric is not None  # noqa: S101 (admission always places a workload)
-    fabric = fabric_for(workload.fabric)
-    job = job_spec(workload)
-    if workload.state == State.ADMITTED:
-        try:
-            rendered = fabric.render(job)
-        except Exception as error:  # a template IT saved that cannot render this job
-            services.transition(workload, State.DISPATCHING, reason="dispatching")
-            services.transition(workload, State.FAILED, reason=f"could not render the job: {error}")
-            return False
-        if not services.transition(
-            workload, State.DISPATCHING, reason=f"dispatching to {workload.fabric.name}", rendered=rendered
-        ):
-            return False  # cancelled (or taken) meanwhile
+def dispatch(row: FabricRow, workloads: list[Workload]) -> int:
+    """Dispatch these workloads to one fabric; returns how many now have a job there."""
+    fabric = fabric_for(row)
+    # 1. Record intent.
+    ready = {w.pk: w for w in workloads if _record_intent(row, fabric, w)}
+    if not ready:
+        return 0
+    # 2. Find jobs a previous attempt already submitted.
     try:
-        external_id = fabric.find(workload.pk) or fabric.submit(job)
+        placed: dict[UUID, str | FabricError] = dict(find_many(fabric, list(ready)))
     except FabricError as error:
-        if error.retryable:
-            log.warning("dispatch of %s to %s will be retried: %s", workload.pk, workload.fabric.name, error)
-            return False
-        services.transition(workload, State.FAILED, reason=f"{workload.fabric.name} refused the job: {error}")
+        log.warning("dispatch to %s will be retried: %s", row.name, error)
+        return 0
+    # 3. Submit the rest.
+    rest = [job_spec(w) for pk, w in ready.items() if pk not in placed]
+    if rest:
+        placed |= submit_many(fabric, rest)
+    done = 0
+    for pk, outcome in placed.items():
+        done += _record_outcome(row, ready[pk], outcome)
+    return done
+
+
+def _record_intent(row: FabricRow, fabric: Fabric, w: Workload) -> bool:
+    """admitted -> dispatching with the rendered script; True when the workload is ours to dispatch."""
+    if w.state != State.ADMITTED:
+        return True  # dispatching already: a previous attempt recorded the intent
+    try:
+        rendered = fabric.render(job_spec(w))
+    except Exception as error:  # a template IT saved that cannot render this job
+        services.transition(w, State.DISPATCHING, reason="dispatching")
+        services.transition(w, State.FAILED, reason=f"could not render the job for {row.name}: {error}")
         return False
+    return services.transition(w, State.DISPATCHING, reason=f"dispatching to {row.name}", rendered=rendered)
+
+
+def _record_outcome(row: FabricRow, w: Workload, outcome: str | FabricError) -> int:
+    if isinstance(outcome, FabricError):
+        if outcome.retryable:
+            log.warning("dispatch of %s to %s will be retried: %s", w.pk, row.name, outcome)
+        else:
+            services.transition(w, State.FAILED, reason=f"{row.name} refused the job: {outcome}")
+        return 0
     # Whatever state it is in now (a cancel may have come), remember where the job is.
-    Workload.objects.filter(pk=workload.pk, external_id="").update(external_id=external_id)
-    workload.external_id = external_id
-    log.info("workload %s dispatched to %s as %s", workload.pk, workload.fabric.name, external_id)
-    return True
+    Workload.objects.filter(pk=w.pk, external_id="").update(external_id=outcome)
+    w.external_id = outcome
+    log.info("workload %s dispatched to %s as %s", w.pk, row.name, outcome)
+    return 1

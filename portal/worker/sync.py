@@ -79,6 +79,9 @@ def _update_tail(tail: str, w: Workload) -> None:
 def _follow(row: FabricRow, w: Workload, status: JobStatus) -> int:
     """Apply one job's status to its workload; 1 if the workload changed state."""
     state = State(w.state)
+    if status.connect_url and status.connect_url != w.connect_url:
+        Workload.objects.filter(pk=w.pk).update(connect_url=status.connect_url)
+        w.connect_url = status.connect_url
     if status.state == JobState.RUNNING and state == State.DISPATCHING:
         return int(
             services.transition(
