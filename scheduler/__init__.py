@@ -5,6 +5,18 @@ the decisions.
 """
 
 from scheduler.decide import decide
-from scheduler.model import Admit, Decisions, FabricState, Job, QueueState, Quota, Snapshot, Waiting
+from scheduler.model import Admit, Decisions, FabricState, Job, Preempt, QueueState, Quota, Snapshot, Waiting, Weights
 
-__all__ = ["Admit", "Decisions", "FabricState", "Job", "QueueState", "Quota", "Snapshot", "Waiting", "decide"]
+__all__ = [
+    "Admit",
+    "Decisions",
+    "FabricState",
+    "Job",
+    "Preempt",
+    "QueueState",
+    "Quota",
+    "Snapshot",
+    "Waiting",
+    "Weights",
+    "decide",
+]

@@ -13,8 +13,18 @@ from scheduler.reasons import Reason
 UNLIMITED = 1 << 62
 NO_LIMIT = Resources(UNLIMITED, UNLIMITED, UNLIMITED)
 
-# Priority classes and their QoS weight, highest first.
+# Priority classes and the Q they give in the priority formula.
 QOS = {"high": 2, "normal": 1, "low": 0}
+
+
+@dataclass(frozen=True)
+class Weights:
+    """P = age*ln(1+wait_s) + share*(1 - U/L) + qos*Q - size*(gpus/cluster_gpus); configurable per deployment."""
+
+    age: float = 1.0
+    share: float = 4.0
+    qos: float = 3.0
+    size: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -23,6 +33,7 @@ class FabricState:
     name: str
     capacity: Resources
     healthy: bool = True
+    gpu_sharing: bool = True  # False: a fraction of a GPU takes a whole one (no MIG or time slicing there)
 
 
 @dataclass(frozen=True)
@@ -30,13 +41,15 @@ class QueueState:
     id: int
     slug: str
     fabric_ids: tuple[int, ...]  # targets, in the order they are tried
-    preemptible: bool = False
+    preemptible: bool = False  # work here may be preempted while it borrows another team's reservation
 
 
 @dataclass(frozen=True)
 class Quota:
+    """A group's floor and cap on one fabric, or on all fabrics together when fabric_id is None."""
+
     group_id: int
-    fabric_id: int
+    fabric_id: int | None
     reservation: Resources = Resources()  # noqa: RUF009 (frozen, so one shared instance is safe)
     limit: Resources = NO_LIMIT
 
@@ -55,6 +68,7 @@ class Job:
     runtime_limit_s: int = 3600
     fabric_id: int | None = None
     started_at: datetime | None = None
+    owner_id: int = 0
 
     @property
     def total(self) -> Resources:
@@ -68,9 +82,13 @@ class Snapshot:
     queues: Mapping[int, QueueState]
     pending: tuple[Job, ...] = ()
     running: tuple[Job, ...] = ()  # everything that holds capacity: admitted, dispatching, running, cancelling
-    quotas: Mapping[tuple[int, int], Quota] = field(default_factory=dict)  # by (group_id, fabric_id)
+    quotas: Mapping[tuple[int, int | None], Quota] = field(default_factory=dict)  # by (group_id, fabric_id)
+    usage: Mapping[int, float] = field(default_factory=dict)  # group -> decayed GPUs in use (the U of fair share)
+    shares: Mapping[int, float] = field(default_factory=dict)  # group -> its allocation in GPUs (the L)
+    owner_limits: Mapping[int, int] = field(default_factory=dict)  # service identity -> GPU limit (milli)
+    weights: Weights = Weights()
 
-    def quota(self, group_id: int, fabric_id: int) -> Quota:
+    def quota(self, group_id: int, fabric_id: int | None) -> Quota:
         """The group's quota on the fabric; no quota means no floor and no cap beyond the fabric."""
         return self.quotas.get((group_id, fabric_id)) or Quota(group_id, fabric_id)
 
@@ -79,6 +97,12 @@ class Snapshot:
 class Admit:
     job_id: str
     fabric_id: int
+
+
+@dataclass(frozen=True)
+class Preempt:
+    job_id: str
+    reason: Reason
 
 
 @dataclass(frozen=True)
@@ -92,3 +116,4 @@ class Waiting:
 class Decisions:
     admit: tuple[Admit, ...] = ()
     waiting: tuple[Waiting, ...] = ()
+    preempt: tuple[Preempt, ...] = ()

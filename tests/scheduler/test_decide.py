@@ -1,147 +1,251 @@
-"""The skeleton policy: admit by capacity and group limit, in priority then age order, with named reasons."""
+"""The policy, rule by rule, as table tests named as sentences."""
 
 from __future__ import annotations
 
 import ast
 import pathlib
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
-from fabrics.base import Resources
-from scheduler import FabricState, Job, QueueState, Quota, Snapshot, decide
+from scheduler import Job, decide
 from scheduler import reasons as r
-from scheduler.model import NO_LIMIT
-
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-TEAM_A, TEAM_B = 1, 2
-BIG, SMALL = 10, 11
-
-
-def gpus(n: float) -> Resources:
-    return Resources(int(n * 1000), 1000, 1024)
-
-
-def gpu_jobs(
-    group: int, n: int, each: float = 1, *, queue: int = 1, priority: str = "normal", prefix: str = "", age_s: int = 0
-) -> list[Job]:
-    return [
-        Job(
-            f"{prefix or group}-{i}",
-            group,
-            queue,
-            gpus(each),
-            priority=priority,
-            submitted_at=NOW - timedelta(seconds=age_s + n - i),
-        )
-        for i in range(n)
-    ]
-
-
-def running_on(fabric: int, jobs: list[Job]) -> list[Job]:
-    return [Job(j.id, j.group_id, j.queue_id, j.per_node, fabric_id=fabric, started_at=NOW) for j in jobs]
-
-
-def fabric(fid: int, n_gpus: int, healthy: bool = True) -> FabricState:
-    return FabricState(fid, f"fabric{fid}", Resources(n_gpus * 1000, 10**6, 10**7), healthy)
+from tests.scheduler.shapes import (
+    BOTH,
+    FRAUD,
+    NOW,
+    POOL,
+    SCAVENGE,
+    SPARE,
+    VISION,
+    fabric,
+    gpu_jobs,
+    queues,
+    reserve,
+    running_on,
+    snapshot,
+)
 
 
 @dataclass
 class Case:
     name: str
-    fabrics: list[FabricState]
+    fabrics: list
     pending: list[Job]
     running: list[Job] = field(default_factory=list)
-    quotas: list[Quota] = field(default_factory=list)
-    targets: tuple[int, ...] = (BIG,)
-    want_admitted: set[str] = field(default_factory=set)
+    quotas: list = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+    want_admitted: set[str] | None = None
     want_on: dict[str, int] = field(default_factory=dict)
     want_reasons: dict[str, str] = field(default_factory=dict)
+    want_preempted: list[str] = field(default_factory=list)
+    want_start_in: dict[str, int | None] = field(default_factory=dict)  # job -> seconds from now
 
 
 CASES = [
     Case(
-        "33 one-GPU jobs on a 32-GPU fabric: the last one waits for capacity",
-        fabrics=[fabric(BIG, 32)],
-        pending=gpu_jobs(TEAM_A, 33),
-        want_admitted={f"1-{i}" for i in range(32)},
-        want_reasons={"1-32": r.NO_CAPACITY},
+        "33 one-GPU jobs on a 32-GPU pool: the last one waits for capacity",
+        fabrics=[fabric(POOL, 32)],
+        pending=gpu_jobs(VISION, 33),
+        want_admitted={f"vision-{i}" for i in range(32)},
+        want_reasons={"vision-32": r.NO_CAPACITY},
     ),
     Case(
-        "a team at its limit waits even with free GPUs, and the other team is admitted",
-        fabrics=[fabric(BIG, 8)],
-        pending=gpu_jobs(TEAM_A, 3, 2) + gpu_jobs(TEAM_B, 1, 2),
-        quotas=[Quota(TEAM_A, BIG, limit=Resources(4000, NO_LIMIT.cpus_milli, NO_LIMIT.memory_mib))],
-        want_admitted={"1-0", "1-1", "2-0"},
-        want_reasons={"1-2": r.GROUP_AT_LIMIT},
+        "a team at its limit waits with free GPUs around, and the other team is admitted",
+        fabrics=[fabric(POOL, 8)],
+        pending=gpu_jobs(VISION, 3, 2) + gpu_jobs(FRAUD, 1, 2),
+        quotas=[reserve(VISION, POOL, limit=4)],
+        want_admitted={"vision-0", "vision-1", "fraud-0"},
+        want_reasons={"vision-2": r.GROUP_AT_LIMIT},
     ),
     Case(
-        "four quarter-GPU jobs fit on one GPU exactly; a fifth waits",
-        fabrics=[fabric(BIG, 1)],
-        pending=gpu_jobs(TEAM_A, 5, 0.25),
-        want_admitted={"1-0", "1-1", "1-2", "1-3"},
-        want_reasons={"1-4": r.NO_CAPACITY},
+        "a limit across all fabrics caps the sum over every pool",
+        fabrics=[fabric(POOL, 2), fabric(SPARE, 8)],
+        pending=gpu_jobs(VISION, 4, queue=BOTH),
+        quotas=[reserve(VISION, None, limit=3)],
+        want_on={"vision-0": POOL, "vision-1": POOL, "vision-2": SPARE},
+        want_reasons={"vision-3": r.GROUP_AT_LIMIT},
     ),
     Case(
-        "high priority goes first when only one fits",
-        fabrics=[fabric(BIG, 1)],
-        pending=gpu_jobs(TEAM_A, 1, priority="low", prefix="low", age_s=100)
-        + gpu_jobs(TEAM_B, 1, priority="high", prefix="high"),
+        "a service identity at its own limit waits while its team has room",
+        fabrics=[fabric(POOL, 8)],
+        pending=gpu_jobs(VISION, 3, owner=7),
+        extra={"owner_limits": {7: 2000}},
+        want_admitted={"vision-0", "vision-1"},
+        want_reasons={"vision-2": r.OWNER_AT_LIMIT},
+    ),
+    Case(
+        "four quarter-GPU jobs share one GPU exactly; a fifth waits",
+        fabrics=[fabric(POOL, 1)],
+        pending=gpu_jobs(VISION, 5, 0.25),
+        want_admitted={"vision-0", "vision-1", "vision-2", "vision-3"},
+        want_reasons={"vision-4": r.NO_CAPACITY},
+    ),
+    Case(
+        "where GPUs cannot be shared, a quarter-GPU job takes a whole GPU",
+        fabrics=[fabric(POOL, 2, sharing=False)],
+        pending=gpu_jobs(VISION, 3, 0.25),
+        want_admitted={"vision-0", "vision-1"},
+        want_reasons={"vision-2": r.NO_CAPACITY},
+    ),
+    Case(
+        "high priority goes first when only one fits, even if younger",
+        fabrics=[fabric(POOL, 1)],
+        pending=gpu_jobs(VISION, 1, priority="low", name="low", age_s=600)
+        + gpu_jobs(FRAUD, 1, priority="high", name="high"),
         want_admitted={"high-0"},
         want_reasons={"low-0": r.NO_CAPACITY},
     ),
     Case(
-        "running work holds its capacity",
-        fabrics=[fabric(BIG, 4)],
-        running=running_on(BIG, gpu_jobs(TEAM_B, 3, prefix="old")),
-        pending=gpu_jobs(TEAM_A, 2),
-        want_admitted={"1-0"},
-        want_reasons={"1-1": r.NO_CAPACITY},
+        "a team far over its fair share goes after a team under it",
+        fabrics=[fabric(POOL, 1)],
+        pending=gpu_jobs(VISION, 1, age_s=60) + gpu_jobs(FRAUD, 1),
+        extra={"usage": {VISION: 16.0, FRAUD: 0.0}, "shares": {VISION: 4.0, FRAUD: 4.0}},
+        want_admitted={"fraud-0"},
     ),
     Case(
-        "a full first target routes the work to the second",
-        fabrics=[fabric(BIG, 1), fabric(SMALL, 2)],
-        targets=(BIG, SMALL),
-        pending=gpu_jobs(TEAM_A, 3),
-        want_on={"1-0": BIG, "1-1": SMALL, "1-2": SMALL},
+        "within a team and class, older work goes first",
+        fabrics=[fabric(POOL, 1)],
+        pending=gpu_jobs(VISION, 2),
+        want_admitted={"vision-0"},
     ),
     Case(
-        "an unhealthy fabric admits nothing and says so",
-        fabrics=[fabric(BIG, 8, healthy=False)],
-        pending=gpu_jobs(TEAM_A, 1),
-        want_reasons={"1-0": r.FABRIC_UNAVAILABLE},
+        "reserved but idle capacity is lent: vision fills the pool while fraud has no work",
+        fabrics=[fabric(POOL, 8)],
+        pending=gpu_jobs(VISION, 8),
+        quotas=[reserve(FRAUD, POOL, 4), reserve(VISION, POOL, 4)],
+        want_admitted={f"vision-{i}" for i in range(8)},
+    ),
+    Case(
+        "fraud reserves 4 GPUs, vision fills the pool while fraud is idle, fraud submits: fraud runs within one cycle",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(VISION, 8, queue=SCAVENGE), started_s_ago=100),
+        pending=gpu_jobs(FRAUD, 1, 4),
+        quotas=[reserve(FRAUD, POOL, 4), reserve(VISION, POOL, 4)],
+        want_admitted={"fraud-0"},
+        want_preempted=["vision-7", "vision-6", "vision-5", "vision-4"],
+    ),
+    Case(
+        "preemption takes the lowest priority first, then the newest",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(
+            POOL,
+            gpu_jobs(VISION, 2, queue=SCAVENGE, priority="low", name="low")
+            + gpu_jobs(VISION, 2, queue=SCAVENGE, name="normal"),
+            started_s_ago=100,
+        ),
+        pending=gpu_jobs(FRAUD, 1, 1),
+        quotas=[reserve(FRAUD, POOL, 2)],
+        want_admitted={"fraud-0"},
+        want_preempted=["low-1"],
+    ),
+    Case(
+        "work in a queue that does not allow preemption is never preempted; the owner waits for capacity",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(VISION, 8), started_s_ago=100),
+        pending=gpu_jobs(FRAUD, 1, 4),
+        quotas=[reserve(FRAUD, POOL, 4)],
+        want_admitted=set(),
+        want_reasons={"fraud-0": r.NO_CAPACITY},
+        want_start_in={"fraud-0": 3600 - 100 - 4},  # when the 4th of 8 one-hour jobs, a second apart, ends
+    ),
+    Case(
+        "preemption never takes a team below its own reservation",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(VISION, 4, queue=SCAVENGE) + gpu_jobs(FRAUD, 4, queue=SCAVENGE)),
+        pending=gpu_jobs(FRAUD, 1, 1, name="more") + gpu_jobs(VISION, 1, 1, name="late"),
+        quotas=[reserve(FRAUD, POOL, 4), reserve(VISION, POOL, 4)],
+        want_admitted=set(),
+        want_preempted=[],
+    ),
+    Case(
+        "a team's returning demand holds its reservation: vision's new work may not take it",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(VISION, 4, name="old")),
+        pending=gpu_jobs(VISION, 2, 2, age_s=60) + gpu_jobs(FRAUD, 1, 8, name="big"),
+        quotas=[reserve(FRAUD, POOL, 4)],
+        want_admitted=set(),
+        want_reasons={"vision-0": r.HELD_FOR_RESERVATIONS},
+    ),
+    Case(
+        "a 2-node gang of 4 GPUs a node waits whole when only 6 are free",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(FRAUD, 2, name="busy")),
+        pending=gpu_jobs(VISION, 1, 4, nodes=2),
+        want_admitted=set(),
+        want_reasons={"vision-0": r.GANG_DOES_NOT_FIT},
+    ),
+    Case(
+        "backfill: a short job runs before the blocked head, a long one waits behind it",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(POOL, gpu_jobs(FRAUD, 2, 1, runtime_s=600, name="ends-soon")),
+        pending=gpu_jobs(VISION, 1, 4, name="head", age_s=100)
+        + gpu_jobs(VISION, 1, 2, name="short", runtime_s=300)
+        + gpu_jobs(VISION, 1, 2, name="long", runtime_s=7200),
+        want_admitted={"short-0"},
+        want_reasons={"head-0": r.NO_CAPACITY, "long-0": r.BEHIND_HIGHER_PRIORITY},
+        want_start_in={"head-0": 600},
+    ),
+    Case(
+        "backfill: a long job that uses only what the head leaves free may run",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(FRAUD, 2, 2, runtime_s=600, name="ends-soon")),
+        pending=gpu_jobs(VISION, 1, 5, name="head", age_s=100) + gpu_jobs(VISION, 2, 1, name="long", runtime_s=7200),
+        want_admitted={"long-0"},  # at the head's start 6 are free, it needs 5: one GPU may run long, not two
+        want_reasons={"head-0": r.NO_CAPACITY, "long-1": r.BEHIND_HIGHER_PRIORITY},
+    ),
+    Case(
+        "routing: when the first target is full the work goes to the second",
+        fabrics=[fabric(POOL, 1), fabric(SPARE, 2)],
+        pending=gpu_jobs(VISION, 3, queue=BOTH),
+        want_on={"vision-0": POOL, "vision-1": SPARE, "vision-2": SPARE},
+    ),
+    Case(
+        "an unavailable fabric admits nothing and says so; a queue with a second target uses that",
+        fabrics=[fabric(POOL, 8, healthy=False), fabric(SPARE, 8)],
+        pending=gpu_jobs(FRAUD, 1) + gpu_jobs(VISION, 1, queue=BOTH),
+        want_on={"vision-0": SPARE},
+        want_reasons={"fraud-0": r.FABRIC_UNAVAILABLE},
+    ),
+    Case(
+        "a request bigger than the whole fabric is told so",
+        fabrics=[fabric(POOL, 8)],
+        pending=gpu_jobs(VISION, 1, 4, nodes=4),
+        want_reasons={"vision-0": r.TOO_BIG},
     ),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_decide(case: Case) -> None:
-    snapshot = Snapshot(
-        now=NOW,
-        fabrics={f.id: f for f in case.fabrics},
-        queues={1: QueueState(1, "train", case.targets)},
-        pending=tuple(case.pending),
-        running=tuple(case.running),
-        quotas={(q.group_id, q.fabric_id): q for q in case.quotas},
-    )
-    decisions = decide(snapshot)
+def test_policy(case: Case) -> None:
+    extra = dict(case.extra)
+    if case.want_preempted or any(j.queue_id == SCAVENGE for j in case.running):
+        extra.setdefault("queues", queues())
+    decisions = decide(snapshot(case.fabrics, case.pending, case.running, case.quotas, **extra))
     admitted = {a.job_id: a.fabric_id for a in decisions.admit}
-    if case.want_admitted:
+    waiting = {w.job_id: w for w in decisions.waiting}
+    if case.want_admitted is not None:
         assert set(admitted) == case.want_admitted
     for job_id, fabric_id in case.want_on.items():
         assert admitted[job_id] == fabric_id
-    waiting = {w.job_id: w.reason for w in decisions.waiting}
     for job_id, code in case.want_reasons.items():
-        assert waiting[job_id].code == code
+        assert waiting[job_id].reason.code == code, waiting[job_id].reason.message
+    assert [p.job_id for p in decisions.preempt] == case.want_preempted
+    for job_id, seconds in case.want_start_in.items():
+        want = None if seconds is None else NOW + timedelta(seconds=seconds)
+        assert waiting[job_id].estimated_start == want
     assert set(admitted).isdisjoint(waiting)
     assert set(admitted) | set(waiting) == {j.id for j in case.pending}
 
 
-def test_a_limit_reason_gives_the_numbers() -> None:
-    limit = Resources(4000, NO_LIMIT.cpus_milli, NO_LIMIT.memory_mib)
-    reason = r.group_at_limit("dgx", used=gpus(4), limit=limit, need=gpus(2))
+def test_every_reason_gives_the_numbers_in_plain_words() -> None:
+    reason = r.group_at_limit("dgx", used=(4000, 8000, 0), limit=(4000, 10**9, 10**9), need=(2000, 1000, 0))
     assert reason.message == "Your team is at its limit on dgx: 4 GPUs of its limit of 4 in use, this needs 2 more."
+    waiting = decide(snapshot([fabric(POOL, 2)], gpu_jobs(VISION, 1, 4, nodes=1))).waiting[0]
+    assert waiting.reason.message == (
+        "pool can never hold this: it has 2 GPUs, 1000 CPUs, 9765.62 GB in all, this needs 4 GPUs, 1 CPUs, 1 GB."
+    )
 
 
 def test_the_scheduler_imports_no_django_and_reads_no_clock() -> None:
@@ -154,9 +258,9 @@ def test_the_scheduler_imports_no_django_and_reads_no_clock() -> None:
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             else:
-                if isinstance(node, ast.Attribute) and node.attr in {"now", "utcnow", "time"}:
+                if isinstance(node, ast.Attribute) and node.attr in {"now", "utcnow", "time", "today"}:
                     base = node.value
-                    assert not (isinstance(base, ast.Name) and base.id in {"datetime", "time"}), (
+                    assert not (isinstance(base, ast.Name) and base.id in {"datetime", "time", "date"}), (
                         f"{path.name} reads the clock: `now` must come from the snapshot"
                     )
                 continue

@@ -1,0 +1,55 @@
+"""Estimated starts for waiting work, from running work's runtime limits (an upper bound on when it ends).
+
+Per fabric, a step function of free capacity over time; each waiting job, in priority order, takes the
+earliest window where it fits for its whole runtime, and holds it, so later estimates queue behind it.
+Only the first MAX_PER_FABRIC waiting jobs per fabric get an estimate: beyond that it says little."""
+
+from __future__ import annotations
+
+import bisect
+from datetime import datetime, timedelta
+
+from scheduler.ledger import Amount, add, fits, sub
+
+MAX_PER_FABRIC = 50
+
+
+class Profile:
+    """Free capacity on one fabric from `now` on: free[i] holds from times[i] until times[i+1]."""
+
+    def __init__(self, now: datetime, free: Amount, releases: list[tuple[datetime, Amount]]) -> None:
+        self.times = [now]
+        self.free = [free]
+        for when, amount in releases:
+            when = max(when, now)
+            if when == self.times[-1]:
+                self.free[-1] = add(self.free[-1], amount)
+            else:
+                self.times.append(when)
+                self.free.append(add(self.free[-1], amount))
+        self.estimated = 0
+
+    def earliest(self, need: Amount, runtime_s: int) -> datetime | None:
+        """The earliest start where `need` stays free for the whole runtime; the window is then held."""
+        if self.estimated >= MAX_PER_FABRIC:
+            return None
+        self.estimated += 1
+        duration = timedelta(seconds=runtime_s)
+        for i, start in enumerate(self.times):
+            end = start + duration
+            j = i
+            while j < len(self.times) and self.times[j] < end and fits(need, self.free[j]):
+                j += 1
+            if j == len(self.times) or self.times[j] >= end:
+                self._hold(start, end, need)
+                return start
+        return None
+
+    def _hold(self, start: datetime, end: datetime, need: Amount) -> None:
+        for point in (start, end):
+            k = bisect.bisect_left(self.times, point)
+            if k == len(self.times) or self.times[k] != point:
+                self.times.insert(k, point)
+                self.free.insert(k, self.free[k - 1])
+        for k in range(bisect.bisect_left(self.times, start), bisect.bisect_left(self.times, end)):
+            self.free[k] = sub(self.free[k], need)

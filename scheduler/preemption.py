@@ -1,0 +1,57 @@
+"""Preemption: give a group its reservation back by stopping work that borrows it.
+
+Only work in preemptible queues, only from groups using more than their own reservation on that
+fabric, lowest priority first and, within a priority, newest first. Nothing is preempted unless the
+whole shortfall can be covered."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from scheduler.ledger import ZERO, Amount, Ledger, add, fits, need_on
+from scheduler.model import QOS, Job, Snapshot
+
+
+def victims(
+    snapshot: Snapshot, ledger: Ledger, running: list[Job], group_id: int, fabric_id: int, deficit: Amount
+) -> list[Job] | None:
+    """The running jobs to stop so that `deficit` frees up on the fabric, or None when it cannot."""
+    sharing = ledger.sharing[fabric_id]
+    epoch = datetime.min.replace(tzinfo=snapshot.now.tzinfo)
+
+    def order(job: Job) -> tuple[int, float, str]:
+        started = (job.started_at or snapshot.now) - epoch
+        return (QOS.get(job.priority, 1), -started.total_seconds(), job.id)
+
+    candidates = sorted(
+        (
+            j
+            for j in running
+            if j.group_id != group_id
+            and j.fabric_id == fabric_id
+            and snapshot.queues.get(j.queue_id) is not None
+            and snapshot.queues[j.queue_id].preemptible
+        ),
+        key=order,
+    )
+    used: dict[int, Amount] = {}
+    picked: list[Job] = []
+    freed = ZERO
+    for job in candidates:
+        if fits(deficit, freed):
+            break
+        h = job.group_id
+        reserved = ledger.reserved.get((h, fabric_id), ZERO)
+        current = used.get(h, ledger.group_used[h, fabric_id])
+        if not _borrowing(current, reserved, deficit):
+            continue  # this group is within its own reservation: nothing of it is borrowed
+        need = need_on(job, sharing)
+        picked.append(job)
+        freed = add(freed, need)
+        used[h] = (current[0] - need[0], current[1] - need[1], current[2] - need[2])
+    return picked if fits(deficit, freed) else None
+
+
+def _borrowing(used: Amount, reserved: Amount, deficit: Amount) -> bool:
+    """Above its reservation in a resource that is short (a GPU shortfall is not met by taking CPUs)."""
+    return any(deficit[i] > 0 and used[i] > reserved[i] for i in range(3))

@@ -1,0 +1,186 @@
+"""Properties of decide() over random snapshots (hypothesis): what must hold whatever the line looks like."""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import replace
+from datetime import timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabrics.base import Resources
+from scheduler import FabricState, Job, QueueState, Quota, Snapshot, decide
+from scheduler.ledger import need_on
+from scheduler.model import UNLIMITED
+from scheduler.reasons import BEHIND_HIGHER_PRIORITY, NO_CAPACITY
+from tests.scheduler.shapes import NOW
+
+GROUPS = (1, 2, 3)
+# GRIDLANE_HYPOTHESIS_EXAMPLES=2000 for a deeper search than the suite's default.
+SETTINGS = settings(
+    max_examples=int(os.environ.get("GRIDLANE_HYPOTHESIS_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@st.composite
+def snapshots(draw, *, reservations: bool = True, preemptible: bool | None = None) -> Snapshot:
+    n_fabrics = draw(st.integers(1, 2))
+    fabrics = {
+        fid: FabricState(
+            fid,
+            f"f{fid}",
+            Resources(draw(st.integers(2, 16)) * 1000, 64_000, 512 * 1024),
+            gpu_sharing=draw(st.booleans()),
+        )
+        for fid in range(1, n_fabrics + 1)
+    }
+    queues = {
+        1: QueueState(1, "a", (1,), draw(st.booleans()) if preemptible is None else preemptible),
+        2: QueueState(2, "b", tuple(fabrics), draw(st.booleans()) if preemptible is None else preemptible),
+    }
+    quotas: dict[tuple[int, int | None], Quota] = {}
+    for fid, f in fabrics.items():
+        left = f.capacity.gpus_milli
+        for g in GROUPS:
+            reserved = draw(st.integers(0, left // 1000)) * 1000 if reservations else 0
+            left -= reserved
+            limit = draw(st.one_of(st.none(), st.integers(reserved // 1000, 20).map(lambda n: n * 1000)))
+            quotas[g, fid] = Quota(
+                g,
+                fid,
+                Resources(reserved, 0, 0),
+                Resources(UNLIMITED if limit is None else limit, UNLIMITED, UNLIMITED),
+            )
+
+    def job(i: int, running_on: int | None) -> Job:
+        nodes = draw(st.sampled_from([1, 1, 1, 2]))
+        gpus = draw(st.sampled_from([250, 500, 1000, 1000, 2000, 4000]))
+        return Job(
+            f"{'r' if running_on else 'p'}{i}",
+            draw(st.sampled_from(GROUPS)),
+            1 if running_on else draw(st.sampled_from([1, 2])),
+            Resources(gpus, 1000, 1024),
+            nodes=nodes,
+            priority=draw(st.sampled_from(["low", "normal", "high"])),
+            submitted_at=NOW - timedelta(seconds=draw(st.integers(0, 10_000))),
+            runtime_limit_s=draw(st.sampled_from([300, 3600, 7200])),
+            fabric_id=running_on,
+            started_at=NOW - timedelta(seconds=draw(st.integers(0, 7200))) if running_on else None,
+        )
+
+    running: list[Job] = []
+    used = dict.fromkeys(fabrics, 0)
+    group_used: dict[tuple[int, int], int] = {}
+    for i in range(draw(st.integers(0, 12))):
+        candidate = job(i, 1)
+        need = need_on(candidate, fabrics[1].gpu_sharing)[0]
+        key = (candidate.group_id, 1)
+        if (
+            used[1] + need <= fabrics[1].capacity.gpus_milli
+            and group_used.get(key, 0) + need <= quotas[key].limit.gpus_milli
+        ):
+            running.append(candidate)
+            used[1] += need
+            group_used[key] = group_used.get(key, 0) + need
+    pending = [job(i, None) for i in range(draw(st.integers(0, 25)))]
+    return Snapshot(NOW, fabrics, queues, tuple(pending), tuple(running), quotas)
+
+
+def usage_after(s: Snapshot) -> tuple[dict[int, int], dict[tuple[int, int], int]]:
+    d = decide(s)
+    gone = {p.job_id for p in d.preempt}
+    by_id = {j.id: j for j in s.pending}
+    used: dict[int, int] = dict.fromkeys(s.fabrics, 0)
+    group: dict[tuple[int, int], int] = {}
+    placed = [(j, j.fabric_id or 0) for j in s.running if j.id not in gone]
+    placed += [(by_id[a.job_id], a.fabric_id) for a in d.admit]
+    for job, fid in placed:
+        need = need_on(job, s.fabrics[fid].gpu_sharing)[0]
+        used[fid] += need
+        group[job.group_id, fid] = group.get((job.group_id, fid), 0) + need
+    return used, group
+
+
+@SETTINGS
+@given(snapshots())
+def test_never_above_capacity(s: Snapshot) -> None:
+    used, _ = usage_after(s)
+    for fid, fabric in s.fabrics.items():
+        assert used[fid] <= fabric.capacity.gpus_milli
+
+
+@SETTINGS
+@given(snapshots())
+def test_never_above_a_limit(s: Snapshot) -> None:
+    _, group = usage_after(s)
+    for (g, fid), used in group.items():
+        assert used <= s.quotas[g, fid].limit.gpus_milli
+
+
+@SETTINGS
+@given(snapshots())
+def test_every_job_is_decided_once_and_a_gang_is_never_split(s: Snapshot) -> None:
+    d = decide(s)
+    admitted = [a.job_id for a in d.admit]
+    waiting = [w.job_id for w in d.waiting]
+    assert len(admitted) == len(set(admitted))  # one Admit per job, on one fabric: a gang goes whole or not at all
+    assert sorted(admitted + waiting) == sorted(j.id for j in s.pending)
+    assert {p.job_id for p in d.preempt} <= {j.id for j in s.running}
+
+
+@SETTINGS
+@given(snapshots(), st.randoms(use_true_random=False))
+def test_decide_is_deterministic_whatever_the_input_order(s: Snapshot, rnd: random.Random) -> None:
+    shuffled = list(s.pending)
+    rnd.shuffle(shuffled)
+    assert decide(s) == decide(s) == decide(replace(s, pending=tuple(shuffled)))
+
+
+@SETTINGS
+@given(snapshots(reservations=False, preemptible=False))
+def test_backfill_never_delays_the_head(s: Snapshot) -> None:
+    """The head's estimated start is the same with the rest of the line behind it as without."""
+    from scheduler.priority import ordered
+
+    d = decide(s)
+    line = [j.id for j in ordered(s)]
+    heads = [
+        w
+        for w in sorted(d.waiting, key=lambda w: line.index(w.job_id))
+        if w.reason.code in (NO_CAPACITY, "gang_does_not_fit")
+    ]
+    if not heads:
+        return
+    head = heads[0]
+    alone = replace(s, pending=tuple(j for j in s.pending if line.index(j.id) <= line.index(head.job_id)))
+    without_the_rest = {w.job_id: w for w in decide(alone).waiting}[head.job_id]
+    assert head.estimated_start == without_the_rest.estimated_start
+    assert all(w.reason.code != BEHIND_HIGHER_PRIORITY for w in decide(alone).waiting)
+
+
+@SETTINGS
+@given(snapshots(preemptible=True))
+def test_a_reservation_is_honoured_within_one_cycle_when_preemption_is_allowed(s: Snapshot) -> None:
+    """The first job (in line order) of a team that fits within its unused reservation on a fabric is admitted."""
+    from scheduler.priority import ordered
+
+    d = decide(s)
+    admitted = {a.job_id for a in d.admit}
+    used: dict[tuple[int, int], int] = {}
+    for j in s.running:
+        key = (j.group_id, j.fabric_id or 0)
+        used[key] = used.get(key, 0) + need_on(j, s.fabrics[key[1]].gpu_sharing)[0]
+    seen: set[int] = set()
+    for job in ordered(s):
+        if job.group_id in seen:
+            continue
+        seen.add(job.group_id)  # only each team's first job: its later ones may find the reservation taken by it
+        fid = s.queues[job.queue_id].fabric_ids[0]
+        reserved = s.quotas[job.group_id, fid].reservation.gpus_milli
+        need = need_on(job, s.fabrics[fid].gpu_sharing)[0]
+        if need <= reserved - used.get((job.group_id, fid), 0) and need_on(job, True)[1:] <= (64_000, 512 * 1024):
+            assert job.id in admitted, (s, decide(s))
