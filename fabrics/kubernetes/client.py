@@ -1,0 +1,194 @@
+"""The one seam to a cluster: the official `kubernetes` client, one ApiClient per fabric.
+
+Calls ask for the raw JSON (`_preload_content=False`) and hand plain dicts to parse.py, which then
+reads exactly what the API server sent (the same JSON as the recorded examples), and skips building
+model objects nobody reads. Every failure becomes a KubeError, a FabricError that says whether a
+retry can help.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fabrics.base import FabricError
+from fabrics.kubernetes.settings import KubeSettings
+
+IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# Answers a retry cannot change: the request itself is wrong.
+PERMANENT = frozenset({400, 405, 413, 415, 422})
+CUSTOM = {
+    "podgroups": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
+    "kueue-workloads": ("kueue.x-k8s.io", "v1beta1", "workloads"),
+}
+
+
+class KubeError(FabricError):
+    """An API call failed; `code` and `reason` are the Status's (0 and "" when no answer came)."""
+
+    def __init__(self, message: str, *, code: int = 0, reason: str = "") -> None:
+        super().__init__(message, retryable=code not in PERMANENT)
+        self.code = code
+        self.reason = reason
+
+
+class KubeClient:
+    """Namespaced calls for the kinds Gridlane creates; each returns the API server's JSON as dicts."""
+
+    def __init__(self, settings: KubeSettings) -> None:
+        import urllib3
+        from kubernetes import client
+        from kubernetes import config as kube_config
+        from kubernetes.config.config_exception import ConfigException
+
+        config: Any = kube_config  # its loaders carry no annotations
+
+        self._transport_errors: tuple[type[BaseException], ...] = (urllib3.exceptions.HTTPError, OSError)
+        self._api_exception: type[Exception] = client.ApiException
+        self.timeout = (min(10.0, settings.request_timeout_s), settings.request_timeout_s)
+        configuration = client.Configuration()
+        namespace = settings.namespace
+        try:
+            if settings.kubeconfig:
+                context = settings.context or None
+                config.load_kube_config(
+                    config_file=settings.kubeconfig,
+                    context=context,
+                    client_configuration=configuration,
+                    persist_config=False,
+                )
+                if not namespace:
+                    contexts, active = config.list_kube_config_contexts(config_file=settings.kubeconfig)
+                    chosen = next((c for c in contexts if c["name"] == context), active) if context else active
+                    namespace = (chosen or {}).get("context", {}).get("namespace", "")
+            else:
+                config.load_incluster_config(client_configuration=configuration)
+                if not namespace and IN_CLUSTER_NAMESPACE.exists():
+                    namespace = IN_CLUSTER_NAMESPACE.read_text().strip()
+        except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+            where = settings.kubeconfig or "the in-cluster service account"
+            raise KubeError(f"cannot load the Kubernetes credentials from {where}: {exc}") from exc
+        self.namespace = namespace or "default"
+        self.host = configuration.host
+        self.api = client.ApiClient(configuration)
+        self.core = client.CoreV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.version_api = client.VersionApi(self.api)
+
+    def close(self) -> None:
+        self.api.close()  # type: ignore[no-untyped-call]
+
+    # -- the calls -------------------------------------------------------------------------------
+
+    def create(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create the object; KubeError with reason AlreadyExists when one of that name exists."""
+        ns = self.namespace
+        if kind == "jobs":
+            return self._json(self.batch.create_namespaced_job, ns, body)
+        if kind == "services":
+            return self._json(self.core.create_namespaced_service, ns, body)
+        group, version, plural = CUSTOM[kind]
+        return self._json(self.custom.create_namespaced_custom_object, group, version, ns, plural, body)
+
+    def list_by_label(self, kind: str, selector: str) -> list[dict[str, Any]]:
+        """The items of this kind in the fabric's namespace that match the label selector."""
+        ns = self.namespace
+        if kind == "jobs":
+            listed = self._json(self.batch.list_namespaced_job, ns, label_selector=selector)
+        elif kind == "pods":
+            listed = self._json(self.core.list_namespaced_pod, ns, label_selector=selector)
+        elif kind == "services":
+            listed = self._json(self.core.list_namespaced_service, ns, label_selector=selector)
+        else:
+            group, version, plural = CUSTOM[kind]
+            call = self.custom.list_namespaced_custom_object
+            listed = self._json(call, group, version, ns, plural, label_selector=selector)
+        return list(listed.get("items") or [])
+
+    def delete(self, kind: str, name: str) -> bool:
+        """Delete with background propagation (its pods go too); False when there was nothing to delete."""
+        ns = self.namespace
+        try:
+            if kind == "jobs":
+                self._json(self.batch.delete_namespaced_job, name, ns, propagation_policy="Background")
+            elif kind == "services":
+                self._json(self.core.delete_namespaced_service, name, ns, propagation_policy="Background")
+            else:
+                group, version, plural = CUSTOM[kind]
+                call = self.custom.delete_namespaced_custom_object
+                self._json(call, group, version, ns, plural, name, propagation_policy="Background")
+        except KubeError as error:
+            if error.code == 404:
+                return False
+            raise
+        return True
+
+    def set_owner(self, kind: str, name: str, owner: dict[str, Any]) -> None:
+        """Make `owner` the object's owner, so the garbage collector deletes it with the owner."""
+        patch = {"metadata": {"ownerReferences": [owner]}}
+        ns = self.namespace
+        if kind == "services":
+            self._json(self.core.patch_namespaced_service, name, ns, patch)
+        else:
+            group, version, plural = CUSTOM[kind]
+            # Custom resources take JSON merge patches only, never strategic ones.
+            call = self.custom.patch_namespaced_custom_object
+            self._json(call, group, version, ns, plural, name, patch, _content_type="application/merge-patch+json")
+
+    def log(self, pod: str, tail_lines: int) -> str:
+        response = self._call(self.core.read_namespaced_pod_log, pod, self.namespace, tail_lines=tail_lines)
+        data = bytes(response.data)
+        response.release_conn()
+        return data.decode("utf-8", "replace")
+
+    def nodes(self, selector: str) -> list[dict[str, Any]]:
+        return list(self._json(self.core.list_node, label_selector=selector or None).get("items") or [])
+
+    def live_pods_everywhere(self) -> list[dict[str, Any]]:
+        """Pods in every namespace that still hold resources (not Succeeded, not Failed)."""
+        phases = "status.phase!=Succeeded,status.phase!=Failed"
+        return list(self._json(self.core.list_pod_for_all_namespaces, field_selector=phases).get("items") or [])
+
+    def version(self) -> dict[str, Any]:
+        return self._json(self.version_api.get_code)
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _json(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        response = self._call(call, *args, **kwargs)
+        data = bytes(response.data)
+        response.release_conn()
+        try:
+            parsed = json.loads(data) if data else {}
+        except ValueError as exc:
+            raise KubeError(f"the Kubernetes API at {self.host} answered with something other than JSON") from exc
+        return parsed if isinstance(parsed, dict) else {}
+
+    def _call(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+        except self._transport_errors as exc:
+            raise KubeError(f"cannot reach the Kubernetes API at {self.host}: {exc}") from exc
+        except self._api_exception as exc:
+            raise _error(exc) from exc
+
+
+def _error(exc: Any) -> KubeError:
+    """A KubeError from the client's ApiException, worded from the Status the API server sent.
+
+    The body is a meta/v1 Status: {"kind": "Status", "status": "Failure", "reason": "AlreadyExists",
+    "message": "jobs.batch \"gl-...\" already exists", "code": 409, ...}.
+    """
+    code = int(exc.status or 0)
+    try:
+        body = json.loads(exc.body) if exc.body else {}
+    except (ValueError, TypeError):
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    reason = str(body.get("reason") or exc.reason or "")
+    message = str(body.get("message") or reason or exc)
+    return KubeError(f"Kubernetes answered {code} {reason}: {message}", code=code, reason=reason)

@@ -1,0 +1,305 @@
+"""The Kubernetes fabric: each workload is a batch/v1 Job named gl-<workload id> in the fabric's namespace.
+
+Every object carries the label gridlane.io/workload-id, so `find_many` and `poll` are one LIST per
+kind by label selector for the whole batch, never a call per job. The Job's name is fixed by the
+workload id, so a second create for the same workload meets 409 AlreadyExists and is answered with
+the Job found by its label: a crash anywhere leaves one Job, never two.
+
+The official client is imported on first use, so the web process validates settings and templates
+without loading it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, Resources, TemplateError
+from fabrics.kubernetes import parse, render
+from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
+from fabrics.kubernetes.render import Manifests
+from fabrics.kubernetes.settings import KubeSettings
+
+log = logging.getLogger("gridlane.fabrics.kubernetes")
+
+RENDERED_KEPT = 1000  # manifests kept from render until submit
+CHUNK = 100  # workload ids per label selector: keeps the request line well under the API server's limits
+TAIL_LINES = 500
+
+
+class KubernetesFabric:
+    def __init__(self, config: FabricConfig) -> None:
+        self.config = config
+        self.settings = KubeSettings.parse(config.settings)
+        self._client: KubeClient | None = None
+        self._client_lock = threading.Lock()
+        self._pods: dict[str, list[dict[str, Any]]] = {}  # job name -> its pods at the last poll, for tail
+        # Dispatch renders each job for the record, then submits it: what was recorded is what is sent.
+        self._rendered: OrderedDict[UUID, tuple[JobSpec, Manifests]] = OrderedDict()
+
+    @classmethod
+    def check_template(cls, template: str) -> None:
+        """Raise TemplateError when the pod template does not parse or sets what Gridlane sets."""
+        render.check_template(template)
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        KubeSettings.parse(settings)
+
+    @classmethod
+    def check_request(cls, settings: Mapping[str, Any], per_node: Resources) -> None:
+        """Raise ValueError, worded for the submitter, when a request cannot run here (e.g. 0.25 of a whole GPU)."""
+        parsed = KubeSettings.parse(settings)
+        if per_node.gpus_milli:
+            parsed.gpu.units(per_node.gpus_milli, parsed.gpu_sharing)
+
+    @property
+    def client(self) -> KubeClient:
+        """The API client, made on first use; KubeError (retryable) when the credentials do not load."""
+        with self._client_lock:
+            if self._client is None:
+                self._client = KubeClient(self.settings)
+            return self._client
+
+    @property
+    def namespace(self) -> str:
+        """The namespace Jobs go to; "" when neither the settings nor loadable credentials say."""
+        if self.settings.namespace:
+            return self.settings.namespace
+        try:
+            return self.client.namespace
+        except FabricError:
+            return ""
+
+    # -- the Fabric protocol ---------------------------------------------------------------------
+
+    def render(self, job: JobSpec) -> str:
+        return render.to_json(self.manifests(job))
+
+    def manifests(self, job: JobSpec) -> Manifests:
+        """The objects for this job; the same ones `render` recorded when the job has not changed since."""
+        kept = self._rendered.get(job.workload_id)
+        if kept is not None and kept[0] == job:
+            return kept[1]
+        manifests = render.render(job, self.settings, self.namespace)
+        self._rendered[job.workload_id] = (job, manifests)
+        while len(self._rendered) > RENDERED_KEPT:
+            self._rendered.popitem(last=False)
+        return manifests
+
+    def submit(self, job: JobSpec) -> str:
+        try:
+            manifests = self.manifests(job)
+        except TemplateError as exc:
+            raise FabricError(f"the Job does not render: {exc}", retryable=False) from exc
+        name = self._create(job.workload_id, manifests)
+        self._rendered.pop(job.workload_id, None)
+        return name
+
+    def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
+        """Submit in order; once the API cannot be reached at all, the rest get that error without trying."""
+        results: dict[UUID, str | FabricError] = {}
+        unreachable: FabricError | None = None
+        for job in jobs:
+            if unreachable is not None:
+                results[job.workload_id] = unreachable
+                continue
+            try:
+                results[job.workload_id] = self.submit(job)
+            except FabricError as error:
+                results[job.workload_id] = error
+                if isinstance(error, KubeError) and error.code == 0:
+                    unreachable = error  # no answer at all: the next job would only wait as long
+        return results
+
+    def find(self, workload_id: UUID) -> str | None:
+        return self.find_many([workload_id]).get(workload_id)
+
+    def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
+        found: dict[UUID, str] = {}
+        for job in self._jobs_of(list(workload_ids)):
+            labels = job["metadata"].get("labels") or {}
+            try:
+                found[UUID(labels[render.WORKLOAD_LABEL])] = job["metadata"]["name"]
+            except (KeyError, ValueError):
+                continue
+        return found
+
+    def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        """One LIST of Jobs and one of pods for the batch (more only for Kueue or Volcano detail)."""
+        by_id = {wid: name for name in ids if (wid := render.workload_id_of(name)) is not None}
+        jobs = {job["metadata"]["name"]: job for job in self._jobs_of(list(by_id))}
+        pods = self._pods_of(list(by_id))
+        foreign = [name for name in ids if render.workload_id_of(name) is None]
+        if foreign:
+            # Not a name Gridlane gives; no job here will ever carry it.
+            log.warning("%s: poll asked for ids Gridlane never made: %s", self.config.name, foreign[:5])
+        kueue = self._kueue_workloads([job for job in jobs.values() if (job.get("spec") or {}).get("suspend")])
+        podgroups = self._podgroups([job for job in jobs.values() if not parse.finished(job)])
+        statuses: dict[str, JobStatus] = {}
+        self._pods = {}
+        for name in ids:
+            job = jobs.get(name)
+            if job is None:
+                statuses[name] = JobStatus(JobState.MISSING)
+                continue
+            mine = pods.get(name, [])
+            self._pods[name] = mine
+            statuses[name] = parse.job_status(
+                job,
+                mine,
+                podgroup=podgroups.get(name),
+                kueue_workload=kueue.get(job["metadata"].get("uid", "")),
+                connect_url=self._connect_url(job),
+            )
+        return statuses
+
+    def cancel(self, external_id: str) -> None:
+        """Delete the Job with background propagation (its pods go with it), and its Service and PodGroup."""
+        client = self.client
+        client.delete("jobs", external_id)
+        # Owned by the Job, these go with it; deleting by name also covers a crash before they were owned.
+        client.delete("services", external_id)
+        if self.settings.volcano:
+            client.delete("podgroups", external_id)
+
+    def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
+        """The end of rank 0's log (the latest attempt), or "" while no container has started."""
+        pods = self._pods.get(external_id)
+        if pods is None:
+            wid = render.workload_id_of(external_id)
+            pods = self._pods_of([wid]).get(external_id, []) if wid else []
+        pod = parse.log_pod(pods)
+        if pod is None:
+            return ""
+        try:
+            text = self.client.log(pod, TAIL_LINES)
+        except FabricError as error:
+            if isinstance(error, KubeError) and error.code in (400, 404):
+                return ""  # the container is not there (yet, or any more)
+            raise
+        return text.encode()[-max_bytes:].decode("utf-8", "ignore")
+
+    def capacity(self) -> Capacity:
+        declared = self.config.capacity
+        try:
+            client = self.client
+            if self.settings.capacity == "declared":
+                version = client.version()
+                return Capacity(declared, detail=f"declared; the API server runs {version.get('gitVersion', '?')}")
+            nodes = client.nodes(self.settings.node_selector)
+            pods = client.live_pods_everywhere()
+        except FabricError as error:
+            if isinstance(error, KubeError) and error.code == 403:
+                return Capacity(declared, detail=f"declared: this fabric may not read nodes and pods ({error})")
+            return Capacity(declared, healthy=False, detail=str(error))
+        total, detail = parse.capacity(nodes, pods, self.settings.gpu)
+        return Capacity(total, detail=detail)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _create(self, workload_id: UUID, manifests: Manifests) -> str:
+        client = self.client
+        name = manifests.job["metadata"]["name"]
+        # 1. The Service and PodGroup before the Job: ranks look each other up, Volcano gangs the pods.
+        owned = []
+        for kind, body in (("services", manifests.service), ("podgroups", manifests.podgroup)):
+            if body is not None:
+                self._create_or_keep(kind, body)
+                owned.append(kind)
+        # 2. The Job; 409 means an earlier attempt made it: answer with the Job its label finds.
+        try:
+            created = client.create("jobs", manifests.job)
+        except KubeError as error:
+            if error.reason != "AlreadyExists":
+                raise
+            existing = [job for job in self._jobs_of([workload_id]) if job["metadata"]["name"] == name]
+            if not existing:
+                raise FabricError(
+                    f"a Job named {name} exists in {client.namespace} but is not workload {workload_id}'s",
+                    retryable=False,
+                ) from error
+            created = existing[0]
+        # 3. Let the Job own the others, so deleting it (cancel, TTL) deletes them.
+        if owned:
+            owner = {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": name,
+                "uid": created["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+            for kind in owned:
+                client.set_owner(kind, name, owner)
+        return str(name)
+
+    def _create_or_keep(self, kind: str, body: dict[str, Any]) -> None:
+        try:
+            self.client.create(kind, body)
+        except KubeError as error:
+            if error.reason != "AlreadyExists":
+                raise
+
+    def _by_workload(self, kind: str, workload_ids: Sequence[UUID]) -> list[dict[str, Any]]:
+        """Objects of a kind labelled with these workload ids: one LIST per CHUNK ids."""
+        ids = sorted(str(w) for w in workload_ids)
+        items: list[dict[str, Any]] = []
+        for i in range(0, len(ids), CHUNK):
+            selector = f"{render.WORKLOAD_LABEL} in ({','.join(ids[i : i + CHUNK])})"
+            items += self.client.list_by_label(kind, selector)
+        return items
+
+    def _jobs_of(self, workload_ids: Sequence[UUID]) -> list[dict[str, Any]]:
+        return self._by_workload("jobs", workload_ids)
+
+    def _pods_of(self, workload_ids: Sequence[UUID]) -> dict[str, list[dict[str, Any]]]:
+        """Pods by the name of their Job."""
+        pods: dict[str, list[dict[str, Any]]] = {}
+        for pod in self._by_workload("pods", workload_ids):
+            wid = (pod["metadata"].get("labels") or {}).get(render.WORKLOAD_LABEL, "")
+            pods.setdefault(f"gl-{wid}", []).append(pod)
+        return pods
+
+    def _kueue_workloads(self, suspended: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Kueue's Workload objects by the uid of their Job; {} when Kueue's API cannot be read."""
+        uids = [
+            job["metadata"]["uid"]
+            for job in suspended
+            if render.KUEUE_QUEUE_LABEL in (job["metadata"].get("labels") or {}) and job["metadata"].get("uid")
+        ]
+        if not uids:
+            return {}
+        found: dict[str, dict[str, Any]] = {}
+        try:
+            for i in range(0, len(uids), CHUNK):
+                selector = f"kueue.x-k8s.io/job-uid in ({','.join(uids[i : i + CHUNK])})"
+                for workload in self.client.list_by_label("kueue-workloads", selector):
+                    found[(workload["metadata"].get("labels") or {}).get("kueue.x-k8s.io/job-uid", "")] = workload
+        except FabricError as error:
+            log.info("%s: Kueue's workloads are not readable, reasons stay general: %s", self.config.name, error)
+        return found
+
+    def _podgroups(self, unfinished: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Volcano's PodGroups by name, for the jobs that have not finished; {} without Volcano."""
+        if not self.settings.volcano or not unfinished:
+            return {}
+        ids = [wid for job in unfinished if (wid := render.workload_id_of(job["metadata"]["name"])) is not None]
+        try:
+            groups = self._by_workload("podgroups", ids)
+        except FabricError as error:
+            log.info("%s: Volcano's PodGroups are not readable: %s", self.config.name, error)
+            return {}
+        return {group["metadata"]["name"]: group for group in groups}
+
+    def _connect_url(self, job: Mapping[str, Any]) -> str:
+        labels = (job.get("metadata") or {}).get("labels") or {}
+        wid = render.workload_id_of(job["metadata"]["name"])
+        if labels.get(render.KIND_LABEL) != "notebook" or wid is None:
+            return ""
+        namespace = job["metadata"].get("namespace") or self.namespace
+        return render.connect_url(self.settings, namespace, job["metadata"]["name"], wid)

@@ -1,0 +1,209 @@
+"""A Kubernetes fabric's settings (Fabric.settings in the admin), checked once and then read as a value.
+
+    {
+      "kubeconfig": "/etc/gridlane/kubeconfig",   # absent: the pod's in-cluster service account
+      "context": "prod",                          # absent: the kubeconfig's current context
+      "namespace": "gridlane",                    # absent: the context's namespace, else "default"
+      "gpu_flavor": "h100",                       # the fabric's flavor (Fabric.gpu_flavor)
+      "gpu_sharing": true,                        # Fabric.gpu_sharing: fractions share a GPU
+      "gpu_resources": {                          # flavor -> extended resource; unlisted flavors:
+        "h100": "nvidia.com/gpu",                 #   mig-* -> nvidia.com/mig-*, others -> nvidia.com/gpu
+        "t4-shared": {"resource": "nvidia.com/gpu.shared", "milli_per_unit": 250}
+      },
+      "ttl_seconds_after_finished": 3600,
+      "notebook_url": "https://jupyter.example.org/{namespace}/{name}/",
+      "volcano": false, "volcano_queue": "",
+      "default_image": "", "capacity": "nodes", "node_selector": "",
+      "request_timeout_s": 30
+    }
+
+Fractional GPUs: Kubernetes counts extended resources in whole units, so a request becomes
+`gpus_milli / milli_per_unit` units. Nothing is rounded behind the scheduler's back; what runs is
+what the scheduler counted:
+  - whole units: 2 GPUs on nvidia.com/gpu -> 2; 0.25 GPU on a flavor whose unit is a quarter
+    (`"milli_per_unit": 250`, a time-sliced share or a MIG slice IT counts as a quarter) -> 1;
+  - the fabric does not share GPUs (`gpu_sharing: false`, the portal's Fabric.gpu_sharing): the
+    scheduler counted a fraction as a whole GPU, so 0.25 renders as one whole GPU;
+  - otherwise (GPUs shared, a whole-GPU resource) 0.25 cannot be expressed: it is refused with a
+    message saying so, rather than silently given a whole GPU the scheduler did not count.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+URL_FIELDS = frozenset({"name", "namespace", "workload_id", "service"})
+KNOWN = frozenset(
+    {
+        "kubeconfig",
+        "context",
+        "namespace",
+        "gpu_flavor",
+        "gpu_sharing",
+        "gpu_resources",
+        "ttl_seconds_after_finished",
+        "notebook_url",
+        "volcano",
+        "volcano_queue",
+        "default_image",
+        "capacity",
+        "node_selector",
+        "request_timeout_s",
+    }
+)
+
+
+@dataclass(frozen=True)
+class GpuResource:
+    """The extended resource a flavor's GPUs are requested as, and how much of a GPU one unit is."""
+
+    name: str = "nvidia.com/gpu"
+    milli_per_unit: int = 1000
+
+    def units(self, gpus_milli: int, sharing: bool = True) -> int:
+        """Whole units for this many milli-GPUs; ValueError, worded for the submitter, when they do not divide.
+
+        Without sharing, a fraction counts as a whole GPU (as the scheduler counts it) before dividing.
+        """
+        if not sharing and gpus_milli % 1000:
+            gpus_milli = (gpus_milli // 1000 + 1) * 1000
+        units, rest = divmod(gpus_milli, self.milli_per_unit)
+        if rest == 0:
+            return units
+        step = _gpus(self.milli_per_unit)
+        if self.milli_per_unit == 1000:
+            raise ValueError(
+                f"{_gpus(gpus_milli)} GPU cannot run here: Kubernetes hands out {self.name} as whole GPUs. "
+                "Ask for a whole number of GPUs, or use a queue whose GPUs are shared or MIG slices."
+            )
+        raise ValueError(
+            f"{_gpus(gpus_milli)} GPU cannot run here: this fabric hands out {self.name} in steps of {step} GPU. "
+            f"Ask for a multiple of {step}."
+        )
+
+
+@dataclass(frozen=True)
+class KubeSettings:
+    kubeconfig: str = ""
+    context: str = ""
+    namespace: str = ""
+    gpu: GpuResource = GpuResource()
+    gpu_sharing: bool = True
+    ttl_s: int = 3600
+    notebook_url: str = ""
+    volcano: bool = False
+    volcano_queue: str = ""
+    default_image: str = ""
+    capacity: str = "nodes"
+    node_selector: str = ""
+    request_timeout_s: float = 30.0
+
+    @classmethod
+    def parse(cls, settings: Mapping[str, Any]) -> KubeSettings:
+        """The settings as a value; ValueError naming the first thing wrong."""
+        unknown = set(settings) - KNOWN
+        if unknown:
+            raise ValueError(f"unknown Kubernetes setting(s): {', '.join(sorted(unknown))}")
+        namespace = _text(settings, "namespace")
+        if namespace and not DNS_LABEL.match(namespace):
+            raise ValueError(f"namespace {namespace!r} is not a Kubernetes namespace name")
+        ttl = settings.get("ttl_seconds_after_finished", 3600)
+        if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
+            raise ValueError("ttl_seconds_after_finished must be a whole number of seconds, 0 or more")
+        volcano, sharing = settings.get("volcano", False), settings.get("gpu_sharing", True)
+        if not isinstance(volcano, bool) or not isinstance(sharing, bool):
+            raise ValueError("volcano and gpu_sharing must be true or false")
+        capacity = settings.get("capacity", "nodes")
+        if capacity not in ("nodes", "declared"):
+            raise ValueError('capacity must be "nodes" (read from the cluster) or "declared" (as entered)')
+        timeout = settings.get("request_timeout_s", 30)
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout <= 300:
+            raise ValueError("request_timeout_s must be a number of seconds between 0 and 300")
+        notebook_url = _text(settings, "notebook_url")
+        if notebook_url:
+            check_url_template(notebook_url)
+        return cls(
+            kubeconfig=_text(settings, "kubeconfig"),
+            context=_text(settings, "context"),
+            namespace=namespace,
+            gpu=gpu_resource(_text(settings, "gpu_flavor"), settings.get("gpu_resources", {})),
+            gpu_sharing=sharing,
+            ttl_s=ttl,
+            notebook_url=notebook_url,
+            volcano=volcano,
+            volcano_queue=_text(settings, "volcano_queue"),
+            default_image=_text(settings, "default_image"),
+            capacity=capacity,
+            node_selector=_text(settings, "node_selector"),
+            request_timeout_s=float(timeout),
+        )
+
+
+def gpu_resource(flavor: str, mapping: Any) -> GpuResource:
+    """The flavor's resource from the mapping; mig-* flavors default to their MIG resource name."""
+    if not isinstance(mapping, Mapping):
+        raise ValueError('gpu_resources maps a flavor to a resource name or {"resource": ..., "milli_per_unit": ...}')
+    entry = mapping.get(flavor) if flavor else None
+    for name, value in mapping.items():  # check every entry, not just this fabric's
+        _entry(str(name), value)
+    if entry is not None:
+        return _entry(flavor, entry)
+    if flavor.startswith("mig-"):
+        return GpuResource(f"nvidia.com/{flavor}")
+    return GpuResource()
+
+
+def _entry(flavor: str, value: Any) -> GpuResource:
+    if isinstance(value, str):
+        value = {"resource": value}
+    if not isinstance(value, Mapping) or set(value) - {"resource", "milli_per_unit"}:
+        raise ValueError(f'gpu_resources[{flavor!r}] must be a resource name or {{"resource", "milli_per_unit"}}')
+    resource, milli = value.get("resource"), value.get("milli_per_unit", 1000)
+    if not isinstance(resource, str) or not RESOURCE_NAME.match(resource):
+        raise ValueError(
+            f"gpu_resources[{flavor!r}]: {resource!r} is not an extended resource name like nvidia.com/gpu"
+        )
+    if not isinstance(milli, int) or isinstance(milli, bool) or not 1 <= milli <= 1000 or 1000 % milli:
+        raise ValueError(
+            f"gpu_resources[{flavor!r}].milli_per_unit must divide 1000 (1000: a unit is a whole GPU, 250: a quarter)"
+        )
+    return GpuResource(resource, milli)
+
+
+def check_url_template(template: str) -> None:
+    """A connect-URL template: http(s), with only the known {fields}."""
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError as exc:
+        raise ValueError(f"notebook_url does not parse: {exc}") from exc
+    unknown = fields - URL_FIELDS
+    if unknown:
+        raise ValueError(
+            f"notebook_url may use {', '.join('{' + f + '}' for f in sorted(URL_FIELDS))}; "
+            f"not {', '.join(sorted(unknown))}"
+        )
+    sample = template.format(**dict.fromkeys(URL_FIELDS, "x"))
+    parts = urlsplit(sample)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("notebook_url must be an http(s) URL, e.g. https://jupyter.example.org/{namespace}/{name}/")
+
+
+def _text(settings: Mapping[str, Any], key: str) -> str:
+    value = settings.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be text")
+    return value.strip()
+
+
+def _gpus(milli: int) -> str:
+    """Milli-GPUs as a plain decimal: 250 -> "0.25", 2000 -> "2"."""
+    return f"{milli // 1000}.{milli % 1000:03d}".rstrip("0").rstrip(".")

@@ -1,0 +1,189 @@
+"""The portal's worker end to end on a Kubernetes fabric: services, real cycles, the official client, the double."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from portal.accounts.models import ResourceGroup
+from portal.queues.models import Fabric, Queue, QueueTarget
+from portal.worker import apply, connections, snapshot, tasks
+from portal.worker.dispatch import job_spec
+from portal.workloads import services
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+from scheduler import decide
+from tests.conftest import wait_until
+from tests.fabrics.kubernetes.conftest import NAMESPACE, NOTEBOOK_URL
+
+TRAIN_TEMPLATE = """\
+spec:
+  containers:
+  - name: main
+    image: registry.example.org/ml/pytorch:24.05
+    command: ["/bin/bash", "-lc"]
+"""
+NOTEBOOK_TEMPLATE = """\
+spec:
+  containers:
+  - name: main
+    image: registry.example.org/jupyter/pytorch-notebook:2024-11-04
+"""
+KUEUE_TEMPLATE = """\
+metadata:
+  labels:
+    kueue.x-k8s.io/queue-name: team-vision
+spec:
+  containers:
+  - name: main
+    image: registry.example.org/ml/pytorch:24.05
+"""
+
+
+@pytest.fixture
+def k8s(cast, kubeconfig):
+    """A Kubernetes fabric on the double with three queues: training, notebooks, and one through Kueue."""
+    connections.forget_all()
+    fabric = Fabric(
+        name="k8s",
+        kind="kubernetes",
+        gpu_flavor="h100",
+        gpus_milli=16000,
+        cpus_milli=64000,
+        memory_mib=512 * 1024,
+        settings={"kubeconfig": str(kubeconfig), "gpu_flavor": "h100", "notebook_url": NOTEBOOK_URL},
+    )
+    fabric.full_clean()
+    fabric.save()
+    vision = ResourceGroup.objects.get(slug="vision")
+    for slug, kinds, template in (
+        ("k8s-train", ["training", "batch"], TRAIN_TEMPLATE),
+        ("k8s-notebooks", ["notebook"], NOTEBOOK_TEMPLATE),
+        ("k8s-kueue", ["training"], KUEUE_TEMPLATE),
+    ):
+        queue = Queue.objects.create(slug=slug, name=slug, kinds=kinds, default_runtime_minutes=30)
+        queue.allowed_groups.add(vision)
+        target = QueueTarget(queue=queue, fabric=fabric, template=template)
+        target.full_clean()
+        target.save()
+    yield fabric
+    connections.forget_all()
+
+
+def run_until(workload: Workload, *states: State, timeout: float = 15) -> Workload:
+    def reached():
+        tasks.cycle()
+        workload.refresh_from_db()
+        return workload.state in states
+
+    wait_until(reached, timeout=timeout, every=0.05)
+    return workload
+
+
+def test_a_training_run_succeeds_through_the_cluster(alice, submit, k8s, double):
+    workload = submit(alice, queue="k8s-train", command='echo "hello from $GRIDLANE_WORKLOAD_ID"; sleep 0.2', gpus=1)
+    run_until(workload, State.SUCCEEDED)
+    assert workload.exit_code == 0
+    assert workload.fabric.name == "k8s"
+    assert workload.external_id == f"gl-{workload.pk}"
+    assert json.loads(workload.rendered)["metadata"]["name"] == workload.external_id
+    assert f"hello from {workload.pk}" in workload.log_tail
+    assert workload.host.startswith("gpu-node-")
+    steps = list(workload.events.values_list("to_state", flat=True))
+    assert steps == ["pending", "admitted", "dispatching", "running", "succeeded"]
+    (job,) = double.objects("jobs", NAMESPACE)
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["/bin/bash", "-lc"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert job["metadata"]["labels"]["gridlane.io/group"] == "vision"
+
+
+def test_a_failing_run_fails_with_its_exit_code(alice, submit, k8s):
+    workload = submit(alice, queue="k8s-train", command="exit 3")
+    run_until(workload, State.FAILED)
+    assert workload.exit_code == 3
+    assert workload.events.last().reason == "failed (exit code 3)"
+
+
+def test_a_two_node_gang_runs_to_completion(alice, submit, k8s, double):
+    workload = submit(alice, queue="k8s-train", command='echo "rank $NODE_RANK"; sleep 0.1', gpus=2, nodes=2)
+    run_until(workload, State.SUCCEEDED)
+    pods = double.objects("pods", NAMESPACE, f"gridlane.io/workload-id={workload.pk}")
+    assert sorted(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods) == ["0", "1"]
+    assert workload.log_tail == "rank 0\n"
+    assert "," in workload.host or workload.host.startswith("gpu-node-")
+
+
+def test_a_notebook_gets_its_connect_url_and_cancel_deletes_its_job(alice, submit, k8s, double):
+    workload = submit(alice, queue="k8s-notebooks", kind="notebook", command="", gpus=1)
+    run_until(workload, State.RUNNING)
+    wait_until(lambda: tasks.cycle() and Workload.objects.get(pk=workload.pk).connect_url, timeout=5)
+    workload.refresh_from_db()
+    assert workload.connect_url == f"https://jupyter.example.org/{NAMESPACE}/gl-{workload.pk}/"
+    services.do_cancel(alice, workload)
+    run_until(workload, State.CANCELLED)
+    assert double.objects("jobs", NAMESPACE) == []
+    wait_until(lambda: not double.objects("pods", NAMESPACE) and not double.objects("services", NAMESPACE), timeout=5)
+    assert double.calls("DELETE", f"/jobs/gl-{workload.pk}$")[0].query == {"propagationPolicy": "Background"}
+
+
+def test_cancel_stops_a_running_training_job(alice, submit, k8s, double):
+    workload = submit(alice, queue="k8s-train", command="sleep 60")
+    run_until(workload, State.RUNNING)
+    services.do_cancel(alice, workload)
+    run_until(workload, State.CANCELLED)
+    assert [e.to_state for e in workload.events.all()][-2:] == ["cancelling", "cancelled"]
+    wait_until(lambda: not double.objects("pods", NAMESPACE), timeout=5)
+
+
+def test_kueue_holds_it_suspended_with_a_reason_until_it_admits_it(alice, submit, k8s, double):
+    workload = submit(alice, queue="k8s-kueue", command="echo ran", gpus=1)
+    for _ in range(3):
+        tasks.cycle()
+    workload.refresh_from_db()
+    assert workload.state == State.DISPATCHING  # on the cluster, held by Kueue
+    (job,) = double.objects("jobs", NAMESPACE)
+    assert job["spec"]["suspend"] is True
+    status = connections.fabric_for(k8s).poll([workload.external_id])[workload.external_id]
+    assert status.reason.startswith("waiting for Kueue to admit it from LocalQueue team-vision")
+    double.kueue_admit(NAMESPACE, workload.external_id)
+    run_until(workload, State.SUCCEEDED)
+    assert "ran" in workload.log_tail
+
+
+def test_the_runtime_limit_ends_it_expired(alice, submit, k8s):
+    workload = submit(alice, queue="k8s-train", command="sleep 60")
+    Workload.objects.filter(pk=workload.pk).update(runtime_limit_s=1)  # the API's floor is a minute
+    run_until(workload, State.EXPIRED)
+    assert "runtime limit" in workload.events.last().reason
+
+
+def test_a_worker_that_died_after_create_reconciles_without_a_second_job(alice, submit, k8s, double):
+    workload = submit(alice, queue="k8s-train", command="echo once")
+    # A worker admits it, records its intent, creates the Job... and dies before saving the job's name.
+    snap, pending = snapshot.build(workload.submitted_at)
+    apply.apply(decide(snap), pending)
+    workload.refresh_from_db()
+    services.transition(workload, State.DISPATCHING, reason="dispatching to k8s")
+    loaded = Workload.objects.select_related("owner", "group", "queue", "target").get(pk=workload.pk)
+    connections.fabric_for(k8s).submit(job_spec(loaded))
+    assert Workload.objects.get(pk=workload.pk).external_id == ""
+
+    # The restarted worker finds the Job by its label and follows it.
+    run_until(workload, State.SUCCEEDED)
+    assert workload.external_id == f"gl-{workload.pk}"
+    assert len(double.objects("jobs", NAMESPACE)) == 1
+    assert len(double.calls("POST", r"/jobs$")) == 1
+
+
+def test_a_quarter_gpu_on_whole_gpus_is_refused_at_submit_saying_why(alice, submit, k8s, double):
+    from portal.workloads.services import SubmitRejected
+
+    with pytest.raises(SubmitRejected) as rejected:
+        submit(alice, queue="k8s-train", command="true", gpus="0.25")
+    assert (
+        "0.25 GPU cannot run here: Kubernetes hands out nvidia.com/gpu as whole GPUs"
+        in (rejected.value.errors["resources.gpus"][0])
+    )
+    assert double.objects("jobs", NAMESPACE) == []

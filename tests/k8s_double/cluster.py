@@ -1,0 +1,796 @@
+"""The double's simulated control plane: Job controller, scheduler (default and Volcano), kubelet, GC, TTL, Kueue.
+
+One thread steps all of them every tick over the same store the HTTP side serves.
+
+The kubelet runs no containers. It reads a container's argv by this convention:
+    ["/bin/sh", "-c", SCRIPT] (or bash, -lc, with SCRIPT in args): SCRIPT's statements (split on `;`,
+        `&&` and newlines) run in order: `echo WORDS` logs a line ($VAR and ${VAR} expand from the
+        container's env), `sleep N` takes N seconds, `exit N` ends with code N, `false` with 1;
+        anything else does nothing. It exits 0 at the end.
+    any other argv (e.g. `jupyter lab ...`): a server that runs until it is stopped.
+Images whose name contains `does-not-exist` never pull (ErrImagePull, then ImagePullBackOff).
+A pod no node has room for stays Pending with PodScheduled=False, reason Unschedulable.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import re
+import shlex
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from tests.k8s_double.objects import BY_NAME, now_rfc3339, quantity
+from tests.k8s_double.server import Api, Store
+
+JOBS, PODS, NODES = BY_NAME["jobs.batch"], BY_NAME["pods"], BY_NAME["nodes"]
+PODGROUPS, WORKLOADS = BY_NAME["podgroups.scheduling.volcano.sh"], BY_NAME["workloads.kueue.x-k8s.io"]
+KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+VOLCANO_GROUP = "scheduling.k8s.io/group-name"
+INDEX = "batch.kubernetes.io/job-completion-index"
+PULL_FAILS = "does-not-exist"
+KUEUE_PENDING = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor "
+    "default-flavor, 1 more needed"
+)
+
+
+@dataclass
+class Program:
+    lines: list[tuple[float, str]]  # (seconds after start, log line)
+    duration: float  # math.inf: a server
+    exit_code: int = 0
+
+
+@dataclass
+class Run:
+    started: float
+    program: Program
+
+
+@dataclass
+class Timers:
+    bound: dict[str, float] = field(default_factory=dict)  # pod uid -> when it was bound to a node
+    pull_failed: dict[str, float] = field(default_factory=dict)
+    job_started: dict[str, float] = field(default_factory=dict)  # job uid -> when it (last) started
+    job_finished: dict[str, float] = field(default_factory=dict)
+
+
+_VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+
+
+def program(argv: list[str], env: dict[str, str]) -> Program:
+    """What the container does, by the convention in the module docstring."""
+    shells = ("sh", "bash")
+    if len(argv) < 3 or os.path.basename(argv[0]) not in shells or not re.fullmatch(r"-[a-z]*c", argv[1]):
+        return Program([], math.inf)
+    lines: list[tuple[float, str]] = []
+    at = 0.0
+    for statement in re.split(r";|&&|\n", argv[2]):
+        try:
+            words = shlex.split(statement)
+        except ValueError:
+            continue
+        words = [_VAR.sub(lambda m: env.get(m[1] or m[2], ""), w) for w in words]
+        if not words:
+            continue
+        if words[0] == "echo":
+            lines.append((at, " ".join(words[1:])))
+        elif words[0] == "sleep" and len(words) > 1:
+            at += float(words[1])
+        elif words[0] == "exit":
+            return Program(lines, at, int(words[1]) if len(words) > 1 else 0)
+        elif words[0] == "false":
+            return Program(lines, at, 1)
+    return Program(lines, at, 0)
+
+
+def _condition(ctype: str, status: str, reason: str = "", message: str = "", probe: bool = True) -> dict[str, Any]:
+    now = now_rfc3339()
+    cond: dict[str, Any] = {"type": ctype, "status": status}
+    if probe:
+        cond["lastProbeTime"] = now
+    cond["lastTransitionTime"] = now
+    if reason:
+        cond["reason"] = reason
+    if message:
+        cond["message"] = message
+    return cond
+
+
+def _set_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> None:
+    for i, cond in enumerate(conditions):
+        if cond["type"] == new["type"]:
+            if (cond["status"], cond.get("reason"), cond.get("message")) != (
+                new["status"],
+                new.get("reason"),
+                new.get("message"),
+            ):
+                conditions[i] = new
+            return
+    conditions.append(new)
+
+
+def _true(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    for cond in obj.get("status", {}).get("conditions") or []:
+        if cond["type"] == ctype and cond["status"] == "True":
+            return cond
+    return None
+
+
+def job_finished(job: dict[str, Any]) -> bool:
+    return bool(_true(job, "Complete") or _true(job, "Failed"))
+
+
+def _requests(pod: dict[str, Any]) -> dict[str, Decimal]:
+    total: dict[str, Decimal] = defaultdict(Decimal)
+    for container in pod["spec"].get("containers") or []:
+        resources = container.get("resources") or {}
+        asked = dict(resources.get("limits") or {}) | dict(resources.get("requests") or {})
+        for resource, value in asked.items():
+            total[resource] += quantity(value)
+    return total
+
+
+def _live(pod: dict[str, Any]) -> bool:
+    return pod.get("status", {}).get("phase") in ("Pending", "Running")
+
+
+def node(
+    name: str,
+    *,
+    cpu: str = "32",
+    memory: str = "256Gi",
+    gpus: int = 8,
+    gpu_resource: str = "nvidia.com/gpu",
+    ready: bool = True,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Node as the kubelet registers it (the API reference's shape, trimmed of images)."""
+    resources = {"cpu": cpu, "ephemeral-storage": "1047706236Ki", "memory": memory, "pods": "110"}
+    if gpus:
+        resources[gpu_resource] = str(gpus)
+    conditions = [
+        _condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        _condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        _condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        _condition(
+            "Ready",
+            "True" if ready else "False",
+            "KubeletReady" if ready else "KubeletNotReady",
+            "kubelet is posting ready status" if ready else "container runtime network not ready",
+        ),
+    ]
+    for cond in conditions:
+        cond["lastHeartbeatTime"] = cond.pop("lastProbeTime")
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+            }
+            | (labels or {}),
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]},
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.0.0.{abs(hash(name)) % 200 + 10}"},
+                {"type": "Hostname", "address": name},
+            ],
+            "allocatable": dict(resources),
+            "capacity": dict(resources),
+            "conditions": conditions,
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": str(uuid.uuid4()),
+                "containerRuntimeVersion": "containerd://1.7.22",
+                "kernelVersion": "6.8.0-45-generic",
+                "kubeProxyVersion": "v1.31.2",
+                "kubeletVersion": "v1.31.2",
+                "machineID": uuid.uuid4().hex,
+                "operatingSystem": "linux",
+                "osImage": "Ubuntu 24.04.1 LTS",
+                "systemUUID": str(uuid.uuid4()),
+            },
+        },
+    }
+
+
+class Cluster:
+    """Steps the controllers over the store; `run` loops until stopped."""
+
+    def __init__(self, store: Store, api: Api, *, start_delay_s: float = 0.05) -> None:
+        self.store = store
+        self.start_delay_s = start_delay_s
+        self.runs: dict[str, Run] = {}
+        self.timers = Timers()
+        self.kueue_message = KUEUE_PENDING
+        api.on_create.append(self._created)
+        api.pod_logs = self.logs
+
+    # -- test controls -------------------------------------------------------------------------
+
+    def kueue_admit(self, namespace: str, job_name: str) -> None:
+        """What Kueue does when a ClusterQueue admits the workload: reserve quota, then unsuspend the Job."""
+        with self.store.lock:
+            job = self.store.get(JOBS, namespace, job_name)
+            if job is None:
+                raise KeyError(job_name)
+            for workload in self._kueue_workloads(job):
+                conditions = workload.setdefault("status", {}).setdefault("conditions", [])
+                message = "Quota reserved in ClusterQueue cluster-queue"
+                _set_condition(conditions, _condition("QuotaReserved", "True", "QuotaReserved", message, probe=False))
+                _set_condition(
+                    conditions, _condition("Admitted", "True", "Admitted", "The workload is admitted", False)
+                )
+                self.store.touch(workload)
+            job["spec"]["suspend"] = False
+            self.store.touch(job)
+
+    def logs(self, pod: dict[str, Any]) -> str:
+        run = self.runs.get(pod["metadata"]["uid"])
+        if run is None:
+            return ""
+        elapsed = time.time() - run.started
+        return "".join(f"{line}\n" for at, line in run.program.lines if at <= elapsed)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event, tick_s: float) -> None:
+        while not stop.wait(tick_s):
+            self.step()
+
+    def step(self) -> None:
+        with self.store.lock:
+            self._jobs()
+            self._schedule()
+            self._kubelet()
+            self._collect()
+
+    # -- Kueue ---------------------------------------------------------------------------------
+
+    def _created(self, kind: Any, obj: dict[str, Any]) -> None:
+        if kind is not JOBS or KUEUE_LABEL not in (obj["metadata"].get("labels") or {}):
+            return
+        meta, spec = obj["metadata"], obj["spec"]
+        self.store.create(
+            WORKLOADS,
+            meta["namespace"],
+            {
+                "apiVersion": WORKLOADS.api_version,
+                "kind": "Workload",
+                "metadata": {
+                    "name": f"job-{meta['name']}-{uuid.uuid4().hex[:5]}"[:253],
+                    "labels": {"kueue.x-k8s.io/job-uid": meta["uid"]},
+                    "ownerReferences": [_owner(obj)],
+                },
+                "spec": {
+                    "active": True,
+                    "queueName": meta["labels"][KUEUE_LABEL],
+                    "podSets": [{"name": "main", "count": spec.get("parallelism", 1), "template": spec["template"]}],
+                    "priority": 0,
+                },
+                "status": {
+                    "conditions": [
+                        _condition("QuotaReserved", "False", "Pending", self.kueue_message, probe=False)
+                        | {"observedGeneration": 1}
+                    ]
+                },
+            },
+            manager="kueue",
+        )
+
+    def _kueue_workloads(self, job: dict[str, Any]) -> list[dict[str, Any]]:
+        uid = job["metadata"]["uid"]
+        return [
+            w
+            for w in self.store.items(WORKLOADS, job["metadata"]["namespace"])
+            if (w["metadata"].get("labels") or {}).get("kueue.x-k8s.io/job-uid") == uid
+        ]
+
+    # -- the Job controller --------------------------------------------------------------------
+
+    def _jobs(self) -> None:
+        pods_of: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+        for pod in self.store.items(PODS):
+            for ref in pod["metadata"].get("ownerReferences") or []:
+                pods_of[ref["uid"]].append(pod)
+        for job in self.store.items(JOBS):
+            if job["metadata"].get("deletionTimestamp") or job_finished(job):
+                continue
+            before = copy.deepcopy(job["status"])
+            self._sync_job(job, pods_of[job["metadata"]["uid"]])
+            if job["status"] != before:
+                self.store.touch(job)
+
+    def _sync_job(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
+        spec, st, uid = job["spec"], job["status"], job["metadata"]["uid"]
+        conditions = st.setdefault("conditions", [])
+        active = [p for p in pods if _live(p) and not p["metadata"].get("deletionTimestamp")]
+        if spec.get("suspend"):
+            for pod in active:  # suspending deletes the active pods; they do not count as failures
+                self.store.remove(pod)
+                self.runs.pop(pod["metadata"]["uid"], None)
+            _set_condition(conditions, _condition("Suspended", "True", "JobSuspended", "Job suspended"))
+            st.pop("startTime", None)
+            st.pop("active", None)
+            self.timers.job_started.pop(uid, None)
+            st |= {"ready": 0, "terminating": 0, "uncountedTerminatedPods": {}}
+            return
+        if _true(job, "Suspended"):
+            _set_condition(conditions, _condition("Suspended", "False", "JobResumed", "Job resumed"))
+        if uid not in self.timers.job_started:
+            self.timers.job_started[uid] = time.time()
+            st["startTime"] = now_rfc3339()
+        if not conditions:
+            del st["conditions"]
+        indexed = spec.get("completionMode") == "Indexed"
+        succeeded = [p for p in pods if p["status"].get("phase") == "Succeeded"]
+        failed = [p for p in pods if p["status"].get("phase") == "Failed"]
+        completions = spec.get("completions", 1)
+        done_indexes = {int(p["metadata"]["annotations"][INDEX]) for p in succeeded} if indexed else set()
+        for pod in succeeded + failed:  # accounted for: the controller lets go of the pod
+            pod["metadata"].pop("finalizers", None)
+        _count(st, "active", len(active))
+        st["ready"] = sum(1 for p in active if _true(p, "Ready"))
+        _count(st, "succeeded", len(succeeded))
+        _count(st, "failed", len(failed))
+        st["terminating"] = 0
+        st["uncountedTerminatedPods"] = {}
+        if indexed and done_indexes:
+            st["completedIndexes"] = _ranges(sorted(done_indexes))
+        if len(failed) > spec.get("backoffLimit", 6):
+            self._fail(job, active, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+            return
+        deadline = spec.get("activeDeadlineSeconds")
+        if deadline is not None and time.time() - self.timers.job_started[uid] >= deadline:
+            self._fail(job, active, "DeadlineExceeded", "Job was active longer than specified deadline")
+            return
+        if (len(done_indexes) if indexed else len(succeeded)) >= completions:
+            message = "Reached expected number of succeeded pods"
+            st.setdefault("conditions", [])
+            _set_condition(st["conditions"], _condition("SuccessCriteriaMet", "True", "CompletionsReached", message))
+            _set_condition(st["conditions"], _condition("Complete", "True", "CompletionsReached", message))
+            st["completionTime"] = now_rfc3339()
+            self.timers.job_finished[uid] = time.time()
+            return
+        parallelism = spec.get("parallelism", 1)
+        if indexed:
+            busy = {int(p["metadata"]["annotations"][INDEX]) for p in active} | done_indexes
+            for index in range(completions):
+                if len(active) >= parallelism:
+                    break
+                if index not in busy:
+                    active.append(self._new_pod(job, index))
+        else:
+            while len(active) < min(parallelism, completions - len(succeeded)):
+                active.append(self._new_pod(job, None))
+        _count(st, "active", len(active))
+
+    def _fail(self, job: dict[str, Any], active: list[dict[str, Any]], reason: str, message: str) -> None:
+        for pod in active:
+            self._terminate(pod, 143, "Error")
+        st = job["status"]
+        st.pop("active", None)
+        st["ready"] = 0
+        _count(st, "failed", st.get("failed", 0) + len(active))
+        st.setdefault("conditions", [])
+        _set_condition(st["conditions"], _condition("FailureTarget", "True", reason, message))
+        _set_condition(st["conditions"], _condition("Failed", "True", reason, message))
+        self.timers.job_finished[job["metadata"]["uid"]] = time.time()
+
+    def _new_pod(self, job: dict[str, Any], index: int | None) -> dict[str, Any]:
+        meta, template = job["metadata"], copy.deepcopy(job["spec"]["template"])
+        tmeta, spec = template.get("metadata") or {}, template["spec"]
+        labels = dict(tmeta.get("labels") or {})
+        annotations = dict(tmeta.get("annotations") or {})
+        prefix = f"{meta['name']}-"
+        if index is not None:
+            prefix = f"{meta['name']}-{index}-"
+            labels[INDEX] = str(index)
+            annotations[INDEX] = str(index)
+            spec["hostname"] = f"{meta['name']}-{index}"
+            for container in spec["containers"]:
+                env = container.setdefault("env", [])
+                ref = {"fieldRef": {"apiVersion": "v1", "fieldPath": f"metadata.annotations['{INDEX}']"}}
+                env.append({"name": "JOB_COMPLETION_INDEX", "valueFrom": ref})
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": prefix + uuid.uuid4().hex[:5],
+                "generateName": prefix,
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": [_owner(job)],
+                "finalizers": ["batch.kubernetes.io/job-tracking"],
+            },
+            "spec": spec,
+        }
+        if not annotations:
+            del body["metadata"]["annotations"]
+        pod = self.store.create(PODS, meta["namespace"], body, manager="kube-controller-manager")
+        pod["status"] = {"phase": "Pending", "qosClass": _qos(pod)}
+        return pod
+
+    def _terminate(self, pod: dict[str, Any], code: int, reason: str) -> None:
+        now = now_rfc3339()
+        run = self.runs.get(pod["metadata"]["uid"])
+        started = now_rfc3339(run.started) if run else now
+        st = pod["status"]
+        st["phase"] = "Succeeded" if code == 0 else "Failed"
+        name = pod["spec"]["containers"][0]["name"]
+        image = pod["spec"]["containers"][0]["image"]
+        st["containerStatuses"] = [
+            {
+                "containerID": f"containerd://{uuid.uuid4().hex}",
+                "image": image,
+                "imageID": f"{image}@sha256:{uuid.uuid4().hex}{uuid.uuid4().hex}",
+                "lastState": {},
+                "name": name,
+                "ready": False,
+                "restartCount": 0,
+                "started": False,
+                "state": {
+                    "terminated": {
+                        "containerID": f"containerd://{uuid.uuid4().hex}",
+                        "exitCode": code,
+                        "finishedAt": now,
+                        "reason": reason,
+                        "startedAt": started,
+                    }
+                },
+            }
+        ]
+        conditions = st.setdefault("conditions", [])
+        ended = "PodCompleted" if code == 0 else "PodFailed"
+        for ctype in ("Ready", "ContainersReady"):
+            _set_condition(conditions, _condition(ctype, "False", ended, probe=False) | {"lastProbeTime": None})
+        _set_condition(
+            conditions, _condition("PodReadyToStartContainers", "False", probe=False) | {"lastProbeTime": None}
+        )
+        self.store.touch(pod)
+
+    # -- schedulers ----------------------------------------------------------------------------
+
+    def _free(self) -> dict[str, dict[str, Decimal]]:
+        """Per ready node: allocatable minus the requests of live pods bound to it."""
+        free: dict[str, dict[str, Decimal]] = {}
+        for n in self.store.items(NODES):
+            if _true(n, "Ready") and not n["spec"].get("unschedulable"):
+                free[n["metadata"]["name"]] = {r: quantity(v) for r, v in n["status"]["allocatable"].items()}
+        for pod in self.store.items(PODS):
+            where = pod["spec"].get("nodeName")
+            if where in free and _live(pod):
+                for resource, amount in _requests(pod).items():
+                    free[where][resource] = free[where].get(resource, Decimal(0)) - amount
+        return free
+
+    @staticmethod
+    def _fit(need: dict[str, Decimal], free: dict[str, dict[str, Decimal]]) -> tuple[str | None, dict[str, int]]:
+        """The first node with room, or None and how many nodes lacked each resource."""
+        short: dict[str, int] = defaultdict(int)
+        for name in sorted(free):
+            lacking = [r for r, amount in need.items() if amount > free[name].get(r, Decimal(0))]
+            if not lacking:
+                return name, {}
+            short[sorted(lacking)[0]] += 1
+        return None, short
+
+    def _schedule(self) -> None:
+        free = self._free()
+        total_nodes = len(self.store.items(NODES))
+        gangs: defaultdict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        for pod in sorted(self.store.items(PODS), key=lambda p: p["metadata"]["creationTimestamp"]):
+            if pod["spec"].get("nodeName") or pod["status"].get("phase") != "Pending":
+                continue
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            if pod["spec"].get("schedulerName") == "volcano":
+                group = (pod["metadata"].get("annotations") or {}).get(VOLCANO_GROUP, "")
+                gangs[pod["metadata"]["namespace"], group].append(pod)
+                continue
+            need = _requests(pod)
+            name, short = self._fit(need, free)
+            if name is None:
+                self._unschedulable(pod, total_nodes, short)
+                continue
+            for resource, amount in need.items():
+                free[name][resource] = free[name].get(resource, Decimal(0)) - amount
+            self._bind(pod, name)
+        for (namespace, group), pods in gangs.items():
+            self._schedule_gang(namespace, group, pods, free)
+
+    def _schedule_gang(
+        self, namespace: str, group: str, pods: list[dict[str, Any]], free: dict[str, dict[str, Decimal]]
+    ) -> None:
+        podgroup = self.store.get(PODGROUPS, namespace, group)
+        if podgroup is None:
+            return  # Volcano leaves pods of an unknown group alone
+        min_member = podgroup["spec"].get("minMember", 1)
+        trial = copy.deepcopy(free)
+        placed: list[tuple[dict[str, Any], str]] = []
+        for pod in pods:
+            name, _ = self._fit(_requests(pod), trial)
+            if name is None:
+                break
+            for resource, amount in _requests(pod).items():
+                trial[name][resource] -= amount
+            placed.append((pod, name))
+        bound = sum(
+            1
+            for p in self.store.items(PODS, namespace)
+            if (p["metadata"].get("annotations") or {}).get(VOLCANO_GROUP) == group and p["spec"].get("nodeName")
+        )
+        st = podgroup.setdefault("status", {})
+        before = copy.deepcopy(st)
+        if len(placed) == len(pods) and len(pods) + bound >= min_member:
+            free.clear()
+            free.update(trial)
+            for pod, name in placed:
+                self._bind(pod, name)
+            st["phase"], st["running"] = "Running", len(pods) + bound
+            st.pop("conditions", None)
+        else:
+            n = len(pods)
+            message = (
+                f"{n}/{n} tasks in gang unschedulable: pod group is not ready, {n} Pending, "
+                f"{min_member} minAvailable; Pending: {n} Unschedulable"
+            )
+            st["phase"] = "Pending"
+            conditions = st.setdefault("conditions", [])
+            _set_condition(
+                conditions,
+                {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources", "message": message}
+                | {"lastTransitionTime": now_rfc3339(), "transitionID": str(uuid.uuid4())},
+            )
+        if st != before:
+            self.store.touch(podgroup)
+
+    @staticmethod
+    def _status_manager(pod: dict[str, Any], manager: str) -> None:
+        """Record who last wrote the pod's status, as server-side field management does."""
+        fields = pod["metadata"].setdefault("managedFields", [])
+        fields[:] = [f for f in fields if f.get("subresource") != "status"]
+        fields.append(
+            {
+                "apiVersion": "v1",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:status": {"f:conditions": {}}},
+                "manager": manager,
+                "operation": "Update",
+                "subresource": "status",
+                "time": now_rfc3339(),
+            }
+        )
+
+    def _unschedulable(self, pod: dict[str, Any], total_nodes: int, short: dict[str, int]) -> None:
+        counts = " ".join(f"{k} Insufficient {r}." for r, k in sorted(short.items()))
+        message = (
+            f"0/{total_nodes} nodes are available: {counts} preemption: 0/{total_nodes} nodes are available: "
+            f"{total_nodes} No preemption victims found for incoming pod."
+        )
+        conditions = pod["status"].setdefault("conditions", [])
+        if not any(c["type"] == "PodScheduled" and c.get("message") == message for c in conditions):
+            _set_condition(
+                conditions,
+                _condition("PodScheduled", "False", "Unschedulable", message) | {"lastProbeTime": None},
+            )
+            self._status_manager(pod, "kube-scheduler")
+            self.store.touch(pod)
+
+    def _bind(self, pod: dict[str, Any], node_name: str) -> None:
+        """Bind to the node; its kubelet makes the sandbox at once and then waits to start the container."""
+        pod["spec"]["nodeName"] = node_name
+        conditions = pod["status"].setdefault("conditions", [])
+        unready = f"containers with unready status: [{pod['spec']['containers'][0]['name']}]"
+        for ctype, status, reason, message in (
+            ("PodReadyToStartContainers", "True", "", ""),
+            ("Initialized", "True", "", ""),
+            ("Ready", "False", "ContainersNotReady", unready),
+            ("ContainersReady", "False", "ContainersNotReady", unready),
+            ("PodScheduled", "True", "", ""),
+        ):
+            _set_condition(conditions, _condition(ctype, status, reason, message) | {"lastProbeTime": None})
+        pod["status"]["podIP"] = f"10.244.1.{abs(hash(pod['metadata']['uid'])) % 250 + 2}"
+        pod["status"]["podIPs"] = [{"ip": pod["status"]["podIP"]}]
+        node_obj = self.store.get(NODES, "", node_name) or {}
+        addresses = (node_obj.get("status") or {}).get("addresses") or [{"address": "10.0.0.1"}]
+        pod["status"]["hostIP"] = addresses[0]["address"]
+        pod["status"]["hostIPs"] = [{"ip": addresses[0]["address"]}]
+        pod["status"]["startTime"] = now_rfc3339()
+        name, image = pod["spec"]["containers"][0]["name"], pod["spec"]["containers"][0]["image"]
+        pod["status"]["containerStatuses"] = [
+            {
+                "image": image,
+                "imageID": "",
+                "lastState": {},
+                "name": name,
+                "ready": False,
+                "restartCount": 0,
+                "started": False,
+                "state": {"waiting": {"reason": "ContainerCreating"}},
+            }
+        ]
+        self.timers.bound[pod["metadata"]["uid"]] = time.time()
+        self._status_manager(pod, "kubelet")
+        self.store.touch(pod)
+
+    # -- the kubelet ---------------------------------------------------------------------------
+
+    def _kubelet(self) -> None:
+        now = time.time()
+        for pod in self.store.items(PODS):
+            uid, st = pod["metadata"]["uid"], pod["status"]
+            if not pod["spec"].get("nodeName"):
+                continue
+            if pod["metadata"].get("deletionTimestamp"):
+                self.store.remove(pod)
+                self.runs.pop(uid, None)
+                continue
+            if st.get("phase") == "Pending" and now - self.timers.bound.get(uid, now) >= self.start_delay_s:
+                image = pod["spec"]["containers"][0]["image"]
+                if PULL_FAILS in image:
+                    self._pull_fails(pod, image, now)
+                else:
+                    self._start(pod, now)
+            elif st.get("phase") == "Running":
+                run = self.runs.get(uid)
+                if run is not None and now - run.started >= run.program.duration:
+                    code = run.program.exit_code
+                    self._terminate(pod, code, "Completed" if code == 0 else "Error")
+
+    def _pull_fails(self, pod: dict[str, Any], image: str, now: float) -> None:
+        uid = pod["metadata"]["uid"]
+        first = self.timers.pull_failed.setdefault(uid, now)
+        if now - first < 0.1:
+            reason = "ErrImagePull"
+            message = (
+                f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": {image}: not found'
+            )
+        else:
+            reason, message = "ImagePullBackOff", f'Back-off pulling image "{image}"'
+        state = pod["status"]["containerStatuses"][0]["state"]
+        if state.get("waiting", {}).get("reason") != reason:
+            state["waiting"] = {"message": message, "reason": reason}
+            self.store.touch(pod)
+
+    def _start(self, pod: dict[str, Any], now: float) -> None:
+        container = pod["spec"]["containers"][0]
+        env = self._env(pod, container)
+        self.runs[pod["metadata"]["uid"]] = Run(
+            now, program(container.get("command", []) + container.get("args", []), env)
+        )
+        st = pod["status"]
+        st["phase"] = "Running"
+        cs = st["containerStatuses"][0]
+        cs.update(
+            {
+                "containerID": f"containerd://{uuid.uuid4().hex}",
+                "imageID": f"{container['image']}@sha256:{uuid.uuid4().hex}{uuid.uuid4().hex}",
+                "ready": True,
+                "started": True,
+                "state": {"running": {"startedAt": now_rfc3339(now)}},
+            }
+        )
+        conditions = st.setdefault("conditions", [])
+        for ctype in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"):
+            _set_condition(conditions, _condition(ctype, "True", probe=False) | {"lastProbeTime": None})
+        self.store.touch(pod)
+
+    @staticmethod
+    def _env(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for var in container.get("env") or []:
+            if "value" in var:
+                env[var["name"]] = str(var["value"])
+            elif path := (var.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath"):
+                if m := re.fullmatch(r"metadata\.annotations\['([^']+)'\]", path):
+                    env[var["name"]] = (pod["metadata"].get("annotations") or {}).get(m[1], "")
+                elif path == "metadata.name":
+                    env[var["name"]] = pod["metadata"]["name"]
+                elif path == "spec.nodeName":
+                    env[var["name"]] = pod["spec"].get("nodeName", "")
+        env.setdefault("HOSTNAME", pod["spec"].get("hostname") or pod["metadata"]["name"])
+        return env
+
+    # -- garbage collection and TTL ------------------------------------------------------------
+
+    def _collect(self) -> None:
+        now = time.time()
+        for job in self.store.items(JOBS):
+            ttl = job["spec"].get("ttlSecondsAfterFinished")
+            finished = self.timers.job_finished.get(job["metadata"]["uid"])
+            if ttl is not None and finished is not None and now - finished >= ttl:
+                self.store.remove(job)
+        uids = self.store.by_uid()
+        dependents: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+        for obj in list(self.store.objects.values()):
+            refs = obj["metadata"].get("ownerReferences") or []
+            if refs and not any(ref["uid"] in uids for ref in refs):
+                self._delete_dependent(obj)
+                continue
+            for ref in refs:
+                dependents[ref["uid"]].append(obj)
+        for obj in list(self.store.objects.values()):
+            meta = obj["metadata"]
+            if meta.get("deletionTimestamp") and "foregroundDeletion" in (meta.get("finalizers") or []):
+                children = dependents.get(meta["uid"], [])
+                if not children:
+                    self.store.remove(obj)
+                for child in children:
+                    self._delete_dependent(child)
+
+    def _delete_dependent(self, obj: dict[str, Any]) -> None:
+        if obj["kind"] == "Pod" and _live(obj):
+            if not obj["metadata"].get("deletionTimestamp"):
+                obj["metadata"]["deletionTimestamp"] = now_rfc3339(time.time() + 30)
+                obj["metadata"]["deletionGracePeriodSeconds"] = 30
+                self.store.touch(obj)
+            if not obj["spec"].get("nodeName"):
+                self.store.remove(obj)
+            return
+        self.store.remove(obj)
+        self.runs.pop(obj["metadata"]["uid"], None)
+
+
+def _count(status: dict[str, Any], key: str, value: int) -> None:
+    """active, succeeded and failed are `omitempty`: a zero count is left out, as the API server does."""
+    if value:
+        status[key] = value
+    else:
+        status.pop(key, None)
+
+
+def _owner(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _qos(pod: dict[str, Any]) -> str:
+    containers = pod["spec"].get("containers") or []
+    resources = [c.get("resources") or {} for c in containers]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(
+        all(
+            (r.get("limits") or {}).get(k) is not None
+            and quantity((r.get("limits") or {})[k]) == quantity((r.get("requests") or r.get("limits") or {}).get(k, 0))
+            for k in ("cpu", "memory")
+        )
+        for r in resources
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _ranges(indexes: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5", as the Job controller writes completedIndexes."""
+    out: list[str] = []
+    start = prev = indexes[0]
+    for i in [*indexes[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        out.append(f"{start}-{prev}" if prev > start else str(start))
+        if i is not None:
+            start = prev = i
+    return ",".join(out)
