@@ -1,7 +1,10 @@
 """The one road to other people's objects: what each identity may see and do.
 
-Views and the API reach workloads and queues through these helpers only. Another team's
+Views and the API reach workloads, queues and agents through these helpers only. Another team's
 workload is not forbidden but absent: `access_workload` answers 404 as if it did not exist.
+
+Identities: a person (a member or lead of teams, or IT staff) or a service identity (an AI agent
+with its own team, queues and quota). Each rule below is one condition per line.
 """
 
 from __future__ import annotations
@@ -9,17 +12,37 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db.models import QuerySet
 from django.http import Http404
 
-from portal.accounts.models import Membership, ResourceGroup
+from portal.accounts.models import Membership, ResourceGroup, ServiceIdentity
 from portal.queues.models import Queue
-from portal.workloads.models import Workload
+from portal.workloads.models import Priority, Workload
+
+
+def service_of(user: Any) -> ServiceIdentity | None:
+    """The user's service identity, or None for a person (preloaded by the auth backends and token lookup)."""
+    if not user.is_authenticated:
+        return None
+    try:
+        service: ServiceIdentity = user.service_identity
+    except ObjectDoesNotExist:
+        return None
+    return service
+
+
+def is_service(user: Any) -> bool:
+    return service_of(user) is not None
 
 
 def is_it(user: Any) -> bool:
-    return bool(user.is_authenticated and (user.is_staff or user.is_superuser))
+    """IT staff: a signed-in person flagged staff or superuser (an agent never is)."""
+    if not user.is_authenticated:
+        return False
+    if is_service(user):
+        return False
+    return bool(user.is_staff or user.is_superuser)
 
 
 def member_group_ids(user: Any) -> QuerySet[Membership, int]:
@@ -30,12 +53,21 @@ def lead_group_ids(user: Any) -> QuerySet[Membership, int]:
     return Membership.objects.filter(user=user, role=Membership.Role.LEAD).values_list("group_id", flat=True)
 
 
+def is_lead_of(user: Any, group_id: int) -> bool:
+    return lead_group_ids(user).filter(group_id=group_id).exists()
+
+
+# --- Workloads ----------------------------------------------------------------------------------------
+
+
 def visible_workloads(user: Any) -> QuerySet[Workload]:
-    """Own work, plus the work of every team the user belongs to; everything for IT."""
+    """People: their teams' work (their own included); agents: their own; IT: everything."""
     if not user.is_authenticated:
         return Workload.objects.none()
     if is_it(user):
         return Workload.objects.all()
+    if is_service(user):
+        return Workload.objects.filter(owner_id=user.pk)
     return Workload.objects.filter(group_id__in=member_group_ids(user))
 
 
@@ -48,27 +80,103 @@ def access_workload(user: Any, workload_id: UUID | str) -> Workload:
 
 
 def can_manage(user: Any, workload: Workload) -> bool:
-    """Cancel and change: the owner, a lead of the workload's team, or IT."""
-    if is_it(user) or workload.owner_id == user.pk:
-        return True
-    return lead_group_ids(user).filter(group_id=workload.group_id).exists()
-
-
-def usable_queues(user: Any) -> QuerySet[Queue]:
-    """Enabled queues open to one of the user's teams; every enabled queue for IT."""
-    queues = Queue.objects.filter(enabled=True)
+    """Cancel: the owner (person or agent), a lead of the workload's team, or IT."""
     if is_it(user):
-        return queues
-    return queues.filter(allowed_groups__in=member_group_ids(user)).distinct()
-
-
-def submit_groups(user: Any, queue: Queue) -> QuerySet[ResourceGroup]:
-    """The user's teams that may submit to this queue, in whose name they may submit."""
-    return ResourceGroup.objects.filter(memberships__user=user, queues=queue).distinct()
+        return True
+    if workload.owner_id == user.pk:
+        return True
+    return is_lead_of(user, workload.group_id)
 
 
 def may_set_priority(user: Any, group: ResourceGroup, priority: str) -> bool:
     """High priority is a lead's or IT's call; anyone may ask for normal or low."""
-    if priority != "high":
+    if priority != Priority.HIGH:
         return True
-    return is_it(user) or lead_group_ids(user).filter(group_id=group.pk).exists()
+    if is_it(user):
+        return True
+    return is_lead_of(user, group.pk)
+
+
+def may_reprioritize(user: Any, workload: Workload, priority: str) -> bool:
+    """Changing a submitted workload's priority is managing the team's work: its leads and IT."""
+    if is_it(user):
+        return True
+    if not is_lead_of(user, workload.group_id):
+        return False
+    return may_set_priority(user, workload.group, priority)
+
+
+# --- Queues (entitlements) ----------------------------------------------------------------------------
+
+
+def usable_queues(user: Any) -> QuerySet[Queue]:
+    """Enabled queues open to one of the user's teams; an agent's also within its own list; all for IT."""
+    queues = Queue.objects.filter(enabled=True)
+    if is_it(user):
+        return queues
+    service = service_of(user)
+    if service is None:
+        return queues.filter(allowed_groups__in=member_group_ids(user)).distinct()
+    if not service.is_active():
+        return queues.none()
+    queues = queues.filter(allowed_groups=service.group_id)
+    if service.allowed_queues.exists():
+        queues = queues.filter(service_identities=service)
+    return queues.distinct()
+
+
+def submit_groups(user: Any, queue: Queue) -> QuerySet[ResourceGroup]:
+    """The teams in whose name the user may submit to this queue (an agent: its own team, if entitled)."""
+    open_to_queue = ResourceGroup.objects.filter(queues=queue)
+    if is_it(user):
+        return open_to_queue.distinct()
+    if is_service(user):
+        if not usable_queues(user).filter(pk=queue.pk).exists():
+            return ResourceGroup.objects.none()
+        return open_to_queue.filter(service_identities__user=user).distinct()
+    return open_to_queue.filter(memberships__user=user).distinct()
+
+
+# --- Service identities (agents) ----------------------------------------------------------------------
+
+
+def visible_service_identities(user: Any) -> QuerySet[ServiceIdentity]:
+    """People see their teams' agents; IT sees all; an agent sees none (not even itself, here)."""
+    agents = ServiceIdentity.objects.select_related("user", "group")
+    if not user.is_authenticated:
+        return agents.none()
+    if is_it(user):
+        return agents
+    if is_service(user):
+        return agents.none()
+    return agents.filter(group_id__in=member_group_ids(user))
+
+
+def access_service_identity(user: Any, pk: int) -> ServiceIdentity:
+    try:
+        return visible_service_identities(user).get(pk=pk)
+    except ServiceIdentity.DoesNotExist as error:
+        raise Http404("No such agent.") from error
+
+
+def can_manage_service_identity(user: Any, service: ServiceIdentity) -> bool:
+    """Change an agent, issue or revoke its tokens: the leads of its team, or IT."""
+    if is_it(user):
+        return True
+    return is_lead_of(user, service.group_id)
+
+
+def agent_groups(user: Any) -> QuerySet[ResourceGroup]:
+    """Teams for which the user may create agents: those they lead; every team for IT."""
+    if is_it(user):
+        return ResourceGroup.objects.all()
+    if is_service(user):
+        return ResourceGroup.objects.none()
+    return ResourceGroup.objects.filter(pk__in=lead_group_ids(user))
+
+
+def may_issue_personal_tokens(user: Any) -> bool:
+    """People create their own tokens; an agent's tokens come from its team's leads or IT."""
+    if not user.is_authenticated:
+        return False
+    return not is_service(user)

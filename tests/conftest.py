@@ -86,3 +86,25 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, every: float
         if time.monotonic() > deadline:
             pytest.fail(f"condition not met within {timeout} s")
         time.sleep(every)
+
+
+@pytest.fixture
+def agent(cast: dict[str, Any]) -> Any:
+    """An AI agent of team vision, created by its lead bob: queue `train` only, 1 GPU reserved, 2 at most."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from portal.accounts import agents
+    from portal.accounts.models import ResourceGroup, ServiceIdentity
+    from portal.queues.models import Queue
+
+    service = ServiceIdentity(
+        group=ResourceGroup.objects.get(slug="vision"),
+        description="nightly evaluations",
+        expires_at=timezone.now() + timedelta(days=30),
+        gpu_reservation_milli=1000,
+        gpu_limit_milli=2000,
+    )
+    service, _ = agents.create(service, "vision-bot", [Queue.objects.get(slug="train")], by=cast["bob"])
+    return service

@@ -1,6 +1,21 @@
-from django.contrib import admin
+from __future__ import annotations
 
-from portal.accounts.models import ApiToken, AuditEvent, Membership, ResourceGroup
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from portal.accounts import tokens
+from portal.accounts.models import (
+    ApiToken,
+    AuditEvent,
+    ClaimMapping,
+    ExternalIdentity,
+    Membership,
+    ResourceGroup,
+    ServiceIdentity,
+)
 
 
 class MembershipInline(admin.TabularInline[Membership, ResourceGroup]):
@@ -9,28 +24,107 @@ class MembershipInline(admin.TabularInline[Membership, ResourceGroup]):
     autocomplete_fields = ["user"]
 
 
+class ClaimMappingInline(admin.TabularInline[ClaimMapping, ResourceGroup]):
+    model = ClaimMapping
+    extra = 0
+    fields = ["claim_value", "role", "makes_it_staff"]
+
+
 @admin.register(ResourceGroup)
 class ResourceGroupAdmin(admin.ModelAdmin[ResourceGroup]):
-    list_display = ["slug", "name", "parent", "oidc_group", "fair_share_weight", "wait_slo_seconds"]
-    search_fields = ["slug", "name", "oidc_group"]
+    list_display = ["slug", "name", "parent", "fair_share_weight", "wait_slo_seconds"]
+    search_fields = ["slug", "name"]
     prepopulated_fields = {"slug": ["name"]}
-    inlines = [MembershipInline]
+    inlines = [ClaimMappingInline, MembershipInline]
+
+
+@admin.register(ClaimMapping)
+class ClaimMappingAdmin(admin.ModelAdmin[ClaimMapping]):
+    """Which value of the provider's groups claim means which team and role, or IT staff. Applied at each sign-in."""
+
+    list_display = ["claim_value", "group", "role", "makes_it_staff"]
+    list_filter = ["makes_it_staff", "role", "group"]
+    search_fields = ["claim_value", "group__slug"]
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(admin.ModelAdmin[ExternalIdentity]):
+    list_display = ["user", "subject", "issuer", "synced_at"]
+    search_fields = ["user__username", "subject"]
+    readonly_fields = ["user", "issuer", "subject", "groups", "synced_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # made by signing in
+
+
+@admin.register(ServiceIdentity)
+class ServiceIdentityAdmin(admin.ModelAdmin[ServiceIdentity]):
+    """Agents. Create them from the Agents page, where their first token is shown once."""
+
+    list_display = ["name", "group", "expires_at", "rate_limit_per_minute", "gpu_reservation_milli", "disabled_at"]
+    list_filter = ["group"]
+    search_fields = ["user__username", "description"]
+    filter_horizontal = ["allowed_queues"]
+    readonly_fields = ["user", "created_by", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
+    """Tokens are read-only here; IT revokes them with the action, which the audit log records."""
+
     list_display = ["name", "user", "hint", "created_at", "last_used_at", "expires_at", "revoked_at"]
     list_filter = ["revoked_at"]
     search_fields = ["name", "user__username", "hint"]
-    readonly_fields = ["hint", "created_at", "last_used_at"]
+    readonly_fields = ["user", "name", "hint", "created_at", "created_by", "last_used_at", "expires_at", "revoked_at"]
+    actions = ["revoke"]
 
-    def has_add_permission(self, request: object) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # tokens are issued where the plaintext can be shown once, never typed in here
+
+    def has_delete_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
+        return False  # revoke instead: the row is what shows the token was used and by whom
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        revoked = sum(tokens.revoke(token, by=request.user) for token in queryset.select_related("user"))
+        self.message_user(request, f"Revoked {revoked} token(s).")
+
+
+class AuditKindFilter(admin.SimpleListFilter):
+    """By what the event is about: the part of the action before the dot (signin, token, queue, ...)."""
+
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        actions = AuditEvent.objects.values_list("action", flat=True).distinct()
+        kinds = sorted({action.split(".", 1)[0] for action in actions})
+        return [(kind, kind) for kind in kinds]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+        if self.value():
+            return queryset.filter(action__startswith=f"{self.value()}.") | queryset.filter(action=self.value())
+        return queryset
 
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(admin.ModelAdmin[AuditEvent]):
-    list_display = ["at", "action", "actor", "target"]
-    list_filter = ["action"]
-    search_fields = ["target", "actor__username"]
-    readonly_fields = ["at", "actor", "action", "target", "detail"]
+    """The audit log, read-only: who did what, and for policy changes the values before and after."""
+
+    list_display = ["at", "action", "actor_name", "target"]
+    list_filter = [AuditKindFilter, "action", "at"]
+    search_fields = ["target", "actor_name", "action"]
+    date_hierarchy = "at"
+    readonly_fields = ["at", "actor", "actor_name", "action", "target", "detail"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: AuditEvent | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: AuditEvent | None = None) -> bool:
+        return False

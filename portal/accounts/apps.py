@@ -5,3 +5,8 @@ class AccountsConfig(AppConfig):
     name = "portal.accounts"
     label = "accounts"
     verbose_name = "Teams and identities"
+
+    def ready(self) -> None:
+        from portal.accounts import audit
+
+        audit.connect()

@@ -1,3 +1,5 @@
+"""Who people and agents are: teams and roles, the claims that grant them, tokens, service identities, the audit log."""
+
 from __future__ import annotations
 
 import hashlib
@@ -6,8 +8,11 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.exceptions import ValidationError
+from django.core.serializers.json import DjangoJSONEncoder
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 
@@ -17,11 +22,6 @@ class ResourceGroup(models.Model):
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=100)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
-    oidc_group = models.CharField(
-        max_length=200,
-        blank=True,
-        help_text="The value of the identity provider's groups claim that means this team.",
-    )
     fair_share_weight = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
     wait_slo_seconds = models.PositiveIntegerField(
         default=3600, help_text="The team's p95 queue-wait objective, in seconds."
@@ -32,6 +32,22 @@ class ResourceGroup(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def gpu_quota_milli(self) -> tuple[int, int]:
+        """The team's GPU reservation and limit over all fabrics, in milli-GPUs.
+
+        Per-fabric quotas add up (no limit counts as the fabric's size); a team-wide quota (no fabric)
+        is a cap across all fabrics, not a fabric's share: it only lowers that sum.
+        """
+        reservation = per_fabric = 0
+        overall: int | None = None
+        for quota in self.quotas.select_related("fabric"):
+            if quota.fabric is None:
+                overall = quota.gpu_limit_milli
+                continue
+            reservation += quota.gpu_reservation_milli
+            per_fabric += quota.fabric.gpus_milli if quota.gpu_limit_milli is None else quota.gpu_limit_milli
+        return reservation, per_fabric if overall is None else min(per_fabric, overall)
 
 
 class Membership(models.Model):
@@ -52,6 +68,135 @@ class Membership(models.Model):
         return f"{self.user} in {self.group} ({self.role})"
 
 
+class ClaimMapping(models.Model):
+    """What one value of the identity provider's groups claim grants: a role in a team, IT staff, or both.
+
+    Applied at every sign-in. A team with at least one mapping is managed by claims: memberships
+    that the claims no longer give are removed. A team without mappings is managed by hand.
+    """
+
+    claim_value = models.CharField(max_length=200, db_index=True, help_text='e.g. "vision" or "cn=ml-leads,ou=groups"')
+    group = models.ForeignKey(
+        ResourceGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="claim_mappings"
+    )
+    role = models.CharField(max_length=10, choices=Membership.Role.choices, default=Membership.Role.MEMBER)
+    makes_it_staff = models.BooleanField(
+        "makes IT staff", default=False, help_text="People with this claim value administer Gridlane."
+    )
+
+    class Meta:
+        ordering = ["claim_value", "group__slug"]
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["claim_value", "group"], name="one_mapping_per_claim_and_group"),
+            models.CheckConstraint(
+                condition=Q(group__isnull=False) | Q(makes_it_staff=True), name="mapping_grants_something"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        grants = [f"{self.role} of {self.group}"] if self.group_id else []
+        grants += ["IT staff"] if self.makes_it_staff else []
+        return f"{self.claim_value} -> {', '.join(grants)}"
+
+    def clean(self) -> None:
+        if self.group_id is None and not self.makes_it_staff:
+            raise ValidationError("Map the claim value to a team, to IT staff, or both.")
+
+
+class ExternalIdentity(models.Model):
+    """The person at the identity provider (issuer and subject) that a Gridlane user is."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identity")
+    issuer = models.CharField(max_length=300)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, blank=True, help_text="The groups claim at the last sign-in.")
+    synced_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "external identities"
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="one_user_per_external_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
+SERVICE_USERNAME_PREFIX = "svc."
+
+
+class ServiceIdentity(models.Model):
+    """An AI agent or pipeline with its own user row, team, queues, expiry, rate limit and GPU sub-quota.
+
+    The sub-quota sits inside the team's: the scheduler admits the agent's work only within it.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="service_identity")
+    group = models.ForeignKey(ResourceGroup, on_delete=models.PROTECT, related_name="service_identities")
+    description = models.CharField(max_length=200, blank=True)
+    allowed_queues = models.ManyToManyField(
+        "queues.Queue",
+        blank=True,
+        related_name="service_identities",
+        help_text="Queues the agent may use, among its team's. None chosen means all of the team's queues.",
+    )
+    expires_at = models.DateTimeField(help_text="After this the agent's tokens stop working.")
+    rate_limit_per_minute = models.PositiveIntegerField(
+        default=30, validators=[MinValueValidator(1), MaxValueValidator(10_000)], help_text="Submissions per minute."
+    )
+    gpu_reservation_milli = models.PositiveIntegerField(
+        "GPU reservation (milli)", default=0, help_text="Guaranteed to the agent out of its team's. 1000 = one GPU."
+    )
+    gpu_limit_milli = models.PositiveIntegerField(
+        "GPU limit (milli)", null=True, blank=True, help_text="The agent's cap. Empty means the team's limit."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["user__username"]
+        verbose_name_plural = "service identities"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def name(self) -> str:
+        return self.user.username
+
+    def is_active(self, now: datetime | None = None) -> bool:
+        return self.disabled_at is None and self.expires_at > (now or timezone.now())
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.gpu_limit_milli is not None and self.gpu_limit_milli < self.gpu_reservation_milli:
+            errors["gpu_limit_milli"] = (
+                f"The limit ({self.gpu_limit_milli}) is below the reservation ({self.gpu_reservation_milli})."
+            )
+        if self.group_id is not None:
+            group_reservation, group_limit = self.group.gpu_quota_milli()
+            others = (
+                ServiceIdentity.objects.filter(group_id=self.group_id, disabled_at__isnull=True)
+                .exclude(pk=self.pk)
+                .aggregate(total=Sum("gpu_reservation_milli"))["total"]
+                or 0
+            )
+            if others + self.gpu_reservation_milli > group_reservation:
+                errors["gpu_reservation_milli"] = (
+                    f"The team {self.group.slug!r} reserves {group_reservation} milli-GPUs, "
+                    f"{others} of them already for its other agents."
+                )
+            if (self.gpu_limit_milli or 0) > group_limit:
+                errors.setdefault(
+                    "gpu_limit_milli", f"The team {self.group.slug!r} may use at most {group_limit} milli-GPUs."
+                )
+        if errors:
+            raise ValidationError(errors)
+
+
 TOKEN_PREFIX = "glt_"  # noqa: S105 (a public prefix that lets scanners spot leaked tokens)
 
 
@@ -61,13 +206,19 @@ def _digest(plaintext: str) -> str:
 
 
 class ApiToken(models.Model):
-    """A bearer token, stored as its SHA-256 digest: the plaintext is shown once and never kept."""
+    """A bearer token, stored as its SHA-256 digest: the plaintext is shown once and never kept.
+
+    It acts as its user: a person (a personal token) or a service identity's user row (an agent's token).
+    """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
     digest = models.CharField(max_length=64, unique=True, editable=False)
     hint = models.CharField(max_length=12, editable=False, help_text="The first characters, to tell tokens apart.")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -78,20 +229,34 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.hint}…)"
 
+    @property
+    def live(self) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
+
     @classmethod
-    def issue(cls, user: Any, name: str, expires_at: datetime | None = None) -> tuple[ApiToken, str]:
+    def issue(
+        cls, user: Any, name: str, expires_at: datetime | None = None, created_by: Any = None
+    ) -> tuple[ApiToken, str]:
         plaintext = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token = cls.objects.create(
-            user=user, name=name, digest=_digest(plaintext), hint=plaintext[:12], expires_at=expires_at
+            user=user,
+            name=name,
+            digest=_digest(plaintext),
+            hint=plaintext[:12],
+            expires_at=expires_at,
+            created_by=created_by,
         )
         return token, plaintext
 
     @classmethod
     def lookup(cls, plaintext: str) -> ApiToken | None:
-        """The live token for this plaintext, or None when it is unknown, revoked or expired."""
+        """The live token for this plaintext, or None when it is unknown, revoked or expired.
+
+        The user's service identity (or its absence) comes in the same query.
+        """
         if not plaintext.startswith(TOKEN_PREFIX):
             return None
-        token = cls.objects.select_related("user").filter(digest=_digest(plaintext)).first()
+        token = cls.objects.select_related("user", "user__service_identity").filter(digest=_digest(plaintext)).first()
         if token is None or token.revoked_at is not None:
             return None
         if token.expires_at is not None and token.expires_at <= timezone.now():
@@ -100,16 +265,33 @@ class ApiToken(models.Model):
 
 
 class AuditEvent(models.Model):
-    """Something worth knowing later: a sign-in, a token issued, a policy changed."""
+    """Something worth knowing later: a sign-in, a token issued or used, a policy changed (before and after)."""
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor_name = models.CharField(max_length=150, blank=True, help_text="Kept when the actor's account is deleted.")
     action = models.CharField(max_length=60, db_index=True)
     target = models.CharField(max_length=200, blank=True)
-    detail = models.JSONField(default=dict, blank=True)
+    detail = models.JSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
 
     class Meta:
-        ordering = ["-at"]
+        ordering = ["-at", "-pk"]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.action} {self.target}"
+
+
+class RateLimitWindow(models.Model):
+    """A fixed-window counter (e.g. submissions by one identity in one minute), shared by every web process."""
+
+    key = models.CharField(max_length=100)
+    window_start = models.DateTimeField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["key", "window_start"], name="one_counter_per_key_and_window")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} @ {self.window_start:%H:%M:%S}: {self.count}"

@@ -2,14 +2,17 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
+from portal.accounts.api import MeView, TokenViewSet
 from portal.api.views import QueueViewSet, WorkloadViewSet
 
 router = DefaultRouter(trailing_slash=True)
 router.register("queues", QueueViewSet, basename="queue")
 router.register("workloads", WorkloadViewSet, basename="workload")
+router.register("tokens", TokenViewSet, basename="token")
 
 app_name = "api"
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("me/", MeView.as_view(), name="me"),
     path("", include(router.urls)),
 ]

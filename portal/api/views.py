@@ -8,16 +8,18 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status, viewsets
+from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import access
+from portal.accounts import ratelimit
 from portal.api.serializers import QueueOut, WorkloadDetailOut, WorkloadIn, WorkloadOut
 from portal.workloads import services
-from portal.workloads.models import Workload
+from portal.workloads.models import Priority, Workload
 from portal.workloads.states import State
 from portal.workloads.stats import queue_figures
 
@@ -55,8 +57,17 @@ FILTERS = [
 ]
 
 
+class PriorityIn(serializers.Serializer[Any]):
+    priority = serializers.ChoiceField(choices=Priority.choices)
+
+
+class Pagination(LimitOffsetPagination):
+    max_limit = 1000  # a client's ?limit= goes into SQL's LIMIT: unbounded, a huge one is a database error
+
+
 class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
     lookup_value_regex = "[0-9a-fA-F-]{32,36}"
+    pagination_class = Pagination
 
     def get_queryset(self) -> QuerySet[Workload]:
         return (
@@ -101,6 +112,12 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         key = request.headers.get("Idempotency-Key")
         if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
             raise ValidationError({"Idempotency-Key": ["Use 1-200 printable ASCII characters."]})
+        try:
+            ratelimit.check_submit(request.user)
+        except ratelimit.RateLimited as limited:
+            return Response(
+                {"errors": {"detail": [str(limited)]}}, status=429, headers={"Retry-After": str(limited.retry_after)}
+            )
         incoming = WorkloadIn(data=request.data)
         incoming.is_valid(raise_exception=True)
         try:
@@ -112,6 +129,22 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         except services.IdempotencyConflict as conflict:
             return Response({"errors": {"Idempotency-Key": [str(conflict)]}}, status=422)
         return self._detail(workload.pk, status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(request=PriorityIn, responses=WorkloadDetailOut)
+    def partial_update(self, request: Request, pk: str) -> Response:
+        """Change the priority of unfinished work: the team's leads and IT, within what they may set."""
+        workload = access.access_workload(request.user, pk)
+        incoming = PriorityIn(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        priority = incoming.validated_data["priority"]
+        try:
+            services.check_reprioritize(request.user, workload, priority)
+        except services.SubmitRejected as rejected:
+            raise ValidationError(rejected.errors) from rejected
+        except DjangoPermissionDenied as denied:
+            raise PermissionDenied(str(denied)) from denied
+        services.do_reprioritize(request.user, workload, priority)
+        return self._detail(workload.pk, status.HTTP_200_OK)
 
     @extend_schema(request=None, responses=WorkloadDetailOut)
     @action(detail=True, methods=["post"])

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from portal import access
+from portal.accounts import ratelimit
 from portal.workloads import services
 from portal.workloads.forms import TrainingForm
 from portal.workloads.states import FINISHED
@@ -44,6 +45,17 @@ def workload_list(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def workload_new(request: HttpRequest) -> HttpResponse:
     form = TrainingForm(request.POST or None, user=request.user)
+    if request.method == "POST":
+        try:
+            ratelimit.check_submit(request.user)
+        except ratelimit.RateLimited as limited:
+            form.is_valid()
+            form.add_error(None, str(limited))
+            # htmx swaps only 2xx and 422 (see base.html), so it gets the form with the message as a 422.
+            template = "workloads/_form.html" if _partial(request) else "workloads/new.html"
+            response = render(request, template, {"form": form}, status=422 if _partial(request) else 429)
+            response["Retry-After"] = str(limited.retry_after)
+            return response
     if request.method == "POST" and form.is_valid():
         try:
             workload, _ = services.submit(request.user, form.to_request())

@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from portal.accounts.models import ApiToken, AuditEvent
+from portal.accounts import tokens
 
 
 class Command(BaseCommand):
@@ -19,7 +19,6 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user called {username!r}.")
-        token, plaintext = ApiToken.issue(user, name)
-        AuditEvent.objects.create(actor=None, action="token.issued", target=str(user), detail={"token": token.hint})
+        token, plaintext = tokens.issue(user, name, expires_at=None, by=None)
         self.stdout.write(f"Token {token.hint}… for {username} (shown once; keep it safe):")
         self.stdout.write(plaintext)

@@ -1,4 +1,5 @@
-"""The demo cast: vision (alice member, bob lead), fraud (charlie), IT admin `it`, a local fabric, two queues."""
+"""The demo cast: vision (alice member, bob lead), fraud (charlie), IT admin `it`, the claim mappings for
+them (vision, vision-leads, fraud, it-admins), a local fabric and two queues."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from portal.accounts.models import Membership, ResourceGroup
+from portal.accounts.models import ClaimMapping, Membership, ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget, Quota
 
 DEMO_PASSWORD = "gridlane-demo"  # noqa: S105 (the demo's published password)
@@ -39,6 +40,14 @@ class Command(BaseCommand):
             ("charlie", fraud, Membership.Role.MEMBER),
         ):
             Membership.objects.update_or_create(user=people[username], group=group, defaults={"role": role})
+        # What the identity provider's groups claim means here, for sign-in through a provider.
+        for claim, group, role in (
+            ("vision", vision, Membership.Role.MEMBER),
+            ("vision-leads", vision, Membership.Role.LEAD),
+            ("fraud", fraud, Membership.Role.MEMBER),
+        ):
+            ClaimMapping.objects.get_or_create(claim_value=claim, group=group, defaults={"role": role})
+        ClaimMapping.objects.get_or_create(claim_value="it-admins", group=None, defaults={"makes_it_staff": True})
 
         local, _ = Fabric.objects.get_or_create(
             name="local",
