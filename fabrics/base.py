@@ -45,7 +45,7 @@ class TemplateError(ValueError):
     """A queue target's template does not parse, or names something it may not."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Resources:
     """A resource amount in integer units: GPUs and CPUs in milli-units, memory in MiB."""
 

@@ -65,6 +65,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "portal.accounts.audit.AuditContextMiddleware",
+    "portal.accounts.security.SecurityHeadersMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -111,11 +113,50 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-# Local accounts are the demo's sign-in; OIDC plugs in here as another backend.
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+# Sign-in: an OpenID Connect provider; local accounts (passwords) only in demo mode. Both backends load
+# the session's user with its service identity in one query, and refuse agents (they use tokens).
+AUTHENTICATION_BACKENDS = [
+    *(["portal.accounts.oidc.LocalBackend"] if DEMO else []),
+    "portal.accounts.oidc.Backend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "workloads:list"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- OpenID Connect (mozilla-django-oidc; see portal/accounts/oidc.py) ---------------------------------
+# Set the issuer (or the discovery URL), client id and secret; endpoints come from discovery at the first
+# sign-in unless given one by one. Claim names say where the username, email and groups are.
+_OIDC_ISSUER = os.environ.get("GRIDLANE_OIDC_ISSUER", "").rstrip("/")
+GRIDLANE_OIDC = {
+    "ISSUER": _OIDC_ISSUER,
+    "DISCOVERY_URL": os.environ.get("GRIDLANE_OIDC_DISCOVERY_URL")
+    or (f"{_OIDC_ISSUER}/.well-known/openid-configuration" if _OIDC_ISSUER else ""),
+    "END_SESSION_ENDPOINT": os.environ.get("GRIDLANE_OIDC_END_SESSION_ENDPOINT", ""),
+    "USERNAME_CLAIM": os.environ.get("GRIDLANE_OIDC_USERNAME_CLAIM", "preferred_username"),
+    "EMAIL_CLAIM": os.environ.get("GRIDLANE_OIDC_EMAIL_CLAIM", "email"),
+    "GROUPS_CLAIM": os.environ.get("GRIDLANE_OIDC_GROUPS_CLAIM", "groups"),
+    "PROVIDER_NAME": os.environ.get("GRIDLANE_OIDC_PROVIDER_NAME", "single sign-on"),
+}
+OIDC_RP_CLIENT_ID = os.environ.get("GRIDLANE_OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = os.environ.get("GRIDLANE_OIDC_CLIENT_SECRET", "")
+OIDC_RP_SCOPES = os.environ.get("GRIDLANE_OIDC_SCOPES", "openid email profile groups")
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("GRIDLANE_OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = os.environ.get("GRIDLANE_OIDC_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = os.environ.get("GRIDLANE_OIDC_USERINFO_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = os.environ.get("GRIDLANE_OIDC_JWKS_URI", "")
+OIDC_USE_PKCE = True
+OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"
+OIDC_USE_NONCE = True
+OIDC_STORE_ID_TOKEN = True  # the hint that lets sign-out end the provider's session too
+OIDC_TIMEOUT = 10
+OIDC_REDIRECT_REQUIRE_HTTPS = not DEMO
+
+# Submissions per identity: a fixed window counted in the database (agents use their own per-minute limit).
+GRIDLANE_SUBMIT_RATE_LIMIT = int(os.environ.get("GRIDLANE_SUBMIT_RATE_LIMIT", "30"))
+GRIDLANE_SUBMIT_RATE_WINDOW_SECONDS = int(os.environ.get("GRIDLANE_SUBMIT_RATE_WINDOW_SECONDS", "60"))
+# The longest an agent (service identity) may live before a lead or IT renews it.
+GRIDLANE_AGENT_MAX_DAYS = int(os.environ.get("GRIDLANE_AGENT_MAX_DAYS", "365"))
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -166,16 +207,35 @@ Q_CLUSTER = {
 
 # How often the worker runs a scheduling cycle even when nothing asked for one.
 GRIDLANE_CYCLE_SECONDS = float(os.environ.get("GRIDLANE_CYCLE_SECONDS", "2"))
+# Fair share: the weights of P = age*ln(1+wait) + share*(1-U/L) + qos*Q - size*(gpus/cluster_gpus), e.g.
+# GRIDLANE_PRIORITY_WEIGHTS="age=1,share=4,qos=3,size=1", and the half-life over which past use (U) fades.
+GRIDLANE_PRIORITY_WEIGHTS = {
+    k.strip(): float(v)
+    for k, v in (p.split("=", 1) for p in os.environ.get("GRIDLANE_PRIORITY_WEIGHTS", "").split(",") if "=" in p)
+}
+GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS = float(os.environ.get("GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS", "24"))
 # Where the local fabric keeps its job folders unless a fabric's settings say otherwise.
 GRIDLANE_LOCAL_FABRIC_ROOT = Path(os.environ.get("GRIDLANE_LOCAL_FABRIC_ROOT", VAR_DIR / "local-fabric"))
 # Ask the worker for a cycle right after submit and cancel (tests switch it off to drive cycles by hand).
 GRIDLANE_KICK_WORKER = env_flag("GRIDLANE_KICK_WORKER", default=True)
 
+# Scripts stay as they are (pages use inline ones); framing, plugins and foreign <base> are refused.
+GRIDLANE_CONTENT_SECURITY_POLICY = "frame-ancestors 'none'; object-src 'none'; base-uri 'self'"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"  # the provider's redirect back is a top-level GET, which Lax lets through
 if not DEBUG and not DEMO:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_CONTENT_TYPE_NOSNIFF = True
     SECURE_REFERRER_POLICY = "same-origin"
+    SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+    SECURE_HSTS_SECONDS = int(os.environ.get("GRIDLANE_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_SSL_REDIRECT = env_flag("GRIDLANE_SSL_REDIRECT")
+    # Claims are read at sign-in, so a session's age bounds how long a removed membership lingers.
+    SESSION_COOKIE_AGE = int(os.environ.get("GRIDLANE_SESSION_HOURS", "12")) * 3600
+if env_flag("GRIDLANE_BEHIND_TLS_PROXY"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOGGING = {
     "version": 1,

@@ -1,9 +1,10 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 
-from portal.accounts.views import login_view
+from portal.accounts.urls import oidc_urlpatterns
+from portal.accounts.views import login_view, logout_view
+from portal.metrics import metrics
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -13,10 +14,15 @@ def healthz(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path("", include("portal.workloads.urls")),
     path("accounts/login/", login_view, name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", logout_view, name="logout"),
+    path("accounts/", include("portal.accounts.urls")),
+    path("oidc/", include(oidc_urlpatterns)),
+    path("admin/login/", login_view),  # the admin signs in like everyone else (no local passwords outside demo)
+    path("admin/logout/", logout_view),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("healthz", healthz),
+    path("metrics", metrics),
 ]
 
 admin.site.site_header = "Gridlane administration"

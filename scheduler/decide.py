@@ -1,17 +1,22 @@
 """One scheduling cycle over a frozen snapshot: order the line, admit what the policy allows, say why the
-rest waits. Pure: no clock (`now` is in the snapshot), no database, no fabric."""
+rest waits. Pure: no clock (`now` is in the snapshot), no database, no fabric.
+
+The line is walked in two passes. First the work each team is owed: jobs that fit within their team's
+unused reservation on a target. They start on free capacity, or take borrowed capacity back by preemption,
+or else hold what they need so that nobody behind them takes it as it frees up. Then everything else, which
+borrows what is left, in priority order, with backfill around the head of the line.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from scheduler import reasons
 from scheduler.backfill import Shadow, shadow
 from scheduler.estimates import Profile
-from scheduler.ledger import Amount, Ledger, add, demand_by_fabric, fits, need_on, sub
+from scheduler.ledger import Amount, Ledger, add, fits, need_on, sub
 from scheduler.model import Admit, Decisions, Job, Preempt, Snapshot, Waiting
 from scheduler.preemption import victims
 from scheduler.priority import ordered
@@ -19,29 +24,26 @@ from scheduler.reasons import Reason
 
 
 class _Why(NamedTuple):
-    """Why a job waits, with its message made only if it is the one reported (formatting is costly)."""
+    """Why a job waits, and the fabric it waits for capacity on (where a start can be estimated)."""
 
-    code: str
-    fabric_id: int | None  # the fabric it waits for capacity on, where a start can be estimated
-    make: Callable[..., Reason]
-    args: tuple[object, ...]
+    reason: Reason
+    fabric_id: int | None
 
-    def reason(self) -> Reason:
-        return self.make(*self.args)
-
-
-# Waiting for one of these, a job within its team's reservation may take borrowed capacity back.
-RECLAIMABLE = frozenset({reasons.NO_CAPACITY, reasons.GANG_DOES_NOT_FIT, reasons.HELD_FOR_RESERVATIONS})
+    @property
+    def code(self) -> str:
+        return self.reason.code
 
 
 def decide(snapshot: Snapshot) -> Decisions:
     cycle = _Cycle(snapshot)
     # 1. Order the line: fair share, priority class, age and size (priority.py).
     line = ordered(snapshot)
-    # 2. Walk it once: admit, preempt borrowed capacity for reservations, or record why each job waits.
-    for job in line:
+    # 2. What each team is owed: work within its unused reservation goes first, whatever its priority.
+    borrowers = [job for job in line if not cycle.owed(job)]
+    # 3. The rest borrows what is left, in line order, with backfill around the head.
+    for job in borrowers:
         cycle.consider(job)
-    # 3. Estimate when the waiting work could start, in line order.
+    # 4. Estimate when the waiting work could start, in line order.
     return cycle.decisions(line)
 
 
@@ -49,7 +51,7 @@ class _Cycle:
     def __init__(self, snapshot: Snapshot) -> None:
         self.s = snapshot
         self.now = snapshot.now
-        self.ledger = Ledger(snapshot, demand_by_fabric(snapshot, snapshot.pending))
+        self.ledger = Ledger(snapshot)
         self.running: defaultdict[int, list[Job]] = defaultdict(list)
         self.preemptible: defaultdict[int, list[Job]] = defaultdict(list)  # running work that may be preempted
         for job in snapshot.running:
@@ -60,48 +62,71 @@ class _Cycle:
                     self.preemptible[job.fabric_id].append(job)
         self.shadows: dict[int, Shadow] = {}  # fabric -> the head of the line's reservation there
         self.admitted: list[Admit] = []
+        self.admitted_on: defaultdict[int, list[Job]] = defaultdict(list)
         self.preempted: list[Preempt] = []
         self.gone: set[str] = set()  # preempted in this cycle
         self.waiting: dict[str, _Why] = {}
-        self.admitted_on: defaultdict[int, list[Job]] = defaultdict(list)
 
-    # -- one job ------------------------------------------------------------------------------------
+    # -- pass 1: what teams are owed -----------------------------------------------------------------
+    def owed(self, job: Job) -> bool:
+        """Handle the job if it fits within its team's unused reservation on one of its targets.
+
+        Returns False, deciding nothing, when it does not: it then borrows in the second pass."""
+        queue = self.s.queues.get(job.queue_id)
+        if queue is None:
+            return False
+        ledger = self.ledger
+        targets = [(fid, need_on(job, ledger.sharing[fid])) for fid in queue.fabric_ids if self.s.fabrics[fid].healthy]
+        targets = [(fid, need) for fid, need in targets if ledger.within_reservation(job.group_id, fid, need)]
+        if not targets:
+            return False
+        for fid, need in targets:
+            if self._limit_reason(job, fid, need) is None and fits(need, sub(ledger.free(fid), ledger.held[fid])):
+                self._admit(job, fid, need)
+                return True
+        for fid, need in targets:
+            if self._limit_reason(job, fid, need) is None and self._reclaim(job, fid, need):
+                self._admit(job, fid, need)
+                return True
+        fid, need = targets[0]
+        limited = self._limit_reason(job, fid, need)
+        if limited is not None:
+            self.waiting[job.id] = limited
+            return True
+        # Owed but not free yet, and nothing to take back: hold it, so it goes to this team as it frees up.
+        ledger.hold(fid, need)
+        free = sub(ledger.free(fid), ledger.held[fid])
+        self.waiting[job.id] = _Why(reasons.no_capacity(self._name(fid), free, need), fid)
+        return True
+
+    # -- pass 2: borrowing ---------------------------------------------------------------------------
     def consider(self, job: Job) -> None:
         queue = self.s.queues.get(job.queue_id)
         if queue is None or not queue.fabric_ids:
             slug = queue.slug if queue else str(job.queue_id)
-            self.waiting[job.id] = _Why(reasons.NO_TARGET, None, reasons.no_target, (slug,))
+            self.waiting[job.id] = _Why(reasons.no_target(slug), None)
             return
-        # Routing: the first target that can hold all of it now; only if none can, take a reservation back.
+        # Routing: the first target that can hold all of it now.
         why = []
         for fid in queue.fabric_ids:
             outcome = self._try(job, fid)
             if outcome is None:
-                self._admit(job, fid)
                 return
             why.append(outcome)
-        for fid, blocked in zip(queue.fabric_ids, why, strict=True):
-            if blocked.code in RECLAIMABLE and self._reclaim(job, fid):
-                self._admit(job, fid)
-                return
         for fid, blocked in zip(queue.fabric_ids, why, strict=True):
             if blocked.fabric_id is not None:
                 self._maybe_head(job, fid, need_on(job, self.ledger.sharing[fid]))
         self.waiting[job.id] = why[0]  # the first target's reason: where it would go first
 
-    def _admit(self, job: Job, fid: int) -> None:
-        self.admitted.append(Admit(job.id, fid))
-        self.admitted_on[fid].append(job)
-
     def _try(self, job: Job, fid: int) -> _Why | None:
-        """None when the job was admitted on this fabric; else why not (and the fabric, when capacity)."""
+        """None when the job was admitted on this fabric; else why not."""
         fabric = self.s.fabrics[fid]
         ledger = self.ledger
         need = need_on(job, fabric.gpu_sharing)
         if not fabric.healthy:
-            return _Why(reasons.FABRIC_UNAVAILABLE, None, reasons.fabric_unavailable, (fabric.name,))
+            return _Why(reasons.fabric_unavailable(fabric.name), None)
         if not fits(need, ledger.capacity[fid]):
-            return _Why(reasons.TOO_BIG, None, reasons.too_big, (fabric.name, ledger.capacity[fid], need))
+            return _Why(reasons.too_big(fabric.name, ledger.capacity[fid], need), None)
         limited = self._limit_reason(job, fid, need)
         if limited is not None:
             return limited
@@ -109,20 +134,15 @@ class _Cycle:
         if not fits(need, free):
             if job.nodes > 1:
                 args = (fabric.name, job.nodes, free, need)
-                return _Why(reasons.GANG_DOES_NOT_FIT, fid, reasons.gang_does_not_fit, args)
-            return _Why(reasons.NO_CAPACITY, fid, reasons.no_capacity, (fabric.name, free, need))
-        held = ledger.held_for_others(job.group_id, fid)
+                return _Why(reasons.gang_does_not_fit(*args), fid)
+            return _Why(reasons.no_capacity(fabric.name, free, need), fid)
+        held = ledger.held[fid]
         if not fits(need, sub(free, held)):
-            return _Why(reasons.HELD_FOR_RESERVATIONS, None, reasons.held_for_reservations, (fabric.name, held))
+            return _Why(reasons.held_for_reservations(fabric.name, held), None)
         head = self.shadows.get(fid)
-        # Work within its own team's reservation is owed that capacity, head of the line or not.
-        if (
-            head is not None
-            and not self._within_reservation(job, fid, need)
-            and not head.admits(self.now, job.runtime_limit_s, need)
-        ):
-            return _Why(reasons.BEHIND_HIGHER_PRIORITY, fid, reasons.behind_higher_priority, (fabric.name, head.start))
-        ledger.take(job, fid, need)
+        if head is not None and not head.admits(self.now, job.runtime_limit_s, need):
+            return _Why(reasons.behind_higher_priority(fabric.name, head.start), fid)
+        self._admit(job, fid, need)
         return None
 
     def _limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
@@ -131,25 +151,30 @@ class _Cycle:
         owner_limit = self.s.owner_limits.get(job.owner_id)
         if ledger.within_limits(job, fid, need, owner_limit):
             return None
-        for key, where in (((g, fid), self.s.fabrics[fid].name), ((g, None), "")):
+        for key, where in (((g, fid), self._name(fid)), ((g, None), "")):
             limit = ledger.limit.get(key)
             if limit is not None and not fits(add(ledger.group_used[key], need), limit):
                 used = ledger.group_used[key]
-                return _Why(reasons.GROUP_AT_LIMIT, None, reasons.group_at_limit, (where, used, limit, need))
+                return _Why(reasons.group_at_limit(where, used, limit, need), None)
         owner = (ledger.owner_used[job.owner_id], owner_limit or 0, need[0])
-        return _Why(reasons.OWNER_AT_LIMIT, None, reasons.owner_at_limit, owner)
+        return _Why(reasons.owner_at_limit(*owner), None)
+
+    def _admit(self, job: Job, fid: int, need: Amount) -> None:
+        self.ledger.take(job, fid, need)
+        self.admitted.append(Admit(job.id, fid))
+        self.admitted_on[fid].append(job)
+
+    def _name(self, fid: int) -> str:
+        return self.s.fabrics[fid].name
 
     # -- reservations come back -----------------------------------------------------------------------
-    def _reclaim(self, job: Job, fid: int) -> bool:
-        """Preempt borrowed work so a group below its reservation gets it back; True if the job was admitted."""
-        ledger = self.ledger
+    def _reclaim(self, job: Job, fid: int, need: Amount) -> bool:
+        """Preempt borrowed work so that this job, owed to its team, fits now. True when it does."""
         if not any(j.id not in self.gone for j in self.preemptible[fid]):
             return False  # nothing here may be preempted
-        need = need_on(job, ledger.sharing[fid])
-        if not self._within_reservation(job, fid, need):
-            return False  # only what stays within the group's own reservation is taken back
+        ledger = self.ledger
         free = ledger.free(fid)
-        held = ledger.held_for_others(job.group_id, fid)
+        held = ledger.held[fid]
         deficit = (
             max(0, need[0] + held[0] - free[0]),
             max(0, need[1] + held[1] - free[1]),
@@ -162,17 +187,8 @@ class _Cycle:
         for victim in chosen:
             ledger.give(victim, fid, need_on(victim, ledger.sharing[fid]))
             self.gone.add(victim.id)
-            self.preempted.append(Preempt(victim.id, reasons.preempted(self.s.fabrics[fid].name)))
-        ledger.take(job, fid, need)
+            self.preempted.append(Preempt(victim.id, reasons.preempted(self._name(fid))))
         return True
-
-    def _within_reservation(self, job: Job, fid: int, need: Amount) -> bool:
-        """Whether the job keeps its group within its reservation in every resource that has one."""
-        reserved = self.ledger.reserved.get((job.group_id, fid))
-        if reserved is None or not any(reserved):
-            return False
-        after = add(self.ledger.group_used[job.group_id, fid], need)
-        return all(after[i] <= reserved[i] for i in range(3) if reserved[i])
 
     # -- backfill -------------------------------------------------------------------------------------
     def _releases(self, fid: int) -> list[tuple[datetime, Amount]]:
@@ -193,7 +209,8 @@ class _Cycle:
         """The first job blocked by capacity on a fabric becomes its head: later work may not delay it."""
         if fid in self.shadows:
             return
-        head = shadow(job.id, need, self.ledger.free(fid), self._releases(fid))
+        free = sub(self.ledger.free(fid), self.ledger.held[fid])
+        head = shadow(job.id, need, free, self._releases(fid))
         if head is not None:
             self.shadows[fid] = head
 
@@ -212,5 +229,5 @@ class _Cycle:
                 if profile is None:
                     profile = profiles[fid] = Profile(self.now, self.ledger.free(fid), self._releases(fid))
                 start = profile.earliest(need_on(job, self.ledger.sharing[fid]), job.runtime_limit_s)
-            waiting.append(Waiting(job.id, why.reason(), start))
+            waiting.append(Waiting(job.id, why.reason, start))
         return Decisions(admit=tuple(self.admitted), waiting=tuple(waiting), preempt=tuple(self.preempted))

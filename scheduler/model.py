@@ -54,7 +54,7 @@ class Quota:
     limit: Resources = NO_LIMIT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Job:
     """A workload as the scheduler sees it: pending, or holding capacity on `fabric_id`."""
 

@@ -1,11 +1,14 @@
 """Why a workload still waits, or was preempted: named reasons whose messages reach the UI and API verbatim.
 
-Each message says what blocks the work in the user's terms, with the numbers where there are any."""
+Each message says what blocks the work in the user's terms, with the numbers where there are any. A cycle
+may give thousands of reasons and the worker stores few of them, so a message is only written when read.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 GROUP_AT_LIMIT = "group_at_limit"
 OWNER_AT_LIMIT = "owner_at_limit"
@@ -21,10 +24,32 @@ PREEMPTED = "preempted"
 Amount = tuple[int, int, int]
 
 
-@dataclass(frozen=True)
 class Reason:
-    code: str
-    message: str
+    """A reason code and its message, the message made on first use."""
+
+    __slots__ = ("_args", "_make", "_message", "code")
+
+    def __init__(self, code: str, message: str | None = None, make: Callable[..., str] | None = None,
+                 args: tuple[Any, ...] = ()) -> None:  # fmt: skip
+        self.code = code
+        self._message = message
+        self._make = make
+        self._args = args
+
+    @property
+    def message(self) -> str:
+        if self._message is None:
+            self._message = self._make(*self._args) if self._make else self.code
+        return self._message
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Reason) and (self.code, self.message) == (other.code, other.message)
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.message))
+
+    def __repr__(self) -> str:
+        return f"Reason({self.code!r}, {self.message!r})"
 
 
 def _n(milli: int) -> str:
@@ -48,52 +73,65 @@ def _over(used: Amount, limit: Amount, need: Amount) -> str:
 
 
 def group_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> Reason:
-    where = f"on {fabric}" if fabric else "across all fabrics"
-    return Reason(GROUP_AT_LIMIT, f"Your team is at its limit {where}: {_over(used, limit, need)}.")
+    def say() -> str:
+        where = f"on {fabric}" if fabric else "across all fabrics"
+        return f"Your team is at its limit {where}: {_over(used, limit, need)}."
+
+    return Reason(GROUP_AT_LIMIT, make=say)
 
 
 def owner_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> Reason:
-    return Reason(
-        OWNER_AT_LIMIT,
-        f"This identity is at its own limit: {_n(used_milli)} of {_n(limit_milli)} GPUs in use, "
-        f"this needs {_n(need_milli)} more.",
-    )
+    def say() -> str:
+        return (
+            f"This identity is at its own limit: {_n(used_milli)} of {_n(limit_milli)} GPUs in use, "
+            f"this needs {_n(need_milli)} more."
+        )
+
+    return Reason(OWNER_AT_LIMIT, make=say)
 
 
 def no_capacity(fabric: str, free: Amount, need: Amount) -> Reason:
-    return Reason(
-        NO_CAPACITY, f"Waiting for capacity on {fabric}: needs {_describe(need)}; free now {_describe(free)}."
-    )
+    def say() -> str:
+        return f"Waiting for capacity on {fabric}: needs {_describe(need)}; free now {_describe(free)}."
+
+    return Reason(NO_CAPACITY, make=say)
 
 
 def held_for_reservations(fabric: str, held: Amount) -> Reason:
-    return Reason(
-        HELD_FOR_RESERVATIONS,
-        f"The free capacity on {fabric} is held for other teams' reservations ({_n(held[0])} GPUs) "
-        "while they have work waiting.",
-    )
+    def say() -> str:
+        return (
+            f"The free capacity on {fabric} is held for other teams' reservations ({_n(held[0])} GPUs) "
+            "while their own work waits for it."
+        )
+
+    return Reason(HELD_FOR_RESERVATIONS, make=say)
 
 
 def gang_does_not_fit(fabric: str, nodes: int, free: Amount, need: Amount) -> Reason:
-    return Reason(
-        GANG_DOES_NOT_FIT,
-        f"All {nodes} nodes must start together; {fabric} has {_describe(free)} free, "
-        f"the gang needs {_describe(need)}.",
-    )
+    def say() -> str:
+        return (
+            f"All {nodes} nodes must start together; {fabric} has {_describe(free)} free, "
+            f"the gang needs {_describe(need)}."
+        )
+
+    return Reason(GANG_DOES_NOT_FIT, make=say)
 
 
 def too_big(fabric: str, capacity: Amount, need: Amount) -> Reason:
-    return Reason(
-        TOO_BIG, f"{fabric} can never hold this: it has {_describe(capacity)} in all, this needs {_describe(need)}."
-    )
+    def say() -> str:
+        return f"{fabric} can never hold this: it has {_describe(capacity)} in all, this needs {_describe(need)}."
+
+    return Reason(TOO_BIG, make=say)
 
 
 def behind_higher_priority(fabric: str, head_start: datetime) -> Reason:
-    return Reason(
-        BEHIND_HIGHER_PRIORITY,
-        f"Behind higher-priority work on {fabric}, which is due to start by {head_start:%Y-%m-%d %H:%M} UTC; "
-        "this would still be running then.",
-    )
+    def say() -> str:
+        return (
+            f"Behind higher-priority work on {fabric}, which is due to start by {head_start:%Y-%m-%d %H:%M} UTC; "
+            "this would still be running then."
+        )
+
+    return Reason(BEHIND_HIGHER_PRIORITY, make=say)
 
 
 def fabric_unavailable(fabric: str) -> Reason:

@@ -1,6 +1,17 @@
+from django import forms
 from django.contrib import admin
 
+from fabrics.registry import KINDS
 from portal.queues.models import Fabric, Queue, QueueTarget, Quota
+
+
+class FabricForm(forms.ModelForm[Fabric]):
+    kind = forms.ChoiceField(choices=lambda: [(k, k) for k in sorted(KINDS)])
+
+    class Meta:
+        model = Fabric
+        fields = ["name", "kind", "enabled", "gpu_flavor", "gpus_milli", "cpus_milli", "memory_mib", "gpu_sharing",
+                  "settings"]  # fmt: skip
 
 
 class QueueTargetInline(admin.TabularInline[QueueTarget, Queue]):
@@ -33,6 +44,7 @@ class QuotaInline(admin.TabularInline[Quota, Fabric]):
 
 @admin.register(Fabric)
 class FabricAdmin(admin.ModelAdmin[Fabric]):
+    form = FabricForm
     list_display = [
         "name",
         "kind",

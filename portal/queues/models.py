@@ -29,12 +29,17 @@ class Fabric(models.Model):
     """A place where work runs, with the capacity IT declares for it."""
 
     name = models.SlugField(unique=True)
-    kind = models.CharField(max_length=20, choices=[(k, k) for k in KINDS])
+    # No `choices` here: the kinds come from fabrics.registry, and a new kind should need no migration.
+    kind = models.CharField(max_length=20, help_text="local, slurm, pbs, kubernetes or agent")
     enabled = models.BooleanField(default=True)
     gpu_flavor = models.CharField(max_length=40, blank=True, help_text="e.g. h100, a100-80g, mig-1g.10gb")
     gpus_milli = models.PositiveIntegerField("GPUs (milli)", default=0, help_text="1000 = one GPU.")
     cpus_milli = models.PositiveIntegerField("CPUs (milli)", default=0, help_text="1000 = one CPU.")
     memory_mib = models.PositiveBigIntegerField("Memory (MiB)", default=0)
+    gpu_sharing = models.BooleanField(
+        default=True,
+        help_text="Fractions of a GPU share one GPU here (MIG, time slicing). Off: a fraction takes a whole GPU.",
+    )
     settings = models.JSONField(default=dict, blank=True, help_text="Connection settings for this kind of fabric.")
     healthy = models.BooleanField(default=True, editable=False)
     health_detail = models.CharField(max_length=300, blank=True, editable=False)
@@ -51,7 +56,7 @@ class Fabric(models.Model):
 
     def clean(self) -> None:
         if self.kind not in KINDS:
-            return  # the choices validation already says so
+            raise ValidationError({"kind": f"Choose one of: {', '.join(sorted(KINDS))}."})
         try:
             fabric_class(self.kind).check_settings(self.resolved_settings())
         except ValueError as error:
@@ -62,6 +67,9 @@ class Fabric(models.Model):
         resolved = dict(self.settings or {})
         if self.kind == "local":
             resolved.setdefault("root", str(settings.GRIDLANE_LOCAL_FABRIC_ROOT / self.name))
+        # What the fabric needs to know of the model's own fields (flavor -> GPU resource name, fractions).
+        resolved.setdefault("gpu_flavor", self.gpu_flavor)
+        resolved.setdefault("gpu_sharing", self.gpu_sharing)
         return resolved
 
     def to_config(self) -> FabricConfig:
@@ -124,7 +132,14 @@ class Quota(models.Model):
     """A team's policy on one fabric: the floor it is guaranteed and the cap it may not pass."""
 
     group = models.ForeignKey(ResourceGroup, on_delete=models.CASCADE, related_name="quotas")
-    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="quotas")
+    fabric = models.ForeignKey(
+        Fabric,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="quotas",
+        help_text="Empty: the limit applies to the team's use across all fabrics together.",
+    )
     gpu_reservation_milli = models.PositiveIntegerField("GPU reservation (milli)", default=0)
     gpu_limit_milli = models.PositiveIntegerField(
         "GPU limit (milli)", null=True, blank=True, help_text="Empty means no cap beyond the fabric's size."
@@ -138,10 +153,13 @@ class Quota(models.Model):
         ordering = ["group", "fabric"]
         constraints: ClassVar[list[Any]] = [
             models.UniqueConstraint(fields=["group", "fabric"], name="one_quota_per_group_and_fabric"),
+            models.UniqueConstraint(
+                fields=["group"], condition=models.Q(fabric__isnull=True), name="one_overall_quota_per_group"
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.group} on {self.fabric}"
+        return f"{self.group} on {self.fabric or 'all fabrics'}"
 
     def clean(self) -> None:
         errors = {}

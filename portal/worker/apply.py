@@ -1,37 +1,114 @@
-"""Write the scheduler's decisions back in one transaction, through the workload services."""
+"""Write the scheduler's decisions back in one transaction, in bulk, through the workload services."""
 
 from __future__ import annotations
 
-from django.db import transaction
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
 
 from portal.queues.models import QueueTarget
+from portal.worker.snapshot import Row
 from portal.workloads import services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from scheduler.model import Decisions
 
+# Reasons near the head of the line are rewritten whenever their words change; further back only when the
+# reason itself changes, so that a long line does not rewrite thousands of rows every cycle.
+FRESH_REASONS = 500
+ESTIMATE_SLACK_S = 60
 
-def apply(decisions: Decisions, pending: dict[str, Workload]) -> int:
-    """Admit what was admitted and record why the rest waits. Returns how many were admitted."""
-    admitted = 0
-    targets = {(t.queue_id, t.fabric_id): t.pk for t in QueueTarget.objects.all()} if decisions.admit else {}
+
+@dataclass(frozen=True)
+class Applied:
+    admitted: int
+    preempted: int
+    reasons_changed: int
+
+
+def apply(decisions: Decisions, rows: dict[str, Row]) -> Applied:
+    """Admit, preempt and record why the rest waits; a workload that moved on meanwhile is left alone."""
     with transaction.atomic():
-        for admit in decisions.admit:
-            workload = pending[admit.job_id]
-            if services.transition(
-                workload,
-                State.ADMITTED,
-                reason="admitted",
-                fabric_id=admit.fabric_id,
-                target_id=targets.get((workload.queue_id, admit.fabric_id)),
-            ):
-                admitted += 1
-        for waiting in decisions.waiting:
-            workload = pending[waiting.job_id]
-            new = (waiting.reason.code, waiting.reason.message, waiting.estimated_start)
-            if new == (workload.pending_reason_code, workload.pending_reason, workload.estimated_start):
-                continue  # unchanged: no write
-            Workload.objects.filter(pk=workload.pk, state=State.PENDING).update(
-                pending_reason_code=new[0], pending_reason=new[1], estimated_start=new[2]
+        admitted = _admit(decisions, rows)
+        preempted = _preempt(decisions)
+        changed = _record_waiting(decisions, rows)
+    return Applied(admitted, preempted, changed)
+
+
+def _admit(decisions: Decisions, rows: dict[str, Row]) -> int:
+    if not decisions.admit:
+        return 0
+    targets = {(t.queue_id, t.fabric_id): t.pk for t in QueueTarget.objects.all()}
+    by_placement: defaultdict[tuple[int, int | None], list[str]] = defaultdict(list)
+    for admit in decisions.admit:
+        queue_id = rows[admit.job_id].queue_id
+        by_placement[admit.fabric_id, targets.get((queue_id, admit.fabric_id))].append(admit.job_id)
+    moved = 0
+    for (fabric_id, target_id), ids in by_placement.items():
+        moved += len(
+            services.transition_many(
+                ids, State.PENDING, State.ADMITTED, reason="admitted", fabric_id=fabric_id, target_id=target_id
             )
-    return admitted
+        )
+    return moved
+
+
+def _preempt(decisions: Decisions) -> int:
+    """Running work goes to `preempted` (sync stops its job, then requeues it); admitted work goes straight back."""
+    if not decisions.preempt:
+        return 0
+    workloads = {str(pk): w for pk, w in Workload.objects.in_bulk([p.job_id for p in decisions.preempt]).items()}
+    done = 0
+    for preempt in decisions.preempt:
+        workload = workloads[preempt.job_id]
+        message = preempt.reason.message
+        if workload.state == State.ADMITTED:
+            done += services.transition(
+                workload, State.PENDING, reason=message, fabric_id=None, target_id=None, admitted_at=None
+            )
+        elif workload.state in (State.DISPATCHING, State.RUNNING):
+            done += services.transition(workload, State.PREEMPTED, reason=message)
+    return done
+
+
+def _record_waiting(decisions: Decisions, rows: dict[str, Row]) -> int:
+    changed: list[tuple[str, str, str, datetime | None]] = []
+    for place, waiting in enumerate(decisions.waiting):
+        row = rows[waiting.job_id]
+        reason = waiting.reason
+        new_reason = reason.code != row.pending_reason_code
+        new_words = place < FRESH_REASONS and reason.message != row.pending_reason
+        if new_reason or new_words or _moved(waiting.estimated_start, row.estimated_start):
+            changed.append((waiting.job_id, reason.code, reason.message, waiting.estimated_start))
+    _write_reasons(changed)
+    return len(changed)
+
+
+def _moved(new: datetime | None, old: datetime | None) -> bool:
+    if new is None or old is None:
+        return new is not old
+    return abs((new - old).total_seconds()) > ESTIMATE_SLACK_S
+
+
+def _write_reasons(changed: list[tuple[str, str, str, datetime | None]]) -> None:
+    """One UPDATE ... FROM (VALUES ...) per 1,000 rows on PostgreSQL; executemany elsewhere."""
+    table = Workload._meta.db_table
+    with connection.cursor() as cursor:
+        for start in range(0, len(changed), 1000):
+            chunk = changed[start : start + 1000]
+            if connection.vendor == "postgresql":
+                values = ", ".join(["(%s::uuid, %s, %s, %s::timestamptz)"] * len(chunk))
+                cursor.execute(
+                    f"UPDATE {table} AS w SET pending_reason_code = v.code, pending_reason = v.reason, "  # noqa: S608 (our table name)
+                    f"estimated_start = v.estimate FROM (VALUES {values}) AS v(id, code, reason, estimate) "
+                    "WHERE w.id = v.id AND w.state = 'pending'",
+                    [item for row in chunk for item in row],
+                )
+            else:
+                cursor.executemany(
+                    f"UPDATE {table} SET pending_reason_code = %s, pending_reason = %s, estimated_start = %s "  # noqa: S608
+                    "WHERE id = %s AND state = 'pending'",
+                    [(code, reason, estimate, job_id.replace("-", "")) for job_id, code, reason, estimate in chunk],
+                )

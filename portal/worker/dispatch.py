@@ -26,7 +26,7 @@ log = logging.getLogger("gridlane.worker")
 
 def job_spec(w: Workload) -> JobSpec:
     return JobSpec(
-        workload_id=w.pk,
+        workload_id=w.run_id,
         name=w.name,
         kind=w.kind,
         owner=w.owner.get_username(),
@@ -61,7 +61,7 @@ def dispatch(row: FabricRow, workloads: list[Workload]) -> int:
     """Dispatch these workloads to one fabric; returns how many now have a job there."""
     fabric = fabric_for(row)
     # 1. Record intent.
-    ready = {w.pk: w for w in workloads if _record_intent(row, fabric, w)}
+    ready = {w.run_id: w for w in workloads if _record_intent(row, fabric, w)}
     if not ready:
         return 0
     # 2. Find jobs a previous attempt already submitted.
@@ -71,12 +71,12 @@ def dispatch(row: FabricRow, workloads: list[Workload]) -> int:
         log.warning("dispatch to %s will be retried: %s", row.name, error)
         return 0
     # 3. Submit the rest.
-    rest = [job_spec(w) for pk, w in ready.items() if pk not in placed]
+    rest = [job_spec(w) for run_id, w in ready.items() if run_id not in placed]
     if rest:
         placed |= submit_many(fabric, rest)
     done = 0
-    for pk, outcome in placed.items():
-        done += _record_outcome(row, ready[pk], outcome)
+    for run_id, outcome in placed.items():
+        done += _record_outcome(row, ready[run_id], outcome)
     return done
 
 

@@ -1,3 +1,5 @@
+from typing import Any, ClassVar
+
 from django.db import models
 
 
@@ -10,3 +12,39 @@ class CycleLock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} held by {self.holder or 'nobody'}"
+
+
+class GroupUsage(models.Model):
+    """A team's GPU use, decayed over the fair-share half-life: the U in the priority formula."""
+
+    group = models.OneToOneField("accounts.ResourceGroup", on_delete=models.CASCADE, related_name="+")
+    decayed_gpu_seconds = models.FloatField(default=0.0)
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.group_id}: {self.decayed_gpu_seconds:.0f} GPU-s"
+
+
+class WorkerStats(models.Model):
+    """Counters the worker keeps for /metrics (the web process serves them; the worker counts them)."""
+
+    name = models.CharField(max_length=50, primary_key=True)
+    value = models.FloatField(default=0.0)
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}"
+
+
+class WaitBucket(models.Model):
+    """The queue-wait histogram per team: starts whose wait fell in this bucket (the collector cumulates)."""
+
+    group = models.ForeignKey("accounts.ResourceGroup", on_delete=models.CASCADE, related_name="+")
+    le = models.FloatField(help_text="Upper bound in seconds (inf for the last bucket).")
+    count = models.PositiveBigIntegerField(default=0)
+    total_seconds = models.FloatField(default=0.0, help_text="The sum of the waits counted here.")
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [models.UniqueConstraint(fields=["group", "le"], name="one_bucket")]
+
+    def __str__(self) -> str:
+        return f"{self.group_id} <= {self.le}: {self.count}"

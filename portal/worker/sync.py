@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from fabrics.base import FabricError, JobState, JobStatus
 from portal.queues.models import Fabric as FabricRow
+from portal.worker import stats
 from portal.worker.connections import fabric_for
 from portal.workloads import services
 from portal.workloads.models import Workload
@@ -26,7 +27,7 @@ FINAL = {
 def sync_all() -> int:
     """Poll every fabric that has live work; returns how many workloads changed state."""
     live = (
-        Workload.objects.filter(state__in=[State.DISPATCHING, State.RUNNING, State.CANCELLING])
+        Workload.objects.filter(state__in=[State.DISPATCHING, State.RUNNING, State.CANCELLING, State.PREEMPTED])
         .exclude(state=State.DISPATCHING, external_id="")
         .select_related("fabric")
     )
@@ -45,7 +46,7 @@ def sync_all() -> int:
 def _sync_fabric(row: FabricRow, workloads: list[Workload]) -> int:
     fabric = fabric_for(row)
     for w in workloads:
-        if w.state == State.CANCELLING:
+        if w.state in (State.CANCELLING, State.PREEMPTED):
             _ask_cancel(row, w)
     ids = [w.external_id for w in workloads if w.external_id]
     try:
@@ -79,21 +80,20 @@ def _update_tail(tail: str, w: Workload) -> None:
 def _follow(row: FabricRow, w: Workload, status: JobStatus) -> int:
     """Apply one job's status to its workload; 1 if the workload changed state."""
     state = State(w.state)
+    if state == State.PREEMPTED:
+        return _follow_preempted(row, w, status)
     if status.connect_url and status.connect_url != w.connect_url:
         Workload.objects.filter(pk=w.pk).update(connect_url=status.connect_url)
         w.connect_url = status.connect_url
     if status.state == JobState.RUNNING and state == State.DISPATCHING:
-        return int(
-            services.transition(
-                w, State.RUNNING, reason=f"running on {row.name}", started_at=status.started_at, host=status.host
-            )
-        )
+        return _started(row, w, status)
+    if status.state == JobState.QUEUED and state == State.DISPATCHING:
+        _waiting_on_fabric(w, status)
+        return 0
     if status.state.finished:
         if state == State.DISPATCHING:
             # It ran and finished between two polls: record the start too, so every history reads the same.
-            services.transition(
-                w, State.RUNNING, reason=f"running on {row.name}", started_at=status.started_at, host=status.host
-            )
+            _started(row, w, status)
         tail = fabric_tail(row, w)
         new = FINAL[status.state]
         if new == State.CANCELLED and state != State.CANCELLING:
@@ -120,13 +120,59 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus) -> int:
     return 0  # queued, running as before, or undetermined: nothing to change
 
 
+def _waiting_on_fabric(w: Workload, status: JobStatus) -> None:
+    """The fabric holds the job (Slurm's, Kueue's or Volcano's own queue): say why, and when it expects to start."""
+    reason = status.reason[:300]
+    if (reason, status.estimated_start) != (w.pending_reason, w.estimated_start):
+        Workload.objects.filter(pk=w.pk).update(pending_reason=reason, estimated_start=status.estimated_start)
+        w.pending_reason, w.estimated_start = reason, status.estimated_start
+
+
+def _started(row: FabricRow, w: Workload, status: JobStatus) -> int:
+    if not services.transition(
+        w,
+        State.RUNNING,
+        reason=f"running on {row.name}",
+        started_at=status.started_at,
+        host=status.host,
+        pending_reason="",
+        estimated_start=None,
+    ):
+        return 0
+    stats.observe_wait(w.group_id, w)
+    return 1
+
+
+def _follow_preempted(row: FabricRow, w: Workload, status: JobStatus) -> int:
+    """Once the preempted job has stopped, the workload waits in line again, with its history."""
+    if status.state == JobState.SUCCEEDED:
+        return int(services.transition(w, State.SUCCEEDED, reason="finished before the preemption took effect",
+                                       exit_code=status.exit_code, finished_at=status.finished_at))  # fmt: skip
+    if status.state.finished or status.state == JobState.MISSING:
+        return _requeue(w)
+    return 0
+
+
+def _requeue(w: Workload) -> int:
+    return int(
+        services.transition(
+            w, State.PENDING, reason="back in line after preemption", attempt=w.attempt + 1,
+            fabric_id=None, target_id=None, external_id="", rendered="", host="", connect_url="",
+            admitted_at=None, started_at=None, exit_code=None,
+        )
+    )  # fmt: skip
+
+
 def _ask_cancel(row: FabricRow, w: Workload) -> None:
-    """Stop the job on its fabric; a cancelling workload with no job anywhere is cancelled at once."""
+    """Stop the job on its fabric; a workload with no job anywhere is cancelled (or requeued) at once."""
     fabric = fabric_for(row)
     try:
-        external_id = w.external_id or fabric.find(w.pk)
+        external_id = w.external_id or fabric.find(w.run_id)
         if external_id is None:
-            services.transition(w, State.CANCELLED, reason="cancelled before it reached the fabric")
+            if w.state == State.PREEMPTED:
+                _requeue(w)
+            else:
+                services.transition(w, State.CANCELLED, reason="cancelled before it reached the fabric")
             return
         if not w.external_id:
             Workload.objects.filter(pk=w.pk, external_id="").update(external_id=external_id)

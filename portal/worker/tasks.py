@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from django.utils import timezone
 
-from portal.worker import apply, dispatch, snapshot, sync
+from portal.worker import apply, dispatch, snapshot, stats, sync, usage
 from portal.worker.lock import cycle_lock
 from scheduler import decide
 
@@ -19,21 +20,30 @@ def cycle() -> dict[str, Any]:
     with cycle_lock() as held:
         if not held:
             return {"skipped": True}
+        started = time.perf_counter()
         # 1. Bring fabric status in: finished work frees its capacity before anything is decided.
         changed = sync.sync_all()
-        # 2. Take a snapshot and decide on it, away from the database.
-        snap, pending = snapshot.build(timezone.now())
+        # 2. Bring each team's decayed GPU use forward (fair share's U).
+        now = timezone.now()
+        usage.bring_forward(now)
+        # 3. Take a snapshot and decide on it, away from the database.
+        snap, rows = snapshot.build(now)
         decisions = decide(snap)
-        # 3. Apply the decisions in one transaction.
-        admitted = apply.apply(decisions, pending)
-        # 4. Hand admitted work to its fabric.
+        # 4. Apply the decisions in one transaction.
+        applied = apply.apply(decisions, rows)
+        # 5. Hand admitted work to its fabric.
         dispatched = dispatch.dispatch_all()
+        seconds = time.perf_counter() - started
+        stats.count(cycles=1, cycle_seconds=seconds, admissions=applied.admitted, preemptions=applied.preempted)
+        stats.gauge(last_cycle_seconds=seconds)
     summary = {
         "synced": changed,
-        "admitted": admitted,
+        "admitted": applied.admitted,
+        "preempted": applied.preempted,
         "dispatched": dispatched,
         "waiting": len(decisions.waiting),
+        "seconds": round(seconds, 4),
     }
-    if changed or admitted or dispatched:
+    if changed or applied.admitted or applied.preempted or dispatched:
         log.info("cycle: %s", summary)
     return summary

@@ -51,6 +51,7 @@ class Workload(models.Model):
     # Placement: where it ran. To the submitter an implementation detail, kept for support and audit.
     fabric = models.ForeignKey(Fabric, null=True, blank=True, on_delete=models.PROTECT, related_name="workloads")
     target = models.ForeignKey(QueueTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    attempt = models.PositiveIntegerField(default=0, help_text="Times it went back to pending after preemption.")
     external_id = models.CharField(max_length=200, blank=True)
     rendered = models.TextField(blank=True, help_text="The script or manifest sent to the fabric.")
     host = models.CharField(max_length=200, blank=True)
@@ -88,6 +89,12 @@ class Workload(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("workloads:detail", args=[self.pk])
+
+    @property
+    def run_id(self) -> uuid.UUID:
+        """The tag its fabric job carries: the workload id, or a fresh one per attempt after a preemption,
+        so that the job of an earlier attempt is never mistaken for the current one."""
+        return self.id if not self.attempt else uuid.uuid5(self.id, f"attempt-{self.attempt}")
 
     @property
     def per_node(self) -> Resources:

@@ -20,7 +20,9 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from fabrics.registry import fabric_class
 from portal import access
+from portal.accounts import audit
 from portal.queues.models import Queue, WorkloadKind
 from portal.workloads.models import Priority, Workload, WorkloadEvent
 from portal.workloads.states import FINISHED, State, can_move
@@ -213,8 +215,19 @@ def _check_fits_somewhere(workload: Workload, queue: Queue) -> None:
     if not fabrics:
         raise SubmitRejected({"queue": [f"The queue {queue.slug!r} has no fabric behind it yet; ask IT."]})
     need = workload.total
-    if any(need.fits_in(f.capacity) for f in fabrics):
+    big_enough = [f for f in fabrics if need.fits_in(f.capacity)]
+    refusals = []
+    for fabric in big_enough:
+        check = getattr(fabric_class(fabric.kind), "check_request", None)  # e.g. Kubernetes: whole GPUs only
+        try:
+            if check is not None:
+                check(fabric.resolved_settings(), workload.per_node)
+        except ValueError as error:
+            refusals.append(str(error))
+            continue
         return
+    if refusals:
+        raise SubmitRejected({"resources.gpus": refusals[:1]})
     biggest = max(fabrics, key=lambda f: (f.gpus_milli, f.cpus_milli, f.memory_mib))
     raise SubmitRejected(
         {
@@ -307,6 +320,38 @@ def transition(
     return True
 
 
+def transition_many(
+    ids: list[Any], old: State, new: State, *, reason: str, actor: Any = None, **fields: Any
+) -> list[Any]:
+    """Move many workloads from `old` to `new` at once (the scheduler's admissions): lock the rows that are
+    still in `old`, update them in one statement and write their events in one insert. Returns the ids moved;
+    the others had moved on (cancelled, say) and are left alone."""
+    if not can_move(old, new):
+        raise InvalidTransition(f"{old} -> {new} is not a workload transition")
+    now = timezone.now()
+    stamps: dict[str, Any] = {"updated_at": now, "state": new}
+    if new == State.ADMITTED:
+        stamps["admitted_at"] = now
+    if old == State.PENDING:
+        stamps |= {"pending_reason": "", "pending_reason_code": "", "estimated_start": None}
+    moved: list[Any] = []
+    with transaction.atomic():
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            won = list(
+                Workload.objects.select_for_update().filter(pk__in=chunk, state=old).values_list("pk", flat=True)
+            )
+            if not won:
+                continue
+            Workload.objects.filter(pk__in=won).update(**stamps, **fields)
+            WorkloadEvent.objects.bulk_create(
+                WorkloadEvent(workload_id=pk, at=now, actor=actor, from_state=old, to_state=new, reason=reason[:500])
+                for pk in won
+            )
+            moved += won
+    return moved
+
+
 def check_cancel(user: Any, workload: Workload) -> None:
     if not access.can_manage(user, workload):
         raise PermissionDenied("Only the owner, a team lead or IT may cancel this workload.")
@@ -321,17 +366,36 @@ def do_cancel(user: Any, workload: Workload, reason: str = "cancelled by user") 
         state = State(workload.state)
         if state in FINISHED or state == State.CANCELLING:
             return workload
-        if state in (State.PENDING, State.ADMITTED, State.PREEMPTED):
-            target = State.CANCELLED if state != State.PREEMPTED else State.PENDING
-        else:
-            target = State.CANCELLING
+        target = State.CANCELLED if state in (State.PENDING, State.ADMITTED) else State.CANCELLING
         if transition(workload, target, actor=user, reason=reason):
-            if target == State.PENDING:
-                continue  # preempted work goes back to pending first, then is cancelled there
             kick_worker()
             return workload
         workload.refresh_from_db()
     raise RuntimeError(f"workload {workload.pk} kept changing state while being cancelled")
+
+
+def check_reprioritize(user: Any, workload: Workload, priority: str) -> None:
+    """Raises SubmitRejected for a bad or late change, PermissionDenied when the user may not make it."""
+    if priority not in Priority.values:
+        raise SubmitRejected({"priority": [f"Choose one of: {', '.join(Priority.values)}."]})
+    if not access.may_reprioritize(user, workload, priority):
+        raise PermissionDenied("Only the team's leads or IT may change a workload's priority.")
+    if workload.state in FINISHED:
+        raise SubmitRejected({"priority": [f"The workload has already {workload.state}."]})
+
+
+def do_reprioritize(user: Any, workload: Workload, priority: str) -> Workload:
+    """Set the priority of unfinished work; the next cycle orders the queue by it."""
+    old = workload.priority
+    if old == priority:
+        return workload
+    with transaction.atomic():
+        changed = Workload.objects.filter(pk=workload.pk).exclude(state__in=FINISHED).update(priority=priority)
+        if changed:
+            audit.record("workload.reprioritized", workload.pk, actor=user, before=old, after=priority)
+            kick_worker()
+    workload.refresh_from_db()
+    return workload
 
 
 def kick_worker() -> None:

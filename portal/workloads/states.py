@@ -44,7 +44,9 @@ TRANSITIONS: Mapping[State, frozenset[State]] = {
         {State.SUCCEEDED, State.FAILED, State.EXPIRED, State.CANCELLED, State.CANCELLING, State.PREEMPTED}
     ),
     State.CANCELLING: frozenset({State.CANCELLED, State.SUCCEEDED, State.FAILED, State.EXPIRED}),
-    State.PREEMPTED: frozenset({State.PENDING}),
+    # Preempted: its fabric job is being stopped; then it waits again (or it had just succeeded anyway).
+    # A cancel meanwhile goes through cancelling, so the job is still stopped.
+    State.PREEMPTED: frozenset({State.PENDING, State.SUCCEEDED, State.CANCELLING}),
     State.SUCCEEDED: frozenset(),
     State.FAILED: frozenset(),
     State.CANCELLED: frozenset(),

@@ -1,0 +1,71 @@
+"""GET /metrics for Prometheus: read at scrape time from the database (the worker counts, the web serves)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from portal.accounts.models import ResourceGroup
+from portal.worker.models import WaitBucket, WorkerStats
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+
+
+class GridlaneCollector(Collector):
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily]:
+        workloads = GaugeMetricFamily(
+            "gridlane_workloads", "Workloads by state, queue and team (live states only).",
+            labels=["state", "queue", "group"],
+        )  # fmt: skip
+        live = [State.PENDING, State.ADMITTED, State.DISPATCHING, State.RUNNING, State.CANCELLING, State.PREEMPTED]
+        rows = (
+            Workload.objects.filter(state__in=live)
+            .values_list("state", "queue__slug", "group__slug")
+            .annotate(n=Count("pk"))
+            .order_by()
+        )
+        for state, queue, group, n in rows:
+            workloads.add_metric([state, queue, group], n)
+        yield workloads
+
+        counters = dict(WorkerStats.objects.values_list("name", "value"))
+        for name, help_text in (
+            ("cycles", "Scheduling cycles run."),
+            ("admissions", "Workloads admitted by the scheduler."),
+            ("preemptions", "Workloads preempted to give reservations back."),
+            ("cycle_seconds", "Seconds spent in scheduling cycles."),
+        ):
+            yield CounterMetricFamily(f"gridlane_{name}", help_text, value=counters.get(name, 0.0))
+        yield GaugeMetricFamily(
+            "gridlane_last_cycle_seconds", "Duration of the last cycle.", value=counters.get("last_cycle_seconds", 0.0)
+        )
+
+        wait = HistogramMetricFamily(
+            "gridlane_queue_wait_seconds", "Time from submit to start, per team.", labels=["group"]
+        )
+        slugs = dict(ResourceGroup.objects.values_list("pk", "slug"))
+        per_group: defaultdict[int, list[WaitBucket]] = defaultdict(list)
+        for bucket in WaitBucket.objects.order_by("group_id", "le"):
+            per_group[bucket.group_id].append(bucket)
+        for group_id, buckets in per_group.items():
+            cumulative, total, points = 0, 0.0, []
+            for b in buckets:
+                cumulative += b.count
+                total += b.total_seconds
+                points.append(("+Inf" if b.le == float("inf") else f"{b.le:g}", cumulative))
+            if points[-1][0] != "+Inf":
+                points.append(("+Inf", cumulative))
+            wait.add_metric([slugs.get(group_id, str(group_id))], points, total)
+        yield wait
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    registry = CollectorRegistry()
+    registry.register(GridlaneCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,38 @@
+"""What the worker counts for /metrics, kept in the database so the web process can serve it."""
+
+from __future__ import annotations
+
+import math
+
+from django.db.models import F
+
+from portal.worker.models import WaitBucket, WorkerStats
+from portal.workloads.models import Workload
+
+# Queue-wait histogram bounds, in seconds: 10 s to a day.
+WAIT_BUCKETS = (10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 24 * 3600.0, math.inf)
+
+
+def count(**increments: float) -> None:
+    """Add to named counters: count(cycles=1, admissions=3)."""
+    for name, value in increments.items():
+        if value:
+            WorkerStats.objects.get_or_create(name=name)
+            WorkerStats.objects.filter(name=name).update(value=F("value") + value)
+
+
+def gauge(**values: float) -> None:
+    for name, value in values.items():
+        WorkerStats.objects.update_or_create(name=name, defaults={"value": value})
+
+
+def observe_wait(group_id: int, w: Workload) -> None:
+    """A workload started: count its queue wait (submit -> start) in its team's histogram."""
+    if w.started_at is None:
+        return
+    wait = max(0.0, (w.started_at - w.submitted_at).total_seconds())
+    le = next(b for b in WAIT_BUCKETS if wait <= b)
+    WaitBucket.objects.get_or_create(group_id=group_id, le=le)
+    WaitBucket.objects.filter(group_id=group_id, le=le).update(
+        count=F("count") + 1, total_seconds=F("total_seconds") + wait
+    )

@@ -1,0 +1,142 @@
+"""The policy engine inside the worker: reservations come back by preemption, reasons and estimates are
+stored, the snapshot and the apply step take a bounded number of queries, /metrics reports it all."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from portal.queues.models import Queue, Quota
+from portal.worker import connections, snapshot, tasks, usage
+from portal.worker.models import GroupUsage
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+from scheduler import reasons
+from tests.conftest import wait_until
+
+
+@pytest.fixture(autouse=True)
+def local_jobs(cast, monkeypatch):
+    monkeypatch.setenv("GRIDLANE_LOCAL_KILL_GRACE_S", "0.5")
+    connections.forget_all()
+    yield
+    for pidfile in Path(django_settings.GRIDLANE_LOCAL_FABRIC_ROOT).glob("*/*/child.pid"):
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pidfile.read_text().strip()), signal.SIGKILL)
+    connections.forget_all()
+
+
+def states(*workloads):
+    return [Workload.objects.get(pk=w.pk).state for w in workloads]
+
+
+def test_fraud_reserves_4_gpus_vision_fills_the_pool_fraud_submits_and_runs_within_one_cycle(alice, charlie, submit):
+    Queue.objects.filter(slug="train").update(preemptible=True)
+    Quota.objects.filter(group__slug="fraud").update(gpu_reservation_milli=4000)
+    Quota.objects.filter(group__slug="vision").update(gpu_limit_milli=None)  # vision may borrow the whole pool
+    vision = [submit(alice, name=f"v{i}", command="sleep 300", gpus=1) for i in range(8)]
+    tasks.cycle()
+    wait_until(lambda: (tasks.cycle(), all(s == State.RUNNING for s in states(*vision)))[1])
+
+    fraud = submit(charlie, name="fraud-train", command="sleep 300", gpus=4)
+    summary = tasks.cycle()
+
+    assert summary["admitted"] == 1
+    assert summary["preempted"] == 4
+    assert Workload.objects.get(pk=fraud.pk).state in (State.DISPATCHING, State.RUNNING)
+    preempted = {w.name for w in Workload.objects.filter(state=State.PREEMPTED)}
+    newest = {w.name for w in Workload.objects.filter(name__startswith="v").order_by("-started_at")[:4]}
+    assert preempted == newest  # the borrowers that started last
+    # Their jobs are stopped, then they wait in line again, with their history and a fresh run id.
+    wait_until(lambda: (tasks.cycle(), Workload.objects.filter(state=State.PREEMPTED).count() == 0)[1])
+    back = Workload.objects.get(name=sorted(preempted)[-1])
+    assert back.state == State.PENDING
+    assert back.attempt == 1
+    assert back.run_id != back.pk
+    assert [e.to_state for e in back.events.all()] == [
+        "pending", "admitted", "dispatching", "running", "preempted", "pending"]  # fmt: skip
+    assert back.pending_reason_code in (reasons.HELD_FOR_RESERVATIONS, reasons.NO_CAPACITY)
+
+
+def test_waiting_work_gets_a_reason_and_an_estimated_start(alice, submit):
+    Quota.objects.filter(group__slug="vision").update(gpu_limit_milli=None)
+    running = submit(alice, name="big", command="sleep 300", gpus=8, runtime_limit_minutes=30)
+    tasks.cycle()
+    waiting = submit(alice, name="next", command="true", gpus=2)
+    tasks.cycle()
+    waiting.refresh_from_db()
+    running.refresh_from_db()
+    assert waiting.pending_reason_code == reasons.NO_CAPACITY
+    assert "Waiting for capacity on local" in waiting.pending_reason
+    started = running.started_at or running.admitted_at
+    assert abs((waiting.estimated_start - (started + timedelta(minutes=30))).total_seconds()) < 5
+
+
+def test_a_cycle_takes_the_same_number_of_queries_for_5_or_50_pending(alice, submit):
+    Quota.objects.filter(group__slug="vision").update(gpu_limit_milli=0)  # nothing is admitted: all wait
+
+    def queries_for_a_cycle():
+        with CaptureQueriesContext(connection) as ctx:
+            tasks.cycle()
+        return len(ctx.captured_queries)
+
+    for i in range(5):
+        submit(alice, name=f"a{i}", gpus=1)
+    queries_for_a_cycle()  # the first cycle writes their reasons
+    five = queries_for_a_cycle()
+    for i in range(45):
+        submit(alice, name=f"b{i}", gpus=1)
+    queries_for_a_cycle()
+    assert queries_for_a_cycle() == five
+
+
+def test_many_admissions_are_written_in_bulk(alice, submit, django_assert_max_num_queries):
+    Quota.objects.filter(group__slug="vision").update(gpu_limit_milli=None)
+    for i in range(40):
+        submit(alice, name=f"q{i}", gpus=0.1, cpus=0.1, memory_gb=1)
+    from portal.worker import apply
+    from scheduler import decide
+
+    snap, rows = snapshot.build(timezone.now())
+    decisions = decide(snap)
+    assert len(decisions.admit) == 40
+    # targets, two savepoints and their releases, lock the rows, one update, one insert of all the events
+    with django_assert_max_num_queries(8):
+        assert apply.apply(decisions, rows).admitted == 40
+
+
+def test_decayed_usage_rises_while_gpus_run_and_halves_each_half_life(alice, submit, settings):
+    settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS = 1
+    w = submit(alice, gpus=2)
+    Workload.objects.filter(pk=w.pk).update(state=State.RUNNING, started_at=timezone.now())
+    start = timezone.now()
+    usage.bring_forward(start)
+    usage.bring_forward(start + timedelta(minutes=30))
+    row = GroupUsage.objects.get(group=w.group)
+    assert row.decayed_gpu_seconds == pytest.approx(2 * 1800)
+    Workload.objects.filter(pk=w.pk).update(state=State.SUCCEEDED)
+    usage.bring_forward(start + timedelta(minutes=90))
+    row.refresh_from_db()
+    assert row.decayed_gpu_seconds == pytest.approx(2 * 1800 / 2)
+
+
+def test_metrics_report_workloads_cycles_and_queue_wait(client, alice, submit):
+    submit(alice, name="m1", command="true")
+    tasks.cycle()
+    wait_until(lambda: (tasks.cycle(), Workload.objects.get().state == State.SUCCEEDED)[1])
+    submit(alice, name="m2", command="true", gpus=100 / 1000)
+    body = client.get("/metrics").content.decode()
+    assert 'gridlane_workloads{group="vision",queue="train",state="pending"} 1.0' in body
+    assert "gridlane_cycles_total" in body
+    assert "gridlane_admissions_total 1.0" in body
+    assert 'gridlane_queue_wait_seconds_count{group="vision"} 1.0' in body
+    assert 'gridlane_queue_wait_seconds_bucket{group="vision",le="+Inf"} 1.0' in body
