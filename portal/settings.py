@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "portal.queues",
     "portal.workloads",
     "portal.worker",
+    "portal.usage",
     "portal.api",
 ]
 

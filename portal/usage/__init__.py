@@ -1,0 +1,1 @@
+"""What ran, measured: usage samples from fabrics and agents, and the hourly rollups dashboards read."""

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.db import models
+
+
+class UsageSample(models.Model):
+    """One measurement of a running workload: what it holds and, where the fabric reports it, how busy its GPUs are."""
+
+    workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="usage_samples")
+    at = models.DateTimeField(db_index=True)
+    gpus_milli = models.PositiveIntegerField(help_text="GPUs allocated to the workload, in milli-GPUs.")
+    gpu_utilisation = models.FloatField(null=True, blank=True, help_text="0-100, averaged over its GPUs.")
+    gpu_memory_mib = models.PositiveBigIntegerField(null=True, blank=True)
+    cpu_utilisation = models.FloatField(null=True, blank=True, help_text="0-100 of its allocated CPUs.")
+    memory_mib = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        indexes: ClassVar[list[Any]] = [models.Index(fields=["workload", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class UsageRollup(models.Model):
+    """Per team, queue and hour: what dashboards read, so that they never scan raw samples."""
+
+    group = models.ForeignKey("accounts.ResourceGroup", on_delete=models.CASCADE, related_name="+")
+    queue = models.ForeignKey("queues.Queue", on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField(help_text="The start of the hour, UTC.")
+    gpu_hours = models.FloatField(default=0.0)
+    idle_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours below 80 % average utilisation.")
+    reserved_gpu_hours = models.FloatField(default=0.0)
+    pending_gpu_hours = models.FloatField(default=0.0, help_text="Demand that waited: GPUs pending x hours.")
+    started = models.PositiveIntegerField(default=0)
+    wait_p50_s = models.FloatField(null=True, blank=True)
+    wait_p95_s = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["group", "queue", "hour"], name="one_rollup_per_group_queue_hour")
+        ]
+        indexes: ClassVar[list[Any]] = [models.Index(fields=["group", "hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.group_id}/{self.queue_id} {self.hour:%Y-%m-%d %H}:00"
