@@ -198,7 +198,8 @@ Q_CLUSTER = {
     "workers": int(os.environ.get("GRIDLANE_Q_WORKERS", "2")),
     "timeout": 120,
     "retry": 180,
-    "poll": 0.2,
+    # How often the ORM broker looks for tasks: submit -> admitted is about half of this plus one cycle.
+    "poll": float(os.environ.get("GRIDLANE_Q_POLL", "0.05")),
     "catch_up": False,
     "max_attempts": 1,
     "ack_failures": True,

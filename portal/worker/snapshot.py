@@ -9,7 +9,7 @@ from uuid import UUID
 from django.conf import settings
 
 from fabrics.base import Resources
-from portal.accounts.models import ResourceGroup
+from portal.accounts.models import ResourceGroup, ServiceIdentity
 from portal.queues.models import Fabric, Queue, Quota
 from portal.worker.models import GroupUsage
 from portal.worker.usage import average_gpus
@@ -101,6 +101,10 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         running=tuple(job_of(v) for v in values if v[1] != State.PENDING),
         usage=usage,
         shares=shares(quotas, fabrics),
+        # An agent's own GPU cap inside its team's (its reservation is not yet enforced separately).
+        owner_limits=dict(
+            ServiceIdentity.objects.filter(gpu_limit_milli__isnull=False).values_list("user_id", "gpu_limit_milli")
+        ),
         weights=weights(),
     )
     return snapshot, by_id

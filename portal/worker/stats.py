@@ -26,6 +26,11 @@ def gauge(**values: float) -> None:
         WorkerStats.objects.update_or_create(name=name, defaults={"value": value})
 
 
+def take_request() -> bool:
+    """True (once) when a cycle was asked for while another ran."""
+    return WorkerStats.objects.filter(name="cycle_requested", value=1).update(value=0) == 1
+
+
 def observe_wait(group_id: int, w: Workload) -> None:
     """A workload started: count its queue wait (submit -> start) in its team's histogram."""
     if w.started_at is None:

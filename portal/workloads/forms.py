@@ -51,7 +51,8 @@ class TrainingForm(forms.Form):
         assert isinstance(queue_field, forms.ChoiceField)  # noqa: S101 (declared above)
         queue_field.choices = [(q.slug, q.name) for q in queues if {"training", "batch"} & set(q.kinds)]
         mine = set(access.member_group_ids(user))
-        groups = sorted({(g.slug, g.name) for q in queues for g in q.allowed_groups.all() if g.pk in mine})
+        it = access.is_it(user)  # IT may submit for any team a queue is open to
+        groups = sorted({(g.slug, g.name) for q in queues for g in q.allowed_groups.all() if it or g.pk in mine})
         group_field = self.fields["group"]
         assert isinstance(group_field, forms.ChoiceField)  # noqa: S101 (declared above)
         group_field.choices = [("", "My team"), *groups]

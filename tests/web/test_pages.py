@@ -154,3 +154,13 @@ def test_the_list_page_takes_the_same_queries_for_1_or_30_workloads(
         submit(alice, name=f"j{i}")
     with django_assert_max_num_queries(len(one.captured_queries)):
         alice_client.get("/")
+
+
+def test_it_chooses_the_team_it_submits_for(client, it_admin):
+    client.force_login(it_admin)
+    page = client.get("/workloads/new/").content.decode()
+    assert 'value="vision"' in page
+    assert 'value="fraud"' in page
+    response = client.post("/workloads/new/", FORM | {"group": "fraud"})
+    assert response.status_code == 302
+    assert Workload.objects.get().group.slug == "fraud"

@@ -153,7 +153,7 @@ def test_one_cycle_at_a_time(alice, submit):
     try:
         assert taken.wait(10)
         assert outcome["held"]
-        assert tasks.cycle() == {"skipped": True}
+        assert tasks.cycle() == {"skipped": True}  # and it asks the running cycle to go round again
     finally:
         release.set()
         thread.join()

@@ -140,3 +140,18 @@ def test_metrics_report_workloads_cycles_and_queue_wait(client, alice, submit):
     assert "gridlane_admissions_total 1.0" in body
     assert 'gridlane_queue_wait_seconds_count{group="vision"} 1.0' in body
     assert 'gridlane_queue_wait_seconds_bucket{group="vision",le="+Inf"} 1.0' in body
+
+
+def test_an_agent_at_its_own_gpu_limit_waits_while_its_team_has_room(agent, submit):
+    from portal.accounts.models import ServiceIdentity
+
+    ServiceIdentity.objects.filter(pk=agent.pk).update(gpu_limit_milli=1000)
+    Quota.objects.filter(group__slug="vision").update(gpu_limit_milli=None)
+    first = submit(agent.user, name="a1", gpus=1, command="sleep 300")
+    second = submit(agent.user, name="a2", gpus=1, command="sleep 300")
+    tasks.cycle()
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.state != State.PENDING
+    assert second.pending_reason_code == reasons.OWNER_AT_LIMIT
+    assert "1 of 1 GPUs in use" in second.pending_reason
