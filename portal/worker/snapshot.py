@@ -102,9 +102,11 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         usage=usage,
         shares=shares(quotas, fabrics),
         # An agent's own GPU cap inside its team's (its reservation is not yet enforced separately).
-        owner_limits=dict(
-            ServiceIdentity.objects.filter(gpu_limit_milli__isnull=False).values_list("user_id", "gpu_limit_milli")
-        ),
+        owner_limits={
+            user_id: limit
+            for user_id, limit in ServiceIdentity.objects.values_list("user_id", "gpu_limit_milli")
+            if limit is not None
+        },
         weights=weights(),
     )
     return snapshot, by_id
