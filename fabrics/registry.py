@@ -10,6 +10,7 @@ from fabrics.base import Fabric, FabricConfig
 
 KINDS: Mapping[str, str] = {
     "local": "fabrics.local.fabric.LocalFabric",
+    "kubernetes": "fabrics.kubernetes.fabric.KubernetesFabric",
 }
 
 
