@@ -7,6 +7,8 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.conf import settings
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 
 from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup, ServiceIdentity
@@ -59,6 +61,18 @@ def job_of(values: tuple[Any, ...]) -> model.Job:
     )
 
 
+def pending_candidates() -> list[tuple[Any, ...]]:
+    """The pending work a cycle considers: in each team's queue and priority class, the oldest
+    GRIDLANE_CANDIDATES_PER_QUEUE. Within one of those, fair share orders by age alone, so the rest could not
+    start before them; they are considered as the line moves (their reason and estimate wait till then)."""
+    ranked = Workload.objects.filter(state=State.PENDING).annotate(
+        place=Window(
+            RowNumber(), partition_by=[F("group_id"), F("queue_id"), F("priority")], order_by=F("submitted_at").asc()
+        )
+    )
+    return list(ranked.filter(place__lte=settings.GRIDLANE_CANDIDATES_PER_QUEUE).values_list(*FIELDS))
+
+
 def weights() -> model.Weights:
     return model.Weights(**settings.GRIDLANE_PRIORITY_WEIGHTS)
 
@@ -85,7 +99,8 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         for q in Quota.objects.all()
         if q.fabric_id is None or q.fabric_id in fabrics
     }
-    values = list(Workload.objects.filter(state__in=[State.PENDING, *ACTIVE]).values_list(*FIELDS))
+    values = list(Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
+    values += pending_candidates()
     by_id = {str(v[0]): Row(*v[:6]) for v in values}
     half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
     usage = {

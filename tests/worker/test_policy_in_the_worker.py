@@ -155,3 +155,13 @@ def test_an_agent_at_its_own_gpu_limit_waits_while_its_team_has_room(agent, subm
     assert first.state != State.PENDING
     assert second.pending_reason_code == reasons.OWNER_AT_LIMIT
     assert "1 of 1 GPUs in use" in second.pending_reason
+
+
+def test_a_cycle_considers_the_oldest_few_of_each_teams_queue_and_class(alice, charlie, submit, settings):
+    settings.GRIDLANE_CANDIDATES_PER_QUEUE = 2
+    mine = [submit(alice, name=f"a{i}") for i in range(4)]
+    urgent = submit(alice, name="urgent", priority="low")
+    theirs = [submit(charlie, name=f"c{i}") for i in range(3)]
+    snap, _ = snapshot.build(timezone.now())
+    considered = {j.id for j in snap.pending}
+    assert considered == {str(w.pk) for w in (*mine[:2], urgent, *theirs[:2])}
