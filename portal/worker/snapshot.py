@@ -63,8 +63,9 @@ def job_of(values: tuple[Any, ...]) -> model.Job:
 
 def pending_candidates() -> list[tuple[Any, ...]]:
     """The pending work a cycle considers: in each team's queue and priority class, the oldest
-    GRIDLANE_CANDIDATES_PER_QUEUE. Within one of those, fair share orders by age alone, so the rest could not
-    start before them; they are considered as the line moves (their reason and estimate wait till then)."""
+    GRIDLANE_CANDIDATES_PER_QUEUE. Within one of those, fair share orders mostly by age (size moves it a
+    little), so the rest wait their turn in the slice; their reason and estimate are refreshed when they
+    come into it."""
     ranked = Workload.objects.filter(state=State.PENDING).annotate(
         place=Window(
             RowNumber(), partition_by=[F("group_id"), F("queue_id"), F("priority")], order_by=F("submitted_at").asc()
