@@ -11,6 +11,7 @@ from fabrics.base import Fabric, FabricConfig
 KINDS: Mapping[str, str] = {
     "local": "fabrics.local.fabric.LocalFabric",
     "kubernetes": "fabrics.kubernetes.fabric.KubernetesFabric",
+    "agent": "portal.agents.fabric.AgentFabric",
 }
 
 

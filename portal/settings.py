@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "portal.workloads",
     "portal.worker",
     "portal.usage",
+    "portal.agents",
     "portal.api",
 ]
 

@@ -14,5 +14,6 @@ app_name = "api"
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("me/", MeView.as_view(), name="me"),
+    path("agent/", include("portal.agents.urls")),
     path("", include(router.urls)),
 ]

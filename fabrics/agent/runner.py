@@ -1,0 +1,283 @@
+"""Runs one claimed job on the host: its own directory and process group, logs streamed in chunks,
+cancel and the runtime limit honoured, telemetry sampled, and the end reported.
+
+Exit codes follow the shell: a job killed by signal N is reported as 128 + N.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fabrics.agent import gpus as gpu_query
+from fabrics.agent import keys
+from fabrics.agent.client import Api, ApiError
+from fabrics.local.supervisor import group_alive, job_environment, signal_group
+
+LOG_EVERY_S = 0.5
+TICK_S = 0.1
+CHUNK_MAX = 32 * 1024
+
+
+@dataclass
+class Options:
+    workdir: Path
+    kill_grace_s: float = 5.0
+    sample_every_s: float = 10.0
+    authorized_keys: Path | None = None  # the lease account's file; None: this host grants no leases
+    nvidia_smi: str = "nvidia-smi"
+
+
+@dataclass
+class Job:
+    """One claim as the server sent it, plus what the agent learns while it runs."""
+
+    payload: Mapping[str, Any]
+    cancel: threading.Event = field(default_factory=threading.Event)
+    lease_ends_at: datetime | None = None
+
+    @property
+    def run_id(self) -> str:
+        return str(self.payload["run_id"])
+
+
+def command_line(payload: Mapping[str, Any], jobdir: Path) -> list[str]:
+    """The argv that runs the job: in its image through podman or apptainer when one is given
+    and the runtime exists, else bash in a virtual environment when requirements are given."""
+    command = str(payload.get("command", ""))
+    image = str(payload.get("image", ""))
+    if image:
+        if shutil.which("podman"):
+            return [
+                "podman",
+                "run",
+                "--rm",
+                "-v",
+                f"{jobdir}/work:/work",
+                "-w",
+                "/work",
+                image,
+                "/bin/sh",
+                "-c",
+                command,
+            ]
+        if shutil.which("apptainer"):
+            return ["apptainer", "exec", "--pwd", "/work", "-B", f"{jobdir}/work:/work", f"docker://{image}",
+                    "/bin/sh", "-c", command]  # fmt: skip
+    requirements = payload.get("env", {}).get("GRIDLANE_REQUIREMENTS", "")
+    if requirements:
+        venv = jobdir / "venv"
+        quoted = shlex.quote(str(venv))
+        setup = f"python3 -m venv {quoted} && {quoted}/bin/pip install -q -r requirements.txt"
+        (jobdir / "work" / "requirements.txt").write_text(str(requirements))
+        command = f"{setup} && . {shlex.quote(str(venv))}/bin/activate && {command}"
+    return ["/bin/bash", "-c", command]
+
+
+def run(api: Api, host: str, job: Job, options: Options, gpu_indexes: list[int]) -> None:
+    """Run the job to its end and report it; never raises for the job's own failure."""
+    payload = job.payload
+    jobdir = options.workdir / job.run_id
+    (jobdir / "work").mkdir(parents=True, exist_ok=True)
+    try:
+        if payload.get("kind") == "vm":
+            state, code, reason = _lease(api, job, options)
+        else:
+            state, code, reason = _process(api, job, options, jobdir, gpu_indexes)
+    except Exception as error:  # a report, whatever went wrong, beats a job that never ends
+        state, code, reason = "failed", None, f"the agent failed to run it: {error!r}"
+    for _ in range(5):
+        try:
+            api.post(
+                f"agent/runs/{job.run_id}/status/", {"host": host, "state": state, "exit_code": code, "reason": reason}
+            )
+            return
+        except ApiError:
+            time.sleep(1)
+
+
+def _process(api: Api, job: Job, options: Options, jobdir: Path, gpu_indexes: list[int]) -> tuple[str, int | None, str]:
+    payload = job.payload
+    env = job_environment({k: str(v) for k, v in dict(payload.get("env", {})).items()})
+    env |= {"GRIDLANE_WORKLOAD_ID": str(payload.get("workload_id", job.run_id)), "GRIDLANE_JOB_DIR": str(jobdir)}
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpu_indexes)
+    child = subprocess.Popen(
+        command_line(payload, jobdir),
+        cwd=jobdir / "work",
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        process_group=0,  # one killpg reaches everything it starts
+    )
+    stdout_fd = child.stdout.fileno() if child.stdout is not None else -1
+    chunks: list[bytes] = []
+    lock = threading.Lock()
+
+    def pump() -> None:
+        for piece in iter(lambda: os.read(stdout_fd, 8192), b""):
+            with lock:
+                chunks.append(piece)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+
+    def flush() -> None:
+        with lock:
+            data = b"".join(chunks)
+            chunks.clear()
+        if not data:
+            return
+        for start in range(0, len(data), CHUNK_MAX):
+            text = data[start : start + CHUNK_MAX].decode("utf-8", "replace")
+            with contextlib.suppress(ApiError):
+                answer = api.post(f"agent/runs/{job.run_id}/log/", {"chunk": text})
+                if answer and answer.get("cancel"):
+                    job.cancel.set()
+
+    sampler = _Sampler(api, job.run_id, child.pid, gpu_indexes, options)
+    sampler.maybe_sample()  # the first at once, so even a short job leaves one
+    limit = float(payload.get("runtime_limit_s", 3600))
+    deadline = time.monotonic() + limit
+    next_flush = time.monotonic() + LOG_EVERY_S
+    kill_at: float | None = None
+    timed_out = cancelled = False
+    try:
+        while child.poll() is None or group_alive(child.pid):
+            if child.returncode is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=TICK_S)
+            else:
+                time.sleep(0.02)  # the leader is gone; wait briefly for what it left behind
+            now = time.monotonic()
+            if now >= next_flush:
+                flush()
+                sampler.maybe_sample()
+                sampler.send()
+                next_flush = now + LOG_EVERY_S
+            if kill_at is None:
+                cancelled = job.cancel.is_set()
+                timed_out = not cancelled and child.returncode is None and now >= deadline
+                if cancelled or timed_out or child.returncode is not None:
+                    signal_group(child.pid, signal.SIGTERM)
+                    kill_at = now + options.kill_grace_s
+            elif now >= kill_at:
+                signal_group(child.pid, signal.SIGKILL)
+    except BaseException:
+        signal_group(child.pid, signal.SIGKILL)
+        raise
+    reader.join(timeout=2)
+    flush()
+    sampler.send()
+    code = child.returncode
+    exit_code = 128 - code if code < 0 else code
+    if cancelled:
+        return "cancelled", exit_code, "cancelled"
+    if timed_out:
+        return "timed_out", exit_code, f"stopped at the {int(limit)} s limit"
+    return ("succeeded" if exit_code == 0 else "failed"), exit_code, ""
+
+
+def _lease(api: Api, job: Job, options: Options) -> tuple[str, int | None, str]:
+    """Grant SSH access until the lease ends or is cancelled, then take it back."""
+    payload = job.payload
+    if options.authorized_keys is None:
+        return "failed", None, "this agent grants no leases (start it with --authorized-keys)"
+    public_key = str(payload.get("public_key", ""))
+    if not public_key:
+        return "failed", None, "the lease has no SSH public key"
+    ends = payload.get("lease_ends_at")
+    job.lease_ends_at = datetime.fromisoformat(ends) if ends else None
+    if job.lease_ends_at is None:
+        return "failed", None, "the lease has no end"
+    granted_until = job.lease_ends_at
+    keys.grant(options.authorized_keys, public_key, job.run_id, granted_until, str(payload.get("from_addresses", "")))
+    try:
+        while not job.cancel.is_set():
+            if job.lease_ends_at != granted_until:  # extended: the heartbeat brought the new end
+                granted_until = job.lease_ends_at
+                keys.grant(options.authorized_keys, public_key, job.run_id, granted_until,
+                           str(payload.get("from_addresses", "")))  # fmt: skip
+            if datetime.now(UTC) >= granted_until:
+                return "succeeded", 0, "the lease ended"
+            job.cancel.wait(TICK_S)
+        return "cancelled", None, "cancelled"
+    finally:
+        keys.revoke(options.authorized_keys, job.run_id)
+
+
+class _Sampler:
+    """GPU (nvidia-smi, this job's GPUs), CPU and memory (its process group, from /proc) every so often."""
+
+    def __init__(self, api: Api, run_id: str, pgid: int, gpu_indexes: list[int], options: Options) -> None:
+        self.api, self.run_id, self.pgid, self.gpu_indexes, self.options = api, run_id, pgid, gpu_indexes, options
+        self.samples: list[dict[str, Any]] = []
+        self.last_cpu: tuple[float, float] | None = None
+        self.next_at = 0.0
+
+    def maybe_sample(self) -> None:
+        now = time.monotonic()
+        if now < self.next_at:
+            return
+        self.next_at = now + self.options.sample_every_s
+        self.samples.append(self.sample())
+
+    def sample(self) -> dict[str, Any]:
+        ticks, rss_pages = _group_usage(self.pgid)
+        now = time.monotonic()
+        cpu = None
+        if self.last_cpu is not None and now > self.last_cpu[0]:
+            cpu = 100.0 * (ticks - self.last_cpu[1]) / os.sysconf("SC_CLK_TCK") / (now - self.last_cpu[0])
+        self.last_cpu = (now, ticks)
+        sample: dict[str, Any] = {
+            "at": datetime.now(UTC).isoformat(),
+            "cpu_utilisation": cpu,
+            "memory_mib": rss_pages * os.sysconf("SC_PAGE_SIZE") // (1024 * 1024),
+            "gpu_utilisation": None,
+            "gpu_memory_mib": None,
+        }
+        if self.gpu_indexes:
+            mine = [g for g in gpu_query.query(self.options.nvidia_smi) if g.index in self.gpu_indexes]
+            utils = [g.utilisation for g in mine if g.utilisation is not None]
+            sample["gpu_utilisation"] = sum(utils) / len(utils) if utils else None
+            sample["gpu_memory_mib"] = sum(g.memory_used_mib for g in mine) if mine else None
+        return sample
+
+    def send(self) -> None:
+        if not self.samples:
+            return
+        with contextlib.suppress(ApiError):
+            self.api.post(f"agent/runs/{self.run_id}/usage/", {"samples": self.samples})
+            self.samples = []
+
+
+def _group_usage(pgid: int) -> tuple[float, int]:
+    """CPU ticks (user + system) and resident pages of the process group's live processes, from /proc."""
+    ticks, rss = 0.0, 0
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return ticks, rss
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "/proc/PID/stat": "pid (comm) state ppid pgrp ... utime stime ... rss" (fields after the comm).
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 21 and fields[2] == str(pgid):
+            ticks += int(fields[11]) + int(fields[12])
+            rss += int(fields[21])
+    return ticks, rss

@@ -1,0 +1,119 @@
+"""`gridlane submit | ls | show | cancel | logs | agent`: the REST API v1 from a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from fabrics.agent import agent as agent_program
+from fabrics.agent.client import Api, ApiError
+from gridlane_cli.config import config_path, resolve
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gridlane", description="Gridlane from the terminal.")
+    parser.add_argument("--server", help="the portal's URL (or GRIDLANE_URL, or url in the config file)")
+    parser.add_argument("--token", help="an API token (or GRIDLANE_TOKEN, or token in the config file)")
+    parser.add_argument("--json", action="store_true", help="print the API's JSON as it came")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    submit = commands.add_parser("submit", help="submit a workload: gridlane submit --queue Q -- python train.py")
+    submit.add_argument("--queue", required=True)
+    submit.add_argument("--kind", default="batch", choices=["notebook", "training", "batch", "vm"])
+    submit.add_argument("--name", default="job")
+    submit.add_argument("--gpus", default="0")
+    submit.add_argument("--cpus", default="1")
+    submit.add_argument("--memory-gb", default="4")
+    submit.add_argument("--nodes", type=int, default=1)
+    submit.add_argument("--runtime-minutes", type=int)
+    submit.add_argument("--priority", default="normal")
+    submit.add_argument("--lease-hours")
+    submit.add_argument("--image", default="")
+    submit.add_argument("--group")
+    submit.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
+
+    ls = commands.add_parser("ls", help="list workloads")
+    ls.add_argument("--state")
+    ls.add_argument("--queue")
+    ls.add_argument("--mine", action="store_true")
+    for name in ("show", "cancel", "logs"):
+        sub = commands.add_parser(name, help=f"{name} one workload")
+        sub.add_argument("id")
+    agent = commands.add_parser("agent", help="serve queues on this host (VMs, bare metal)")
+    agent_program.add_arguments(agent)
+    return parser
+
+
+def submit_body(args: argparse.Namespace) -> dict[str, Any]:
+    words = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    body: dict[str, Any] = {
+        "queue": args.queue,
+        "kind": args.kind,
+        "name": args.name,
+        "command": " ".join(words),
+        "resources": {"gpus": args.gpus, "cpus": args.cpus, "memory_gb": args.memory_gb, "nodes": args.nodes},
+        "priority": args.priority,
+    }
+    if args.image:
+        body["image"] = args.image
+    if args.runtime_minutes:
+        body["runtime_limit_minutes"] = args.runtime_minutes
+    if args.lease_hours:
+        body["lease_hours"] = args.lease_hours
+    if args.group:
+        body["group"] = args.group
+    return body
+
+
+def run(args: argparse.Namespace, api: Api) -> int:
+    out: Any
+    if args.command == "agent":
+        return agent_program.main(args, api)
+    if args.command == "submit":
+        out = api.post("workloads/", submit_body(args))
+        if not args.json:
+            print(out["id"])
+            return 0
+    elif args.command == "ls":
+        query = "&".join(f"{k}={v}" for k, v in (("state", args.state), ("queue", args.queue)) if v)
+        query += "&mine=1" if args.mine else ""
+        out = api.get(f"workloads/?{query.lstrip('&')}")
+        if not args.json:
+            for w in out.get("results", out):
+                print(f"{w['id']}  {w['state']:<12} {w['queue']:<12} {w['name']}")
+            return 0
+    elif args.command == "show":
+        out = api.get(f"workloads/{args.id}/")
+    elif args.command == "cancel":
+        out = api.post(f"workloads/{args.id}/cancel/")
+        if not args.json:
+            print(f"{out['id']} {out['state']}")
+            return 0
+    else:
+        out = api.get(f"workloads/{args.id}/logs/")
+        if not args.json:
+            sys.stdout.write(out["tail"])
+            return 0
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    server, token = resolve(args.server, args.token)
+    if not server or not token:
+        print(f"gridlane: give --server and --token, set GRIDLANE_URL and GRIDLANE_TOKEN, or write {config_path()}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        return run(args, Api(server, token))
+    except ApiError as error:
+        print(f"gridlane: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""The agent fabric, worker side: dispatch makes work claimable, poll reads what agents reported.
+
+Nothing is pushed: agents long-poll the API and claim. Polling also notices hosts that stopped
+heartbeating (see services.mark_lost).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Q
+from django.utils import timezone
+
+from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, Resources
+from portal.accounts import audit
+from portal.agents import services
+from portal.agents.models import AgentHost, Claim
+from portal.queues.models import Fabric as FabricRow
+from portal.workloads.models import Workload
+
+LEASE_WARNING_S = 600.0  # how long before a lease ends its warning is recorded (settings.lease_warning_s)
+
+_STATES = {
+    Claim.ClaimState.CLAIMABLE: JobState.QUEUED,
+    Claim.ClaimState.RUNNING: JobState.RUNNING,
+    Claim.ClaimState.SUCCEEDED: JobState.SUCCEEDED,
+    Claim.ClaimState.FAILED: JobState.FAILED,
+    Claim.ClaimState.CANCELLED: JobState.CANCELLED,
+    Claim.ClaimState.TIMED_OUT: JobState.TIMED_OUT,
+    Claim.ClaimState.LOST: JobState.FAILED,
+}
+
+
+class AgentFabric:
+    def __init__(self, config: FabricConfig) -> None:
+        self.check_settings(config.settings)
+        self.config = config
+
+    @classmethod
+    def check_template(cls, template: str) -> None:
+        """Agents run the command as given; there is no template to check."""
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        for key in ("heartbeat_s", "lost_after_s"):
+            value = settings.get(key, 1)
+            if not isinstance(value, int | float) or value <= 0:
+                raise ValueError(f"settings.{key} must be a positive number of seconds")
+
+    def _row(self) -> FabricRow:
+        row = FabricRow.objects.filter(name=self.config.name).first()
+        if row is None:
+            raise FabricError(f"no fabric called {self.config.name}", retryable=False)
+        return row
+
+    def render(self, job: JobSpec) -> str:
+        return json.dumps(_spec(job), indent=2, sort_keys=True)
+
+    def submit(self, job: JobSpec) -> str:
+        row = self._row()
+        workload = services.workload_for(job.workload_id, row.name)
+        if workload is None:
+            raise FabricError(f"no workload runs as {job.workload_id}", retryable=False)
+        Claim.objects.bulk_create([_claim(row, workload, job)], ignore_conflicts=True)
+        return str(job.workload_id)
+
+    def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
+        """One query for the whole batch the worker dispatches."""
+        found = Claim.objects.filter(run_id__in=workload_ids, fabric__name=self.config.name)
+        return {run_id: str(run_id) for run_id in found.values_list("run_id", flat=True)}
+
+    def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
+        """Make the whole batch claimable in one insert; a job already claimable stays as it is."""
+        row = self._row()
+        direct = Workload.objects.in_bulk([job.workload_id for job in jobs])
+        results: dict[UUID, str | FabricError] = {}
+        claims = []
+        for job in jobs:
+            workload = direct.get(job.workload_id) or services.workload_for(job.workload_id, row.name)
+            if workload is None:
+                results[job.workload_id] = FabricError(f"no workload runs as {job.workload_id}", retryable=False)
+                continue
+            claims.append(_claim(row, workload, job))
+            results[job.workload_id] = str(job.workload_id)
+        Claim.objects.bulk_create(claims, ignore_conflicts=True)
+        return results
+
+    def find(self, workload_id: UUID) -> str | None:
+        found = Claim.objects.filter(run_id=workload_id, fabric__name=self.config.name).exists()
+        return str(workload_id) if found else None
+
+    def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        row = self._row()
+        services.mark_lost(row.pk, services.lost_after_s(row))
+        wanted = [_uuid(i) for i in ids]
+        claims = Claim.objects.filter(fabric=row, run_id__in=[u for u in wanted if u]).select_related(
+            "host", "workload__queue"
+        )
+        by_id = {str(c.run_id): c for c in claims}
+        statuses = {}
+        for external_id in ids:
+            claim = by_id.get(external_id)
+            if claim is None:
+                statuses[external_id] = JobStatus(JobState.MISSING)
+                continue
+            _follow_lease_extension(claim)
+            _warn_before_expiry(claim, float(row.settings.get("lease_warning_s", LEASE_WARNING_S)))
+            state = _STATES.get(Claim.ClaimState(claim.state), JobState.UNDETERMINED)
+            if claim.state == Claim.ClaimState.LOST and claim.workload.queue.preemptible:
+                state = JobState.MISSING  # the worker puts it back in line
+            reason = claim.reason or ("waiting for an agent" if state == JobState.QUEUED else "")
+            statuses[external_id] = JobStatus(
+                state,
+                exit_code=claim.exit_code,
+                host=claim.host.name if claim.host else "",
+                started_at=claim.started_at,
+                finished_at=claim.finished_at,
+                reason=reason,
+            )
+        return statuses
+
+    def cancel(self, external_id: str) -> None:
+        run_id = _uuid(external_id)
+        if run_id is None:
+            return
+        claims = Claim.objects.filter(run_id=run_id, fabric__name=self.config.name)
+        # Unclaimed work is cancelled outright; claimed work is stopped by its agent, which sees the flag.
+        claims.filter(state=Claim.ClaimState.CLAIMABLE).update(
+            state=Claim.ClaimState.CANCELLED, reason="cancelled before an agent took it", cancel_requested=True
+        )
+        claims.filter(state=Claim.ClaimState.RUNNING).update(cancel_requested=True)
+
+    def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
+        run_id = _uuid(external_id)
+        log = Claim.objects.filter(run_id=run_id).values_list("log", flat=True).first() if run_id else None
+        return (log or "")[-max_bytes:]
+
+    def capacity(self) -> Capacity:
+        """What the online hosts offer; a lost host's capacity is no longer counted."""
+        hosts = AgentHost.objects.filter(fabric__name=self.config.name).filter(Q(state=AgentHost.HostState.ONLINE))
+        total = Resources()
+        for h in hosts:
+            total = total + Resources(h.gpus * 1000, h.cpus * 1000, h.memory_mib)
+        names = ", ".join(h.name for h in hosts) or "none"
+        return Capacity(total, healthy=bool(hosts), detail=f"online agent hosts: {names}")
+
+
+def _claim(row: FabricRow, workload: Workload, job: JobSpec) -> Claim:
+    return Claim(
+        run_id=job.workload_id,
+        workload=workload,
+        fabric=row,
+        queue=job.queue,
+        spec={**_spec(job), "lease_s": workload.lease_s or 0},
+        gpus_milli=job.per_node.gpus_milli,
+    )
+
+
+def _follow_lease_extension(claim: Claim) -> None:
+    """A lease extended on the workload reaches its claim; the agent learns it from its next heartbeat."""
+    ends = claim.workload.lease_ends_at
+    if claim.state == Claim.ClaimState.RUNNING and claim.lease_ends_at and ends and ends > claim.lease_ends_at:
+        Claim.objects.filter(pk=claim.pk).update(lease_ends_at=ends)
+        claim.lease_ends_at = ends
+
+
+def _warn_before_expiry(claim: Claim, warn_s: float) -> None:
+    """Once per lease, when its end is near: an audit event `lease.expiring` the owner and IT can see."""
+    ends = claim.lease_ends_at
+    if claim.state != Claim.ClaimState.RUNNING or ends is None or claim.lease_warned_at is not None:
+        return
+    now = timezone.now()
+    if ends - now > timedelta(seconds=warn_s):
+        return
+    if Claim.objects.filter(pk=claim.pk, lease_warned_at__isnull=True).update(lease_warned_at=now):
+        audit.record("lease.expiring", claim.workload_id, actor=None, ends_at=ends.isoformat(),
+                     owner=claim.workload.owner_id)  # fmt: skip
+
+
+def _spec(job: JobSpec) -> dict[str, Any]:
+    return {
+        "workload_id": str(job.workload_id),
+        "name": job.name,
+        "kind": job.kind,
+        "owner": job.owner,
+        "command": job.command,
+        "image": job.image,
+        "runtime_limit_s": job.runtime_limit_s,
+        "gpus_milli": job.per_node.gpus_milli,
+        "env": dict(job.env),
+    }
+
+
+def _uuid(value: str) -> UUID | None:
+    try:
+        return UUID(value)
+    except ValueError:
+        return None

@@ -1,0 +1,169 @@
+"""The agent API under /api/v1/agent/: register, heartbeat, claim, status, log, usage; and lease keys.
+
+Every agent call carries a service token enrolled for one agent fabric; work of any other fabric
+answers 404, as if it did not exist.
+"""
+
+from __future__ import annotations
+
+import time
+from uuid import UUID
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal import access
+from portal.agents import services
+from portal.agents.models import AgentHost, Claim, LeaseKey
+from portal.queues.models import Fabric
+
+MAX_WAIT_S = 20.0
+CLAIM_EVERY_S = 0.05
+
+
+def _fabric(request: Request) -> Fabric:
+    fabric = services.fabric_of(request.user)
+    if fabric is None:
+        raise PermissionDenied("This token does not belong to an agent of an agent fabric.")
+    return fabric
+
+
+def _host(request: Request, fabric: Fabric) -> AgentHost:
+    name = str(request.data.get("host", ""))
+    return get_object_or_404(AgentHost, fabric=fabric, name=name)
+
+
+def _claim(fabric: Fabric, run_id: str) -> Claim:
+    """The claim of this fabric with this run id; Http404 for any other, malformed ids included."""
+    try:
+        return Claim.objects.select_related("workload").get(fabric=fabric, run_id=UUID(run_id))
+    except (Claim.DoesNotExist, ValueError) as error:
+        raise Http404("No such run on this fabric.") from error
+
+
+@api_view(["POST"])
+def register(request: Request) -> Response:
+    fabric = _fabric(request)
+    name = str(request.data.get("host", "")).strip()
+    if not name or len(name) > 200:
+        raise ValidationError({"host": ["Give the host's name (1-200 characters)."]})
+    queues = request.data.get("queues") or []
+    if not isinstance(queues, list) or not all(isinstance(q, str) for q in queues):
+        raise ValidationError({"queues": ["Give a list of queue slugs."]})
+    try:
+        host = services.register(fabric, name, dict(request.data))
+    except (TypeError, ValueError):
+        raise ValidationError({"detail": ["gpus, gpu_memory_mib, cpus and memory_mib are whole numbers."]}) from None
+    return Response(
+        {
+            "host": host.name,
+            "fabric": fabric.name,
+            "heartbeat_s": services.heartbeat_s(fabric),
+            "lost_after_s": services.lost_after_s(fabric),
+        }
+    )
+
+
+@api_view(["POST"])
+def heartbeat(request: Request) -> Response:
+    fabric = _fabric(request)
+    host = _host(request, fabric)
+    if host.state == AgentHost.HostState.LOST:
+        # Its work was given up on; it must register again before it gets more.
+        return Response({"errors": {"host": ["This host was marked lost; register again."]}}, status=409)
+    cancel = services.beat(host)
+    leases = {
+        str(c.run_id): c.lease_ends_at.isoformat()
+        for c in Claim.objects.filter(host=host, state=Claim.ClaimState.RUNNING, lease_ends_at__isnull=False)
+        if c.lease_ends_at is not None
+    }
+    return Response({"cancel": cancel, "leases": leases})
+
+
+@api_view(["POST"])
+def claim(request: Request) -> Response:
+    """Hold the request up to `wait` seconds (at most 20) and answer the moment work is claimable: 204 if none."""
+    fabric = _fabric(request)
+    host = _host(request, fabric)
+    if host.state == AgentHost.HostState.LOST:
+        return Response({"errors": {"host": ["This host was marked lost; register again."]}}, status=409)
+    queues = request.data.get("queues") or host.queues
+    if not isinstance(queues, list):
+        raise ValidationError({"queues": ["Give a list of queue slugs."]})
+    try:
+        wait = min(MAX_WAIT_S, max(0.0, float(request.data.get("wait", MAX_WAIT_S))))
+    except (TypeError, ValueError):
+        raise ValidationError({"wait": ["Give the seconds to wait as a number."]}) from None
+    deadline = time.monotonic() + wait
+    while True:
+        got = services.try_claim(host, [str(q) for q in queues])
+        if got is not None:
+            return Response(services.claim_payload(got))
+        if time.monotonic() >= deadline:
+            return Response(status=204)
+        time.sleep(CLAIM_EVERY_S)
+
+
+@api_view(["POST"])
+def status(request: Request, run_id: str) -> Response:
+    fabric = _fabric(request)
+    c = _claim(fabric, run_id)
+    state = str(request.data.get("state", ""))
+    if state not in services.FINISHED_STATES:
+        raise ValidationError({"state": [f"Choose one of: {', '.join(sorted(services.FINISHED_STATES))}."]})
+    exit_code = request.data.get("exit_code")
+    if exit_code is not None and not isinstance(exit_code, int):
+        raise ValidationError({"exit_code": ["Give an integer or null."]})
+    services.report(c, state, exit_code, str(request.data.get("reason", "")))
+    return Response({"ok": True})
+
+
+@api_view(["POST"])
+def log(request: Request, run_id: str) -> Response:
+    fabric = _fabric(request)
+    c = _claim(fabric, run_id)
+    chunk = request.data.get("chunk", "")
+    if not isinstance(chunk, str):
+        raise ValidationError({"chunk": ["Give the text to append."]})
+    services.append_log(c, chunk)
+    c.refresh_from_db(fields=["cancel_requested"])
+    return Response({"cancel": c.cancel_requested})
+
+
+@api_view(["POST"])
+def usage(request: Request, run_id: str) -> Response:
+    fabric = _fabric(request)
+    c = _claim(fabric, run_id)
+    samples = request.data.get("samples", [])
+    if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
+        raise ValidationError({"samples": ["Give a list of samples."]})
+    try:
+        count = services.record_usage(c, samples)
+    except (TypeError, ValueError) as error:
+        raise ValidationError({"samples": [str(error)]}) from error
+    return Response({"recorded": count})
+
+
+@api_view(["PUT"])
+def lease_key(request: Request, workload_id: str) -> Response:
+    """The owner (or whoever may manage it) sets the SSH public key a VM lease lets in."""
+    workload = access.access_workload(request.user, workload_id)
+    if not access.can_manage(request.user, workload):
+        raise PermissionDenied("Only the owner, a team lead or IT may set the lease's key.")
+    if workload.kind != "vm":
+        raise ValidationError({"public_key": ["Only VM leases take an SSH key."]})
+    key = str(request.data.get("public_key", "")).strip()
+    parts = key.split()
+    if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")) or "\n" in key or len(key) > 8000:
+        raise ValidationError({"public_key": ["Give one OpenSSH public key line."]})
+    from_addresses = str(request.data.get("from", "")).strip()
+    if from_addresses and not all(c.isalnum() or c in ".:/,*?-" for c in from_addresses):
+        raise ValidationError({"from": ["Give addresses or patterns separated by commas."]})
+    LeaseKey.objects.update_or_create(
+        workload=workload, defaults={"public_key": " ".join(parts[:3]), "from_addresses": from_addresses}
+    )
+    return Response({"workload": str(workload.pk), "public_key": " ".join(parts[:3]), "from": from_addresses})
