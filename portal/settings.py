@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "portal.workloads",
     "portal.worker",
     "portal.usage",
+    "portal.dashboards",
     "portal.agents",
     "portal.api",
 ]
@@ -168,6 +169,11 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "portal.dashboards.finders.PlotlyFinder",  # static/vendor/plotly.min.js, from the plotly package (no CDN)
+]
 WHITENOISE_USE_FINDERS = True  # serve straight from the apps in development and tests, no collectstatic
 
 # Requests bigger than this are refused before a view sees them (a command or script is at most 64 KiB).

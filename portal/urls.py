@@ -20,6 +20,8 @@ urlpatterns = [
     path("admin/login/", login_view),  # the admin signs in like everyone else (no local passwords outside demo)
     path("admin/logout/", logout_view),
     path("admin/", admin.site.urls),
+    path("teams/", include("portal.dashboards.urls")),
+    path("it/", include("portal.dashboards.it_urls")),
     path("api/v1/", include("portal.api.urls")),
     path("healthz", healthz),
     path("metrics", metrics),

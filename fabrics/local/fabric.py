@@ -12,10 +12,11 @@ import json
 import os
 import signal
 import socket
-import string
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +36,25 @@ DEFAULT_TEMPLATE = """\
 : workload $workload_id name $name
 exec /bin/bash -c $command
 """
+# Notebooks: a real Jupyter server on a free loopback port with a random token, chosen when the job starts
+# and written to notebook.json in the job's folder (only the portal's user can read it) for `poll`, which
+# reports the connect URL once the server's /api answers. The token stays out of this script (which is
+# stored on the workload) and out of the process list (JUPYTER_TOKEN, not a flag).
+NOTEBOOK_TEMPLATE = """\
+#!/bin/bash
+# Gridlane local notebook
+: workload $workload_id name $name
+set -eu
+python=$python
+pick='import secrets, socket; s = socket.socket(); s.bind(("127.0.0.1", 0))'
+read -r port token < <("$$python" -c "$$pick; print(s.getsockname()[1], secrets.token_urlsafe(32))")
+printf '{"port": %s, "token": "%s"}\\n' "$$port" "$$token" > "$$GRIDLANE_JOB_DIR/notebook.json.tmp"
+mv "$$GRIDLANE_JOB_DIR/notebook.json.tmp" "$$GRIDLANE_JOB_DIR/notebook.json"
+export JUPYTER_TOKEN="$$token" JUPYTER_RUNTIME_DIR="$$GRIDLANE_JOB_DIR/jupyter-runtime"
+exec "$$python" -m jupyter_server --no-browser --ip 127.0.0.1 --port "$$port" --allow-root --ServerApp.root_dir="$$PWD"
+"""
+NOTEBOOK_CONNECT_URL = "http://{host}:{port}/lab?token={token}"
+NOTEBOOK_PROBE_TIMEOUT_S = 0.5
 TEMPLATE_NAMES = frozenset(
     {
         "workload_id",
@@ -49,6 +69,7 @@ TEMPLATE_NAMES = frozenset(
         "cpus",
         "memory_mib",
         "runtime_limit_s",
+        "python",
     }
 )
 CLAIM_TIMEOUT_S = 5.0  # how long submit waits for the supervisor to claim the job
@@ -74,16 +95,24 @@ class LocalFabric:
     def check_template(cls, template: str) -> None:
         """Raise TemplateError for a malformed `$`, an unknown name or a placeholder in an unsafe spot."""
         templating.check(template, TEMPLATE_NAMES)
-        check_quoting(template)
+        templating.check_quoting(template)
 
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
         root = settings.get("root")
         if not isinstance(root, str) or not root.strip():
             raise ValueError("the local fabric needs settings.root, the directory its jobs live in")
+        url = settings.get("connect_url_template", NOTEBOOK_CONNECT_URL)
+        try:
+            url.format(host="h", port=1, token="t")  # noqa: S106 (a sample, to try the template)
+        except (AttributeError, KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                "settings.connect_url_template must be text with only {host}, {port} and {token}, e.g. "
+                + NOTEBOOK_CONNECT_URL
+            ) from exc
 
     def render(self, job: JobSpec) -> str:
-        template = job.template or DEFAULT_TEMPLATE
+        template = job.template or (NOTEBOOK_TEMPLATE if job.kind == "notebook" else DEFAULT_TEMPLATE)
         self.check_template(template)
         return templating.render(template, template_values(job))
 
@@ -208,7 +237,9 @@ class LocalFabric:
             return JobStatus(JobState.QUEUED, reason="waiting for the local supervisor")
         started_at = _parse_time(started["started_at"])
         if _supervisor_alive(int(started["pid"]), jobdir):
-            return JobStatus(JobState.RUNNING, host=_hostname(), started_at=started_at)
+            return JobStatus(
+                JobState.RUNNING, host=_hostname(), started_at=started_at, connect_url=self._notebook_url(jobdir)
+            )
         result = _read_json(jobdir / "result.json")  # it may have finished since the first look
         if result is not None:
             return _finished(result)
@@ -217,6 +248,22 @@ class LocalFabric:
             reason = "the local supervisor is gone but the job's processes still run"
             return JobStatus(JobState.RUNNING, host=_hostname(), started_at=started_at, reason=reason)
         return JobStatus(JobState.FAILED, started_at=started_at, reason=SUPERVISOR_LOST)
+
+    def _notebook_url(self, jobdir: Path) -> str:
+        """The notebook's connect URL once its Jupyter server answers on /api; "" before (or for other jobs)."""
+        notebook = _read_json(jobdir / "notebook.json")
+        if notebook is None:
+            return ""
+        port, token = int(notebook["port"]), str(notebook["token"])
+        try:
+            # jupyter_server answers {"version": "2.x"} on /api without a token: the readiness signal.
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=NOTEBOOK_PROBE_TIMEOUT_S) as answer:
+                if answer.status != 200:
+                    return ""
+        except (OSError, ValueError):
+            return ""
+        template = self.config.settings.get("connect_url_template", NOTEBOOK_CONNECT_URL)
+        return str(template).format(host="127.0.0.1", port=port, token=urllib.parse.quote(token, safe=""))
 
 
 def template_values(job: JobSpec) -> dict[str, object]:
@@ -233,6 +280,7 @@ def template_values(job: JobSpec) -> dict[str, object]:
         "cpus": _milli(job.per_node.cpus_milli),
         "memory_mib": job.per_node.memory_mib,
         "runtime_limit_s": job.runtime_limit_s,
+        "python": sys.executable,  # notebooks run the portal's own Jupyter server
     }
 
 
@@ -250,95 +298,6 @@ def spawn_supervisor(jobdir: Path) -> subprocess.Popen[bytes]:
             stderr=log,
             start_new_session=True,  # no signal to the portal's terminal or group reaches it
         )
-
-
-# A `#` that starts a word starts a comment.
-_WORD_BREAKS = " \t\n;&|()<>"
-
-
-def check_quoting(template: str) -> None:
-    """Raise TemplateError when a placeholder sits where its shell quoting would not protect it.
-
-    render() quotes values for the shell's plain context. Inside '...' or "...", after a
-    backslash, in a comment or in a here-document that expands, the same quoted value can close
-    the quote or the line and turn a user's data into commands. The check is conservative.
-    """
-    pattern = string.Template.pattern
-    state = "code"  # or "'", '"', "comment"
-    heredocs: list[tuple[str, bool, bool]] = []  # delimiter, strips tabs, expands
-    i = 0
-    while i < len(template):
-        c = template[i]
-        if c == "$":
-            match = pattern.match(template, i)
-            if match and match.group("escaped"):
-                i += 2
-                continue
-            if match and (match.group("named") or match.group("braced")) and state != "code":
-                where = {"'": "single quotes", '"': "double quotes", "comment": "a comment"}[state]
-                _unsafe(template, i, f"a placeholder inside {where}")
-            i = match.end() if match else i + 1
-            continue
-        if c == "\n":
-            state = "code" if state == "comment" else state
-            i += 1
-            if state == "code" and heredocs:
-                i = _skip_heredocs(template, i, heredocs)
-                heredocs = []
-            continue
-        if state == "'":
-            state = "code" if c == "'" else state
-        elif state == '"':
-            if c == "\\" and not template.startswith("$", i + 1):
-                i += 1  # an escaped character; a `$` after it is still looked at above
-            elif c == '"':
-                state = "code"
-        elif state == "code":
-            if c == "\\":
-                after = pattern.match(template, i + 1)
-                if after and (after.group("named") or after.group("braced")):
-                    _unsafe(template, i, "a placeholder after a backslash")
-                i += 0 if template.startswith("$", i + 1) else 1
-            elif c in "'\"":
-                state = c
-            elif c == "#" and (i == 0 or template[i - 1] in _WORD_BREAKS):
-                state = "comment"
-            elif template.startswith("<<", i) and not template.startswith("<<<", i):
-                heredocs.append(_heredoc(template, i + 2))
-                i += 1
-        i += 1
-
-
-def _heredoc(template: str, i: int) -> tuple[str, bool, bool]:
-    """The here-document whose `<<` ends just before i: its delimiter, `<<-`, and whether it expands."""
-    strip_tabs = template.startswith("-", i)
-    rest = template[i + strip_tabs :].lstrip(" \t")
-    end = next((k for k, ch in enumerate(rest) if ch in _WORD_BREAKS), len(rest))
-    word = rest[:end]
-    expands = not any(ch in word for ch in "'\"\\")
-    return word.translate({ord(ch): None for ch in "'\"\\"}), strip_tabs, expands
-
-
-def _skip_heredocs(template: str, i: int, heredocs: list[tuple[str, bool, bool]]) -> int:
-    """Check the bodies of the pending here-documents that start at i; the index after them."""
-    pattern = string.Template.pattern
-    for delimiter, strip_tabs, expands in heredocs:
-        while i < len(template):
-            end = template.find("\n", i)
-            end = len(template) if end < 0 else end
-            line = template[i:end]
-            i = end + 1
-            if (line.lstrip("\t") if strip_tabs else line) == delimiter:
-                break
-            for match in pattern.finditer(line):
-                if expands and (match.group("named") or match.group("braced")):
-                    _unsafe(template, i - 1, "a placeholder in an expanding here-document (quote its EOF)")
-    return i
-
-
-def _unsafe(template: str, i: int, what: str) -> None:
-    line = template.count("\n", 0, i) + 1
-    raise TemplateError(f"line {line}: {what}; values come quoted, so put placeholders bare in the script")
 
 
 def _milli(value: int) -> str:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.db import models
 
 
@@ -45,3 +46,22 @@ class UsageRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group_id}/{self.queue_id} {self.hour:%Y-%m-%d %H}:00"
+
+
+class UsageMemberRollup(models.Model):
+    """Per team, member and hour: GPU-hours by member, kept beside UsageRollup for the same reason."""
+
+    group = models.ForeignKey("accounts.ResourceGroup", on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField(help_text="The start of the hour, UTC.")
+    gpu_hours = models.FloatField(default=0.0)
+    idle_gpu_hours = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["group", "user", "hour"], name="one_member_rollup_per_group_user_hour")
+        ]
+        indexes: ClassVar[list[Any]] = [models.Index(fields=["group", "hour"], name="usage_member_group_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.group_id}/{self.user_id} {self.hour:%Y-%m-%d %H}:00"

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from portal.usage import rollup
 from portal.worker import apply, dispatch, snapshot, stats, sync, usage
 from portal.worker.lock import cycle_lock
 from scheduler import decide
@@ -46,6 +47,8 @@ def _run() -> dict[str, Any]:
     applied = apply.apply(decisions, rows)
     # 5. Hand admitted work to its fabric.
     dispatched = dispatch.dispatch_all()
+    # 6. Bring the hourly rollups that dashboards read up to date.
+    rollup.step(now)
     seconds = time.perf_counter() - started
     stats.count(cycles=1, cycle_seconds=seconds, admissions=applied.admitted, preemptions=applied.preempted)
     stats.gauge(last_cycle_seconds=seconds)

@@ -80,3 +80,143 @@ class TrainingForm(forms.Form):
             field = FIELD_OF.get(key, key)
             for message in messages:
                 self.add_error(field if field in self.fields else None, message)
+
+
+class NotebookForm(forms.Form):
+    """A Jupyter notebook for a lease of some hours; the lease is also its runtime limit."""
+
+    queue = forms.ChoiceField()
+    name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"placeholder": "explore-embeddings"}))
+    gpus = forms.DecimalField(
+        label="GPUs", decimal_places=3, initial=Decimal("0.25"), help_text="Fractions below one share a GPU."
+    )
+    cpus = forms.DecimalField(label="CPUs", decimal_places=3, initial=Decimal(2))
+    memory_gb = forms.DecimalField(label="Memory (GB)", decimal_places=3, initial=Decimal(8))
+    image = forms.CharField(
+        label="Image or environment",
+        required=False,
+        help_text="A container image, where the queue's fabric runs containers; empty for the default.",
+    )
+    lease_hours = forms.DecimalField(label="Lease (hours)", decimal_places=2, initial=Decimal(8))
+    group = forms.ChoiceField(label="Team", required=False)
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        queues = access.usable_queues(user).prefetch_related("allowed_groups")
+        queue_field = self.fields["queue"]
+        assert isinstance(queue_field, forms.ChoiceField)  # noqa: S101 (declared above)
+        queue_field.choices = [(q.slug, q.name) for q in queues if "notebook" in q.kinds]
+        mine = set(access.member_group_ids(user))
+        it = access.is_it(user)  # IT may submit for any team a queue is open to
+        groups = sorted({(g.slug, g.name) for q in queues for g in q.allowed_groups.all() if it or g.pk in mine})
+        group_field = self.fields["group"]
+        assert isinstance(group_field, forms.ChoiceField)  # noqa: S101 (declared above)
+        group_field.choices = [("", "My team"), *groups]
+        if len(groups) <= 1:
+            self.fields["group"].widget = forms.HiddenInput()
+
+    def to_request(self) -> SubmitRequest:
+        d = self.cleaned_data
+        lease = d["lease_hours"]
+        return SubmitRequest(
+            queue=d["queue"],
+            kind="notebook",
+            name=d["name"],
+            image=d["image"],
+            gpus=d["gpus"],
+            cpus=d["cpus"],
+            memory_gb=d["memory_gb"],
+            runtime_limit_minutes=max(1, int(lease * 60)) if lease > 0 else None,
+            lease_hours=lease,
+            group=d["group"] or None,
+        )
+
+    def add_service_errors(self, errors: dict[str, list[str]]) -> None:
+        for key, messages in errors.items():
+            field = FIELD_OF.get(key, key)
+            field = "lease_hours" if field == "runtime_limit_minutes" else field
+            for message in messages:
+                self.add_error(field if field in self.fields else None, message)
+
+
+# VM and bare-metal sizes offered on the lease form: label -> (GPUs, CPUs, memory GB).
+VM_SIZES = {
+    "small": ("1 GPU, 8 CPUs, 64 GB", Decimal(1), Decimal(8), Decimal(64)),
+    "medium": ("2 GPUs, 16 CPUs, 128 GB", Decimal(2), Decimal(16), Decimal(128)),
+    "large": ("4 GPUs, 32 CPUs, 256 GB", Decimal(4), Decimal(32), Decimal(256)),
+    "full": ("8 GPUs, 64 CPUs, 512 GB", Decimal(8), Decimal(64), Decimal(512)),
+}
+# The agent ignores a lease's command (it grants SSH access); the service still asks every non-notebook for one.
+VM_COMMAND = ": SSH lease"
+
+
+class VMForm(forms.Form):
+    """A VM or bare-metal lease: a size, some hours, and the SSH public key it lets in."""
+
+    queue = forms.ChoiceField()
+    name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"placeholder": "debug-box"}))
+    size = forms.ChoiceField(choices=[(k, v[0]) for k, v in VM_SIZES.items()], initial="small")
+    lease_hours = forms.DecimalField(label="Lease (hours)", decimal_places=2, initial=Decimal(8))
+    public_key = forms.CharField(
+        label="SSH public key",
+        widget=forms.Textarea(
+            attrs={"rows": 2, "placeholder": "ssh-ed25519 AAAA... you@laptop", "spellcheck": "false"}
+        ),
+        help_text="One OpenSSH public key line; the form remembers your last one.",
+    )
+    from_addresses = forms.CharField(
+        label="Allow logins from", required=False, help_text='Optional, e.g. "10.0.0.0/8,192.168.1.5".'
+    )
+    group = forms.ChoiceField(label="Team", required=False)
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        queues = access.usable_queues(user).prefetch_related("allowed_groups")
+        queue_field = self.fields["queue"]
+        assert isinstance(queue_field, forms.ChoiceField)  # noqa: S101 (declared above)
+        queue_field.choices = [(q.slug, q.name) for q in queues if "vm" in q.kinds]
+        mine = set(access.member_group_ids(user))
+        it = access.is_it(user)  # IT may submit for any team a queue is open to
+        groups = sorted({(g.slug, g.name) for q in queues for g in q.allowed_groups.all() if it or g.pk in mine})
+        group_field = self.fields["group"]
+        assert isinstance(group_field, forms.ChoiceField)  # noqa: S101 (declared above)
+        group_field.choices = [("", "My team"), *groups]
+        if len(groups) <= 1:
+            self.fields["group"].widget = forms.HiddenInput()
+
+    def clean_public_key(self) -> str:
+        key = " ".join(str(self.cleaned_data["public_key"]).split())
+        parts = key.split()
+        if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")) or len(key) > 8000:
+            raise forms.ValidationError("Give one OpenSSH public key line, e.g. ssh-ed25519 AAAA... you@laptop.")
+        return " ".join(parts[:3])
+
+    def clean_from_addresses(self) -> str:
+        value = str(self.cleaned_data["from_addresses"]).strip()
+        if value and not all(c.isalnum() or c in ".:/,*?-" for c in value):
+            raise forms.ValidationError("Give addresses or patterns separated by commas.")
+        return value
+
+    def to_request(self) -> SubmitRequest:
+        d = self.cleaned_data
+        _, gpus, cpus, memory_gb = VM_SIZES[d["size"]]
+        lease = d["lease_hours"]
+        return SubmitRequest(
+            queue=d["queue"],
+            kind="vm",
+            name=d["name"],
+            command=VM_COMMAND,
+            gpus=gpus,
+            cpus=cpus,
+            memory_gb=memory_gb,
+            runtime_limit_minutes=max(1, int(lease * 60)) if lease > 0 else None,
+            lease_hours=lease,
+            group=d["group"] or None,
+        )
+
+    def add_service_errors(self, errors: dict[str, list[str]]) -> None:
+        for key, messages in errors.items():
+            field = {"runtime_limit_minutes": "lease_hours"}.get(key, key)
+            field = "size" if field.startswith("resources") else field
+            for message in messages:
+                self.add_error(field if field in self.fields else None, message)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -14,8 +16,9 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from portal import access
 from portal.accounts import ratelimit
+from portal.agents.models import LeaseKey
 from portal.workloads import services
-from portal.workloads.forms import TrainingForm
+from portal.workloads.forms import NotebookForm, TrainingForm, VMForm
 from portal.workloads.states import FINISHED
 
 LIST_LIMIT = 100
@@ -44,7 +47,42 @@ def workload_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def workload_new(request: HttpRequest) -> HttpResponse:
-    form = TrainingForm(request.POST or None, user=request.user)
+    return _new(request, TrainingForm(request.POST or None, user=request.user), "New training run")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def notebook_new(request: HttpRequest) -> HttpResponse:
+    return _new(request, NotebookForm(request.POST or None, user=request.user), "New notebook")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def vm_new(request: HttpRequest) -> HttpResponse:
+    last = LeaseKey.objects.filter(workload__owner_id=request.user.pk).order_by("-workload__submitted_at").first()
+    initial = {"public_key": last.public_key, "from_addresses": last.from_addresses} if last else {}
+    return _new(request, VMForm(request.POST or None, user=request.user, initial=initial), "New VM lease")
+
+
+def _submit(user: Any, form: TrainingForm | NotebookForm | VMForm) -> Any:
+    """Submit the form's request; a VM lease's key is recorded in the same transaction, before any agent
+    can claim the lease."""
+    with transaction.atomic():
+        workload, _ = services.submit(user, form.to_request())
+        if isinstance(form, VMForm):
+            LeaseKey.objects.update_or_create(
+                workload=workload,
+                defaults={
+                    "public_key": form.cleaned_data["public_key"],
+                    "from_addresses": form.cleaned_data["from_addresses"],
+                },
+            )
+    return workload
+
+
+def _new(request: HttpRequest, form: TrainingForm | NotebookForm | VMForm, title: str) -> HttpResponse:
+    """A submit page: the full page, or the form alone (with its errors) when htmx posts."""
+    page = {"form": form, "title": title, "action": request.path}
     if request.method == "POST":
         try:
             ratelimit.check_submit(request.user)
@@ -53,12 +91,12 @@ def workload_new(request: HttpRequest) -> HttpResponse:
             form.add_error(None, str(limited))
             # htmx swaps only 2xx and 422 (see base.html), so it gets the form with the message as a 422.
             template = "workloads/_form.html" if _partial(request) else "workloads/new.html"
-            response = render(request, template, {"form": form}, status=422 if _partial(request) else 429)
+            response = render(request, template, page, status=422 if _partial(request) else 429)
             response["Retry-After"] = str(limited.retry_after)
             return response
     if request.method == "POST" and form.is_valid():
         try:
-            workload, _ = services.submit(request.user, form.to_request())
+            workload = _submit(request.user, form)
         except services.SubmitRejected as rejected:
             form.add_service_errors(rejected.errors)
         except services.QueueForbidden as forbidden:
@@ -70,7 +108,7 @@ def workload_new(request: HttpRequest) -> HttpResponse:
             return redirect(workload)
     template = "workloads/_form.html" if _partial(request) else "workloads/new.html"
     # 422 for a form with errors: htmx swaps it in (see the htmx-config in base.html), browsers show it.
-    return render(request, template, {"form": form}, status=422 if form.errors else 200)
+    return render(request, template, page, status=422 if form.errors else 200)
 
 
 @login_required

@@ -1,0 +1,127 @@
+"""What the dashboards show, read from the hourly rollups (never from raw samples) in a fixed number of queries."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Sum
+from django.http import Http404
+
+from portal import access
+from portal.accounts.models import ResourceGroup
+from portal.dashboards import figures
+from portal.usage.models import UsageMemberRollup, UsageRollup
+from portal.usage.rollup import HOUR, hour_of, hours_between
+from portal.workloads.models import Workload
+from portal.workloads.states import ACTIVE, State
+
+WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+DEFAULT_WINDOW = "7d"
+NOW_LIMIT = 50
+
+
+def visible_groups(user: Any) -> Any:
+    """Teams whose dashboard the user may see: members and leads their own teams, IT every team, agents none.
+
+    (Belongs in portal/access.py; kept here until its owner moves it.)"""
+    if not user.is_authenticated or access.is_service(user):
+        return ResourceGroup.objects.none()
+    if access.is_it(user):
+        return ResourceGroup.objects.all()
+    return ResourceGroup.objects.filter(pk__in=access.member_group_ids(user))
+
+
+def access_group(user: Any, slug: str) -> ResourceGroup:
+    """The team if the user may see its dashboard; Http404 otherwise, as if it did not exist."""
+    try:
+        group: ResourceGroup = visible_groups(user).get(slug=slug)
+    except ResourceGroup.DoesNotExist as error:
+        raise Http404("No such team.") from error
+    return group
+
+
+def window_of(value: str | None) -> str:
+    return value if value in WINDOWS else DEFAULT_WINDOW
+
+
+@dataclass(frozen=True)
+class TeamDashboard:
+    group: ResourceGroup
+    window: str
+    hours: list[datetime]
+    totals: dict[str, float]
+    reservation: float
+    limit: float | None
+    figures: dict[str, figures.Figure]
+    now: list[Workload]
+    running: int
+    waiting: int
+
+
+def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDashboard:
+    """Four queries: the quota, the team's rollups, its members' rollups, and its work running or waiting now."""
+    reservation_milli, limit_milli = group.gpu_quota_milli()
+    start = hour_of(now) - WINDOWS[window] + HOUR
+    hours = list(hours_between(start, now))
+    index = {h: i for i, h in enumerate(hours)}
+    used, idle, reserved, pending = ([0.0] * len(hours) for _ in range(4))
+    by_queue: defaultdict[str, float] = defaultdict(float)
+    waits: dict[str, tuple[list[datetime], list[float | None], list[float | None]]] = {}
+    rollups = (
+        UsageRollup.objects.filter(group=group, hour__gte=start)
+        .order_by("hour")
+        .values_list("hour", "queue__name", "gpu_hours", "idle_gpu_hours", "reserved_gpu_hours",
+                     "pending_gpu_hours", "started", "wait_p50_s", "wait_p95_s")
+    )  # fmt: skip
+    for hour, queue, gpu_hours, idle_hours, reserved_hours, pending_hours, started, p50, p95 in rollups:
+        i = index.get(hour)
+        if i is None:
+            continue
+        used[i] += gpu_hours
+        idle[i] += idle_hours
+        reserved[i] = max(reserved[i], reserved_hours)  # each of the team's rows carries its reservation
+        pending[i] += pending_hours
+        by_queue[queue] += gpu_hours
+        if started:
+            series = waits.setdefault(queue, ([], [], []))
+            series[0].append(hour)
+            series[1].append(p50)
+            series[2].append(p95)
+    by_member = {
+        username: total or 0.0
+        for username, total in UsageMemberRollup.objects.filter(group=group, hour__gte=start)
+        .values("user__username")
+        .annotate(total=Sum("gpu_hours"))
+        .values_list("user__username", "total")
+    }
+    current = list(
+        Workload.objects.filter(group=group, state__in=[State.PENDING, *ACTIVE])
+        .select_related("owner", "queue")
+        .defer("log_tail", "rendered", "command", "script")
+        .order_by("state", "submitted_at")[:NOW_LIMIT]
+    )
+    limit = None if limit_milli is None else limit_milli / 1000
+    figs = {
+        "use": figures.use_against_quota(hours, used, reserved, limit),
+        "members": figures.gpu_hours_by("GPU-hours by member", by_member),
+        "queues": figures.gpu_hours_by("GPU-hours by queue", dict(by_queue)),
+        "idle": figures.idle_gpu_hours(hours, used, idle),
+        "wait": figures.wait_against_slo(waits, group.wait_slo_seconds),
+        "pending": figures.pending_demand(hours, pending),
+    }
+    totals = {"gpu_hours": sum(used), "idle_gpu_hours": sum(idle), "pending_gpu_hours": sum(pending)}
+    return TeamDashboard(
+        group=group,
+        window=window,
+        hours=hours,
+        totals=totals,
+        reservation=reservation_milli / 1000,
+        limit=limit,
+        figures=figs,
+        now=current,
+        running=sum(1 for w in current if w.state != State.PENDING),
+        waiting=sum(1 for w in current if w.state == State.PENDING),
+    )

@@ -1,0 +1,173 @@
+"""Plotly figures as plain dicts ({"data": [...], "layout": {...}}): pure functions of the numbers they
+draw, tested without a browser. The page hands each dict to Plotly.newPlot (static/dashboards/charts.js)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+Figure = dict[str, Any]
+
+INK = "#1d2330"
+ACCENT = "#2f5bea"
+OK = "#1d7a46"
+WARN = "#9a6700"
+BAD = "#b42318"
+MUTED = "#5b6475"
+
+
+def _layout(title: str, y_title: str, **extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "title": {"text": title, "font": {"size": 15}},
+        "margin": {"l": 56, "r": 16, "t": 44, "b": 40},
+        "height": 300,
+        "font": {"family": "system-ui, sans-serif", "color": INK},
+        "paper_bgcolor": "#fff",
+        "plot_bgcolor": "#fff",
+        "legend": {"orientation": "h", "y": -0.2},
+        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero", "gridcolor": "#eef0f4"},
+        "xaxis": {"gridcolor": "#eef0f4"},
+    }
+    layout.update(extra)
+    return layout
+
+
+def _iso(hours: Sequence[datetime]) -> list[str]:
+    return [h.isoformat() for h in hours]
+
+
+def use_against_quota(
+    hours: Sequence[datetime], used: Sequence[float], reserved: Sequence[float], limit: float | None
+) -> Figure:
+    """GPUs in use per hour (GPU-hours in that hour) against the team's reservation and its limit."""
+    x = _iso(hours)
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "mode": "lines", "name": "In use", "x": x, "y": list(used), "fill": "tozeroy",
+         "line": {"color": ACCENT, "width": 2}},
+        {"type": "scatter", "mode": "lines", "name": "Reservation", "x": x, "y": list(reserved),
+         "line": {"color": OK, "dash": "dash", "width": 2}},
+    ]  # fmt: skip
+    if limit is not None:
+        data.append(
+            {"type": "scatter", "mode": "lines", "name": "Limit", "x": x, "y": [limit] * len(x),
+             "line": {"color": BAD, "dash": "dot", "width": 2}}
+        )  # fmt: skip
+    return {"data": data, "layout": _layout("GPUs in use against reservation and limit", "GPUs")}
+
+
+def gpu_hours_by(title: str, totals: Mapping[str, float]) -> Figure:
+    """A horizontal bar per name (member or queue), biggest on top."""
+    ordered = sorted(totals.items(), key=lambda kv: (kv[1], kv[0]))
+    bar = {"type": "bar", "orientation": "h", "name": "GPU-hours", "x": [round(v, 3) for _, v in ordered],
+           "y": [k for k, _ in ordered], "marker": {"color": ACCENT}}  # fmt: skip
+    layout = _layout(title, "")
+    layout["xaxis"] = {"title": {"text": "GPU-hours"}, "rangemode": "tozero", "gridcolor": "#eef0f4"}
+    layout["yaxis"] = {"automargin": True}
+    layout["height"] = max(220, 60 + 28 * len(ordered))
+    return {"data": [bar], "layout": layout}
+
+
+def idle_gpu_hours(hours: Sequence[datetime], used: Sequence[float], idle: Sequence[float]) -> Figure:
+    """GPU-hours per hour, split into busy and idle (below 80 % average utilisation)."""
+    x = _iso(hours)
+    busy = [max(0.0, u - i) for u, i in zip(used, idle, strict=True)]
+    return {
+        "data": [
+            {"type": "bar", "name": "Busy", "x": x, "y": busy, "marker": {"color": ACCENT}},
+            {"type": "bar", "name": "Idle (< 80 % utilisation)", "x": x, "y": list(idle), "marker": {"color": WARN}},
+        ],
+        "layout": _layout("Idle GPU-hours", "GPU-hours", barmode="stack"),
+    }
+
+
+def wait_against_slo(waits: Mapping[str, tuple[Sequence[datetime], Sequence[float | None], Sequence[float | None]]],
+                     slo_seconds: float) -> Figure:  # fmt: skip
+    """p50 and p95 queue wait per queue and hour, in minutes, with the team's SLO drawn as a line."""
+    data: list[dict[str, Any]] = []
+    for queue, (hours, p50, p95) in sorted(waits.items()):
+        x = _iso(hours)
+        data.append({"type": "scatter", "mode": "lines+markers", "name": f"{queue} p95", "x": x,
+                     "y": [_minutes(v) for v in p95], "connectgaps": False})  # fmt: skip
+        data.append({"type": "scatter", "mode": "lines", "name": f"{queue} p50", "x": x,
+                     "y": [_minutes(v) for v in p50], "line": {"dash": "dot"}, "connectgaps": False})  # fmt: skip
+    slo = round(slo_seconds / 60, 2)
+    layout = _layout(
+        "Queue wait (p50, p95) against the SLO",
+        "minutes",
+        shapes=[
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": slo,
+                "y1": slo,
+                "line": {"color": BAD, "dash": "dash", "width": 2},
+            }
+        ],
+        annotations=[
+            {
+                "xref": "paper",
+                "x": 1,
+                "xanchor": "right",
+                "yref": "y",
+                "y": slo,
+                "yanchor": "bottom",
+                "text": f"SLO p95 {slo:g} min",
+                "showarrow": False,
+                "font": {"color": BAD},
+            }
+        ],
+    )
+    return {"data": data, "layout": layout}
+
+
+def pending_demand(hours: Sequence[datetime], pending: Sequence[float]) -> Figure:
+    """GPUs waiting per hour (pending GPU-hours in that hour)."""
+    trace = {"type": "scatter", "mode": "lines", "name": "GPUs waiting", "x": _iso(hours), "y": list(pending),
+             "fill": "tozeroy", "line": {"color": WARN, "width": 2}}  # fmt: skip
+    return {"data": [trace], "layout": _layout("Pending demand", "GPUs waiting")}
+
+
+def demand_against_capacity(
+    hours: Sequence[datetime], used: Sequence[float], pending: Sequence[float], capacity: float, title: str
+) -> Figure:
+    """IT's buy-or-burst view for one fabric or flavor: use plus waiting demand stacked under its capacity."""
+    x = _iso(hours)
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "In use",
+                "x": x,
+                "y": list(used),
+                "stackgroup": "d",
+                "line": {"color": ACCENT},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "Waiting",
+                "x": x,
+                "y": list(pending),
+                "stackgroup": "d",
+                "line": {"color": WARN},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "Capacity",
+                "x": x,
+                "y": [capacity] * len(x),
+                "line": {"color": BAD, "dash": "dash", "width": 2},
+            },
+        ],
+        "layout": _layout(title, "GPUs"),
+    }
+
+
+def _minutes(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds / 60, 2)

@@ -1,0 +1,121 @@
+"""IT's views of the whole site, read in a fixed number of queries: queues, fabrics, and capacity planning
+(pending demand against capacity per GPU flavor over time, from the hourly rollups)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import F, Sum
+
+from portal.dashboards import figures
+from portal.dashboards.data import WINDOWS
+from portal.queues.models import Fabric, Queue, QueueTarget
+from portal.usage.models import UsageRollup
+from portal.usage.rollup import HOUR, hour_of, hours_between
+from portal.workloads.models import Workload
+from portal.workloads.states import ACTIVE
+from portal.workloads.stats import QueueFigures, queue_figures
+
+# Above this share of hours with demand over capacity, the page says to buy or burst.
+SHORT_HOURS_SIGNAL = 0.1
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    figures: QueueFigures
+    fabrics: list[Fabric]
+
+    @property
+    def healthy(self) -> bool:
+        return bool(self.fabrics) and all(f.healthy and f.enabled for f in self.fabrics)
+
+
+def queue_rows() -> list[QueueRow]:
+    """Backlog, running, p95 wait and fabric health per queue: four queries."""
+    queues = list(Queue.objects.order_by("slug"))
+    fabrics: defaultdict[int, list[Fabric]] = defaultdict(list)
+    for target in QueueTarget.objects.select_related("fabric").order_by("queue_id", "order"):
+        fabrics[target.queue_id].append(target.fabric)
+    by_pk = {f.queue.pk: f for f in queue_figures(queues)}
+    return [QueueRow(by_pk[q.pk], fabrics[q.pk]) for q in queues if q.pk in by_pk]
+
+
+@dataclass(frozen=True)
+class FabricRow:
+    fabric: Fabric
+    gpus_in_use: float
+
+    @property
+    def gpus(self) -> float:
+        return self.fabric.gpus_milli / 1000
+
+    @property
+    def use_percent(self) -> float:
+        return 100 * self.gpus_in_use / self.gpus if self.gpus else 0.0
+
+
+def fabric_rows() -> list[FabricRow]:
+    """Capacity, GPUs held by active work, health: two queries."""
+    held = dict(
+        Workload.objects.filter(state__in=ACTIVE, fabric__isnull=False)
+        .values("fabric_id")
+        .annotate(held=Sum(F("gpus_milli") * F("nodes")))
+        .values_list("fabric_id", "held")
+    )
+    return [FabricRow(f, (held.get(f.pk) or 0) / 1000) for f in Fabric.objects.order_by("name")]
+
+
+@dataclass(frozen=True)
+class FlavorPlan:
+    flavor: str
+    capacity: float
+    short_hours: int
+    hours: int
+    figure: figures.Figure
+
+    @property
+    def signal(self) -> bool:
+        return self.hours > 0 and self.short_hours / self.hours > SHORT_HOURS_SIGNAL
+
+
+def capacity_plan(window: str, now: datetime) -> list[FlavorPlan]:
+    """Per GPU flavor: use plus waiting demand per hour against the flavor's capacity (three queries).
+
+    A queue's hours count against the flavor of its first target (where its work goes when there is room)."""
+    start = hour_of(now) - WINDOWS[window] + HOUR
+    hours = list(hours_between(start, now))
+    index = {h: i for i, h in enumerate(hours)}
+    fabrics = list(Fabric.objects.filter(enabled=True))
+    capacity: defaultdict[str, float] = defaultdict(float)
+    for f in fabrics:
+        capacity[f.gpu_flavor or "unnamed"] += f.gpus_milli / 1000
+    flavor_of: dict[int, str] = {}
+    for queue_id, flavor in QueueTarget.objects.order_by("queue_id", "-order").values_list(
+        "queue_id", "fabric__gpu_flavor"
+    ):
+        flavor_of[queue_id] = flavor or "unnamed"  # the lowest order wins: it comes last
+    used: defaultdict[str, list[float]] = defaultdict(lambda: [0.0] * len(hours))
+    pending: defaultdict[str, list[float]] = defaultdict(lambda: [0.0] * len(hours))
+    rows = (
+        UsageRollup.objects.filter(hour__gte=start)
+        .values("queue_id", "hour")
+        .annotate(used=Sum("gpu_hours"), pending=Sum("pending_gpu_hours"))
+        .values_list("queue_id", "hour", "used", "pending")
+    )
+    for queue_id, hour, u, p in rows:
+        i = index.get(hour)
+        queue_flavor = flavor_of.get(queue_id)
+        if i is None or queue_flavor is None:
+            continue
+        used[queue_flavor][i] += u or 0.0
+        pending[queue_flavor][i] += p or 0.0
+    plans = []
+    for flavor in sorted(capacity):
+        u, p, cap = used[flavor], pending[flavor], capacity[flavor]
+        short = sum(1 for a, b in zip(u, p, strict=True) if a + b > cap)
+        title = f"{flavor}: demand against {cap:g} GPUs"
+        fig = figures.demand_against_capacity(hours, u, p, cap, title)
+        plans.append(FlavorPlan(flavor, cap, short, len(hours), fig))
+    return plans

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from portal.dashboards import views
+
+app_name = "it"
+urlpatterns = [
+    path("queues/", views.it_queues, name="queues"),
+    path("fabrics/", views.it_fabrics, name="fabrics"),
+    path("capacity/", views.it_capacity, name="capacity"),
+]

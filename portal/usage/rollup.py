@@ -1,0 +1,239 @@
+"""Hourly rollups, kept by the worker so that dashboards never scan raw samples.
+
+Each cycle the worker calls `step(now)`: it records one UsageSample per running workload at most once a
+minute, and recomputes the rollups of the hours that the last few minutes touch (the current hour, and
+the one before it just after the hour turns). Recomputing is idempotent: a row is the sum over the
+workloads that overlap its hour, so a missed or repeated step changes nothing. The number of queries is
+the same whatever the number of workloads (the cycle's own tests rely on that).
+
+Per team, queue and hour:
+- gpu_hours: GPUs held (x nodes) x the part of the hour they ran;
+- idle_gpu_hours: the same, for workloads whose samples that hour average below 80 % GPU utilisation
+  (only where the fabric reports utilisation);
+- reserved_gpu_hours: the team's GPU reservation over the hour, the same on each of its rows that hour;
+- pending_gpu_hours: GPUs asked for x the part of the hour they waited (pending demand);
+- started, wait_p50_s, wait_p95_s: of the workloads that started in that hour (wait = start - submit).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Avg, Q
+from django.db.models.functions import TruncHour
+
+from portal.queues.models import Quota
+from portal.usage.models import UsageMemberRollup, UsageRollup, UsageSample
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+from portal.workloads.stats import percentile
+
+log = logging.getLogger("gridlane.usage")
+
+HOUR = timedelta(hours=1)
+SAMPLE_EVERY = timedelta(minutes=1)
+# Just after the hour turns, the hour before it is recomputed once more with its last minutes.
+LOOK_BACK = timedelta(minutes=5)
+IDLE_BELOW = 80.0  # percent average GPU utilisation
+
+
+def hour_of(at: datetime) -> datetime:
+    return at.replace(minute=0, second=0, microsecond=0)
+
+
+def hours_between(start: datetime, end: datetime) -> Iterator[datetime]:
+    """The starts of the hours from the one holding `start` to the one holding `end`."""
+    hour = hour_of(start)
+    while hour <= end:
+        yield hour
+        hour += HOUR
+
+
+def overlap_hours(begin: datetime, end: datetime, hour: datetime, until: datetime) -> float:
+    """How many hours of [begin, end) fall inside [hour, min(hour + 1 h, until))."""
+    low = max(begin, hour)
+    high = min(end, hour + HOUR, until)
+    return max(0.0, (high - low).total_seconds() / 3600)
+
+
+@dataclass(frozen=True)
+class Span:
+    """What the rollup needs of one workload: who, where, how many GPUs, and when it waited and ran."""
+
+    group_id: int
+    queue_id: int
+    owner_id: int
+    gpus: float  # GPUs over all its nodes
+    submitted_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass
+class Cell:
+    gpu_hours: float = 0.0
+    idle_gpu_hours: float = 0.0
+    reserved_gpu_hours: float = 0.0
+    pending_gpu_hours: float = 0.0
+    waits: list[float] = field(default_factory=list)
+
+
+def compute(
+    spans: Iterable[tuple[str, Span]],
+    idle: set[tuple[str, datetime]],
+    reservations: dict[int, float],
+    start: datetime,
+    until: datetime,
+) -> tuple[dict[tuple[int, int, datetime], Cell], dict[tuple[int, int, datetime], Cell]]:
+    """Pure: the team-queue-hour cells and the team-member-hour cells for the hours from `start` to `until`.
+
+    `idle` holds (workload id, hour) pairs whose samples averaged below the idle threshold;
+    `reservations` maps a team to its GPU reservation in GPUs.
+    """
+    cells: defaultdict[tuple[int, int, datetime], Cell] = defaultdict(Cell)
+    members: defaultdict[tuple[int, int, datetime], Cell] = defaultdict(Cell)
+    hours = list(hours_between(start, until))
+    for workload_id, s in spans:
+        waited_until = s.started_at or s.finished_at or until
+        ran_until = s.finished_at or until
+        for hour in hours:
+            key = (s.group_id, s.queue_id, hour)
+            pending = overlap_hours(s.submitted_at, waited_until, hour, until)
+            running = overlap_hours(s.started_at, ran_until, hour, until) if s.started_at else 0.0
+            if pending:
+                cells[key].pending_gpu_hours += s.gpus * pending
+            if running:
+                cells[key].gpu_hours += s.gpus * running
+                members[(s.group_id, s.owner_id, hour)].gpu_hours += s.gpus * running
+                if (workload_id, hour) in idle:
+                    cells[key].idle_gpu_hours += s.gpus * running
+                    members[(s.group_id, s.owner_id, hour)].idle_gpu_hours += s.gpus * running
+            if s.started_at is not None and hour <= s.started_at < hour + HOUR:
+                cells[key].waits.append(max(0.0, (s.started_at - s.submitted_at).total_seconds()))
+    for (group_id, _, hour), cell in cells.items():
+        length = (min(hour + HOUR, until) - hour).total_seconds() / 3600
+        cell.reserved_gpu_hours = reservations.get(group_id, 0.0) * max(0.0, length)
+    return dict(cells), dict(members)
+
+
+def step(now: datetime) -> int:
+    """The worker's rollup step: sample what runs (once a minute) and bring the recent hours' rollups up
+    to date. Returns the number of team-queue-hour rows written. Never raises: a dashboard that lags
+    must not stop scheduling."""
+    try:
+        return _step(now)
+    except Exception:  # logged; the next cycle tries again
+        log.exception("usage rollup failed")
+        return 0
+
+
+def _step(now: datetime) -> int:
+    start = hour_of(now - LOOK_BACK)
+    spans = list(_spans(start, now))
+    _sample(now, [(pk, s) for pk, s, state in spans if state == State.RUNNING])
+    return roll_up(start, now, [(pk, s) for pk, s, _ in spans])
+
+
+def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | None = None) -> int:
+    """Recompute and store the rollups of the hours from `start` to `until` (e.g. to backfill after an outage)."""
+    start = hour_of(start)
+    if spans is None:
+        spans = [(pk, s) for pk, s, _ in _spans(start, until)]
+    idle = {
+        (str(workload_id), hour)
+        for workload_id, hour, average in UsageSample.objects.filter(
+            at__gte=start, at__lt=until, gpu_utilisation__isnull=False
+        )
+        .annotate(hour=TruncHour("at"))
+        .values("workload_id", "hour")
+        .annotate(average=Avg("gpu_utilisation"))
+        .values_list("workload_id", "hour", "average")
+        if average is not None and average < IDLE_BELOW
+    }
+    reservations: defaultdict[int, float] = defaultdict(float)
+    for group_id, reserved_milli in Quota.objects.filter(fabric__isnull=False).values_list(
+        "group_id", "gpu_reservation_milli"
+    ):
+        reservations[group_id] += reserved_milli / 1000
+    cells, members = compute(spans, idle, reservations, start, until)
+    rows = [
+        UsageRollup(
+            group_id=group_id,
+            queue_id=queue_id,
+            hour=hour,
+            gpu_hours=c.gpu_hours,
+            idle_gpu_hours=c.idle_gpu_hours,
+            reserved_gpu_hours=c.reserved_gpu_hours,
+            pending_gpu_hours=c.pending_gpu_hours,
+            started=len(c.waits),
+            wait_p50_s=percentile(c.waits, 50),
+            wait_p95_s=percentile(c.waits, 95),
+        )
+        for (group_id, queue_id, hour), c in cells.items()
+    ]
+    if rows:
+        UsageRollup.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["group", "queue", "hour"],
+            update_fields=[
+                "gpu_hours",
+                "idle_gpu_hours",
+                "reserved_gpu_hours",
+                "pending_gpu_hours",
+                "started",
+                "wait_p50_s",
+                "wait_p95_s",
+            ],
+        )
+    member_rows = [
+        UsageMemberRollup(
+            group_id=group_id, user_id=user_id, hour=hour, gpu_hours=c.gpu_hours, idle_gpu_hours=c.idle_gpu_hours
+        )
+        for (group_id, user_id, hour), c in members.items()
+    ]
+    if member_rows:
+        UsageMemberRollup.objects.bulk_create(
+            member_rows,
+            update_conflicts=True,
+            unique_fields=["group", "user", "hour"],
+            update_fields=["gpu_hours", "idle_gpu_hours"],
+        )
+    return len(rows)
+
+
+def _spans(start: datetime, until: datetime) -> Iterator[tuple[str, Span, str]]:
+    """Every workload that waited or ran during [start, until): one query."""
+    rows = (
+        Workload.objects.filter(submitted_at__lt=until)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start))
+        .values_list(
+            "pk", "group_id", "queue_id", "owner_id", "gpus_milli", "nodes", "submitted_at", "started_at",
+            "finished_at", "state",
+        )
+    )  # fmt: skip
+    for pk, group_id, queue_id, owner_id, gpus_milli, nodes, submitted, started, finished, state in rows:
+        gpus = gpus_milli * nodes / 1000
+        yield str(pk), Span(group_id, queue_id, owner_id, gpus, submitted, started, finished), state
+
+
+def _sample(now: datetime, running: list[tuple[str, Span]]) -> None:
+    """One allocation sample per running workload that has none from the last minute (a fabric or agent
+    reporting utilisation may have written one): one query, plus one insert when any is due."""
+    if not running:
+        return
+    recent = {
+        str(pk)
+        for pk in UsageSample.objects.filter(
+            at__gt=now - SAMPLE_EVERY, workload_id__in=[pk for pk, _ in running]
+        ).values_list("workload_id", flat=True)
+    }
+    due = [
+        UsageSample(workload_id=pk, at=now, gpus_milli=round(s.gpus * 1000)) for pk, s in running if pk not in recent
+    ]
+    if due:
+        UsageSample.objects.bulk_create(due)

@@ -1,0 +1,44 @@
+"""Launch a notebook from the browser on the local fabric and open it: the worker starts a real Jupyter
+server, the workload page grows an Open notebook button by itself (htmx), and JupyterLab loads."""
+
+from __future__ import annotations
+
+import re
+
+from portal.worker import tasks
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+from tests.browser.conftest import screenshot
+from tests.browser.test_pages_dashboard import signed_in
+from tests.conftest import wait_until
+
+
+def test_launch_a_notebook_and_open_it(browser_page, gridlane, cast):
+    page = browser_page
+    signed_in(page, gridlane, cast["alice"])
+    page.goto(f"{gridlane}/")
+    page.get_by_role("link", name="New notebook").click()
+    page.wait_for_url(f"{gridlane}/notebooks/new/")
+    page.get_by_label("Name").fill("explore-embeddings")
+    page.get_by_label("GPUs").fill("0.25")
+    page.get_by_label("Lease (hours)").fill("1")
+    page.get_by_label("Lease (hours)").press("Enter")  # submit from the keyboard
+    page.wait_for_url(re.compile(r".*/workloads/[0-9a-f-]{36}/$"))
+    workload = Workload.objects.get(name="explore-embeddings")
+    assert (workload.kind, workload.gpus_milli, workload.lease_s) == ("notebook", 250, 3600)
+
+    # The test drives the worker; the page, polling by itself, shows the button once Jupyter answers.
+    wait_until(lambda: (tasks.cycle(), page.locator("#open-notebook").count() == 1)[1], timeout=60, every=0.5)
+    screenshot(page, "notebook-running")
+    href = page.locator("#open-notebook").get_attribute("href")
+    assert href is not None
+    assert href == Workload.objects.get(pk=workload.pk).connect_url
+    page.goto(href)
+    page.wait_for_selector("#jp-main-dock-panel", timeout=30_000)  # JupyterLab's main area
+    assert "JupyterLab" in page.title()
+    screenshot(page, "notebook-jupyterlab")
+
+    page.goto(f"{gridlane}{workload.get_absolute_url()}")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel").click()
+    wait_until(lambda: (tasks.cycle(), Workload.objects.get(pk=workload.pk).state == State.CANCELLED)[1], timeout=30)

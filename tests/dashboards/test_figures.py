@@ -1,0 +1,74 @@
+"""Figures are plain dicts built by pure functions: assert on what they would draw, no browser needed."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from portal.dashboards import figures
+
+HOURS = [datetime(2026, 11, 30, h, tzinfo=UTC) for h in range(3)]
+
+
+def test_use_is_drawn_against_the_reservation_and_a_flat_limit():
+    fig = figures.use_against_quota(HOURS, [1.0, 5.0, 2.0], [4.0, 4.0, 4.0], 6.0)
+    names = [t["name"] for t in fig["data"]]
+    assert names == ["In use", "Reservation", "Limit"]
+    assert fig["data"][0]["y"] == [1.0, 5.0, 2.0]
+    assert fig["data"][0]["x"][0] == "2026-11-30T00:00:00+00:00"
+    assert fig["data"][2]["y"] == [6.0, 6.0, 6.0]
+    json.dumps(fig)  # it must reach the page as JSON
+
+
+def test_no_limit_draws_no_limit_line():
+    fig = figures.use_against_quota(HOURS, [0, 0, 0], [0, 0, 0], None)
+    assert [t["name"] for t in fig["data"]] == ["In use", "Reservation"]
+
+
+def test_gpu_hours_by_member_puts_the_biggest_user_on_top():
+    fig = figures.gpu_hours_by("GPU-hours by member", {"alice": 3.0, "bob": 10.0, "carol": 0.5})
+    bar = fig["data"][0]
+    assert bar["orientation"] == "h"
+    assert bar["y"] == ["carol", "alice", "bob"]  # plotly draws the last bar on top
+    assert bar["x"] == [0.5, 3.0, 10.0]
+
+
+def test_idle_hours_stack_under_busy_hours():
+    fig = figures.idle_gpu_hours(HOURS, [4.0, 4.0, 2.0], [1.0, 0.0, 2.0])
+    busy, idle = fig["data"]
+    assert busy["y"] == [3.0, 4.0, 0.0]
+    assert idle["y"] == [1.0, 0.0, 2.0]
+    assert fig["layout"]["barmode"] == "stack"
+
+
+def test_wait_is_in_minutes_per_queue_with_the_slo_line_drawn():
+    fig = figures.wait_against_slo({"train": (HOURS[:2], [60.0, None], [600.0, 1200.0])}, slo_seconds=900)
+    p95, p50 = fig["data"]
+    assert p95["name"] == "train p95"
+    assert p95["y"] == [10.0, 20.0]
+    assert p50["y"] == [1.0, None]  # no start that hour: a gap, not a zero
+    (slo,) = fig["layout"]["shapes"]
+    assert (slo["y0"], slo["y1"], slo["xref"]) == (15.0, 15.0, "paper")
+    assert "SLO p95 15 min" in fig["layout"]["annotations"][0]["text"]
+
+
+def test_pending_demand_fills_under_the_line():
+    fig = figures.pending_demand(HOURS, [0.0, 2.5, 1.0])
+    assert fig["data"][0]["y"] == [0.0, 2.5, 1.0]
+    assert fig["data"][0]["fill"] == "tozeroy"
+
+
+def test_demand_against_capacity_stacks_use_and_waiting_under_capacity():
+    fig = figures.demand_against_capacity(HOURS, [6.0, 8.0, 8.0], [0.0, 3.0, 9.0], 8.0, "local (demo)")
+    used, waiting, capacity = fig["data"]
+    assert used["stackgroup"] == waiting["stackgroup"]
+    assert capacity["y"] == [8.0] * 3
+    assert fig["layout"]["title"]["text"] == "local (demo)"
+
+
+def test_an_empty_window_still_makes_a_valid_figure():
+    hours = [datetime(2026, 11, 30, tzinfo=UTC) + timedelta(hours=i) for i in range(24)]
+    fig = figures.wait_against_slo({}, 3600)
+    assert fig["data"] == []
+    assert figures.gpu_hours_by("x", {})["data"][0]["y"] == []
+    assert len(figures.pending_demand(hours, [0.0] * 24)["data"][0]["x"]) == 24

@@ -1,0 +1,71 @@
+"""IT's pages: queues, fabrics and capacity planning; absent for everyone else, bounded in queries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from portal.accounts.models import ResourceGroup
+from portal.dashboards import it
+from portal.queues.models import Fabric, Queue
+from portal.usage.models import UsageRollup
+from portal.usage.rollup import hour_of
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+
+PAGES = ["/it/queues/", "/it/fabrics/", "/it/capacity/"]
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_it_pages_are_absent_for_people_outside_it(client, alice, bob, url):
+    for user in (alice, bob):
+        client.force_login(user)
+        assert client.get(url).status_code == 404
+
+
+def test_the_queues_overview_shows_backlog_running_and_fabric_health(client, it_admin, alice, submit,
+                                                                     django_assert_max_num_queries):  # fmt: skip
+    submit(alice, name="a", gpus=1)
+    running = submit(alice, name="b", gpus=1)
+    Workload.objects.filter(pk=running.pk).update(state=State.RUNNING)
+    Fabric.objects.filter(name="local").update(healthy=False, health_detail="root is not writable")
+    client.force_login(it_admin)
+    with django_assert_max_num_queries(10):
+        page = client.get("/it/queues/").content.decode()
+    assert "Training and batch" in page
+    (row,) = [r for r in it.queue_rows() if r.figures.queue.slug == "train"]
+    assert (row.figures.backlog, row.figures.running, row.healthy) == (1, 1, False)
+    assert "unhealthy" in page
+
+
+def test_the_fabrics_page_shows_capacity_and_gpus_held(client, it_admin, alice, submit):
+    w = submit(alice, name="a", gpus=2)
+    Workload.objects.filter(pk=w.pk).update(state=State.RUNNING, fabric=Fabric.objects.get(name="local"))
+    (row,) = it.fabric_rows()
+    assert (row.gpus, row.gpus_in_use, row.use_percent) == (8.0, 2.0, 25.0)
+    client.force_login(it_admin)
+    assert "local" in client.get("/it/fabrics/", HTTP_HX_REQUEST="true").content.decode()
+
+
+def test_capacity_planning_says_buy_or_burst_when_demand_passes_capacity(client, it_admin, cast,
+                                                                         django_assert_max_num_queries):  # fmt: skip
+    vision = ResourceGroup.objects.get(slug="vision")
+    train = Queue.objects.get(slug="train")
+    now = hour_of(timezone.now())
+    for back in range(10):  # 6 GPUs used and 5 waiting on an 8-GPU fabric: 3 short, for 10 hours
+        UsageRollup.objects.create(group=vision, queue=train, hour=now - timedelta(hours=back), gpu_hours=6,
+                                   pending_gpu_hours=5)  # fmt: skip
+    (plan,) = it.capacity_plan("24h", timezone.now())
+    assert (plan.flavor, plan.capacity, plan.short_hours, plan.hours) == ("demo", 8.0, 10, 24)
+    assert plan.signal
+    used, waiting, capacity = plan.figure["data"]
+    assert capacity["y"] == [8.0] * 24
+    assert sum(used["y"]) == 60
+    assert sum(waiting["y"]) == 50
+    client.force_login(it_admin)
+    with django_assert_max_num_queries(10):
+        page = client.get("/it/capacity/?window=24h").content.decode()
+    assert "buy or burst" in page
+    assert 'id="figure-flavor-1"' in page

@@ -1,0 +1,129 @@
+"""The team dashboard through the test client: who may see it, what it reads, how many queries it takes."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from portal.accounts.models import ResourceGroup
+from portal.queues.models import Queue
+from portal.usage.models import UsageMemberRollup, UsageRollup
+from portal.usage.rollup import hour_of
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def client_for(client, user):
+    client.force_login(user)
+    return client
+
+
+def figure(page: str, name: str) -> dict:
+    start = page.index(f'id="figure-{name}"')
+    body = page[page.index(">", start) + 1 : page.index("</script>", start)]
+    return json.loads(body)
+
+
+@pytest.fixture
+def vision_hours(cast):
+    """Three hours of vision's rollups on queue train, the last one with starts that waited."""
+    vision = ResourceGroup.objects.get(slug="vision")
+    train = Queue.objects.get(slug="train")
+    now = hour_of(timezone.now())
+    for back, (used, idle) in enumerate([(4.0, 1.0), (6.0, 0.0), (2.0, 2.0)]):
+        UsageRollup.objects.create(
+            group=vision, queue=train, hour=now - timedelta(hours=back), gpu_hours=used, idle_gpu_hours=idle,
+            reserved_gpu_hours=4.0, pending_gpu_hours=1.5, started=2 if back == 0 else 0,
+            wait_p50_s=120.0 if back == 0 else None, wait_p95_s=4000.0 if back == 0 else None,
+        )  # fmt: skip
+    UsageMemberRollup.objects.create(group=vision, user=cast["alice"], hour=now, gpu_hours=9.0)
+    UsageMemberRollup.objects.create(group=vision, user=cast["bob"], hour=now, gpu_hours=3.0)
+    return vision
+
+
+def test_a_member_sees_her_teams_dashboard_drawn_from_the_rollups(client, alice, vision_hours):
+    page = client_for(client, alice).get("/teams/vision/").content.decode()
+    assert "<h1>Vision" in page or "Vision" in page
+    assert "vendor/plotly.min.js" in page  # served locally, no CDN
+    use = figure(page, "use")
+    assert sum(use["data"][0]["y"]) == pytest.approx(12.0)
+    assert use["data"][2]["y"][0] == pytest.approx(6.0)  # the limit from the quota (6 GPUs)
+    members = figure(page, "members")["data"][0]
+    assert dict(zip(members["y"], members["x"], strict=True)) == {"bob": 3.0, "alice": 9.0}
+    wait = figure(page, "wait")
+    assert wait["data"][0]["y"] == [pytest.approx(4000 / 60, rel=1e-3)]
+    assert wait["layout"]["shapes"][0]["y0"] == pytest.approx(vision_hours.wait_slo_seconds / 60)
+    assert sum(figure(page, "idle")["data"][1]["y"]) == pytest.approx(3.0)
+    assert sum(figure(page, "pending")["data"][0]["y"]) == pytest.approx(4.5)
+
+
+def test_a_lead_and_it_see_it_too(client, bob, it_admin, vision_hours):
+    assert client_for(client, bob).get("/teams/vision/").status_code == 200
+    assert client_for(client, it_admin).get("/teams/vision/").status_code == 200
+
+
+def test_another_teams_dashboard_is_absent(client, charlie, vision_hours):
+    assert client_for(client, charlie).get("/teams/vision/").status_code == 404
+    assert client.get("/teams/fraud/").status_code == 200
+
+
+def test_the_index_sends_a_one_team_member_straight_to_her_dashboard(client, alice, it_admin):
+    response = client_for(client, alice).get("/teams/")
+    assert response.status_code == 302
+    assert response["Location"] == "/teams/vision/"
+    page = client_for(client, it_admin).get("/teams/").content.decode()
+    assert "/teams/vision/" in page
+    assert "/teams/fraud/" in page
+
+
+def test_the_dashboard_needs_a_sign_in(client, cast):
+    assert client.get("/teams/vision/").status_code == 302
+
+
+def test_the_window_filter_picks_the_hours(client, alice, vision_hours):
+    c = client_for(client, alice)
+    day = figure(c.get("/teams/vision/?window=24h").content.decode(), "use")
+    month = figure(c.get("/teams/vision/?window=30d").content.decode(), "use")
+    assert len(day["data"][0]["x"]) == 24
+    assert len(month["data"][0]["x"]) == 30 * 24
+    assert len(figure(c.get("/teams/vision/?window=bogus").content.decode(), "use")["data"][0]["x"]) == 7 * 24
+
+
+def test_htmx_gets_only_the_partial(client, alice, vision_hours):
+    page = client_for(client, alice).get("/teams/vision/?window=24h", **HTMX).content.decode()
+    assert page.lstrip().startswith('<div id="dashboard">')
+    assert "<html" not in page
+    assert 'aria-current="page"' in page
+
+
+def test_running_and_waiting_work_is_listed_with_its_reason(client, alice, submit, cast):
+    from portal.workloads.models import Workload
+
+    w = submit(alice, name="waits-for-room", gpus=1)
+    Workload.objects.filter(pk=w.pk).update(pending_reason="The team is at its limit of 6 GPUs.")
+    submit(cast["charlie"], name="fraud-job", gpus=1)
+    page = client_for(client, alice).get("/teams/vision/").content.decode()
+    assert "waits-for-room" in page
+    assert "The team is at its limit of 6 GPUs." in page
+    assert "fraud-job" not in page
+    assert "0 running, 1 waiting" in page
+
+
+def test_the_dashboard_takes_a_bounded_number_of_queries(
+    client, alice, submit, vision_hours, django_assert_max_num_queries
+):
+    c = client_for(client, alice)
+    for i in range(20):
+        submit(alice, name=f"w{i}", gpus=0.5)
+    with django_assert_max_num_queries(10):
+        assert c.get("/teams/vision/?window=30d").status_code == 200
+
+
+def test_plotly_is_served_from_this_site(client, alice):
+    response = client_for(client, alice).get("/static/vendor/plotly.min.js")
+    assert response.status_code == 200
+    head = b"".join(response.streaming_content)[:2000] if response.streaming else response.content[:2000]
+    assert b"plotly" in head.lower()
