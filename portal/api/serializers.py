@@ -79,6 +79,7 @@ class WorkloadOut(serializers.ModelSerializer[Workload]):
     fabric = serializers.CharField(source="fabric.name", allow_null=True, default=None)
     resources = serializers.SerializerMethodField()
     runtime_limit_minutes = serializers.SerializerMethodField()
+    connect_url = serializers.SerializerMethodField(help_text="Only for the owner: a notebook's URL carries its token.")
 
     class Meta:
         model = Workload
@@ -115,6 +116,10 @@ class WorkloadOut(serializers.ModelSerializer[Workload]):
             "memory_gb": _number(w.memory_gb),
             "nodes": w.nodes,
         }
+
+    def get_connect_url(self, w: Workload) -> str:
+        request = self.context.get("request")
+        return w.connect_url if request is not None and request.user.pk == w.owner_id else ""
 
     def get_runtime_limit_minutes(self, w: Workload) -> int:
         return w.runtime_limit_s // 60

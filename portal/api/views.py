@@ -96,11 +96,12 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         if params.get("mine", "").lower() in {"1", "true", "yes"}:
             workloads = workloads.filter(owner_id=request.user.pk)
         page = self.paginate_queryset(workloads)
-        return self.get_paginated_response(WorkloadOut(page, many=True).data)
+        return self.get_paginated_response(WorkloadOut(page, many=True, context={"request": request}).data)
 
     @extend_schema(responses=WorkloadDetailOut)
     def retrieve(self, request: Request, pk: str) -> Response:
-        return Response(WorkloadDetailOut(access.access_workload(request.user, pk)).data)
+        workload = access.access_workload(request.user, pk)
+        return Response(WorkloadDetailOut(workload, context={"request": request}).data)
 
     @extend_schema(
         request=WorkloadIn,

@@ -138,7 +138,7 @@ def check_submit(user: Any, req: SubmitRequest) -> Workload:
 
     if req.command and req.script:
         err("command", "Give a command or a script, not both.")
-    elif not (req.command or req.script) and req.kind != WorkloadKind.NOTEBOOK:
+    elif not (req.command or req.script) and req.kind not in (WorkloadKind.NOTEBOOK, WorkloadKind.VM):
         err("command", "Give the command to run.")
     for field, value in (("command", req.command), ("script", req.script)):
         for message in _text_errors(value, field, MAX_COMMAND_BYTES):

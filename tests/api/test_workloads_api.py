@@ -220,3 +220,11 @@ def test_the_openapi_schema_describes_the_contract(api_as, alice):
         "/api/v1/queues/",
     } <= set(schema["paths"])
     assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+
+
+def test_a_notebooks_connect_url_carries_its_token_so_only_its_owner_reads_it(api_as, alice, bob, submit):
+    workload = submit(alice)
+    Workload.objects.filter(pk=workload.pk).update(connect_url="http://127.0.0.1:9999/lab?token=secret")
+    assert api_as(alice).get(f"{URL}{workload.pk}/").json()["connect_url"].endswith("token=secret")
+    assert api_as(bob).get(f"{URL}{workload.pk}/").json()["connect_url"] == ""
+    assert api_as(bob).get(URL).json()["results"][0]["connect_url"] == ""
