@@ -10,6 +10,8 @@ from fabrics.base import Fabric, FabricConfig
 
 KINDS: Mapping[str, str] = {
     "local": "fabrics.local.fabric.LocalFabric",
+    "slurm": "fabrics.slurm.fabric.SlurmFabric",
+    "pbs": "fabrics.pbs.fabric.PbsFabric",
     "kubernetes": "fabrics.kubernetes.fabric.KubernetesFabric",
     "agent": "portal.agents.fabric.AgentFabric",
 }

@@ -1,0 +1,1 @@
+"""The PBS fabric (PBS Pro / OpenPBS and Torque): qsub, qstat and qdel over SSH."""

@@ -1,0 +1,254 @@
+"""The PBS fabric (PBS Pro / OpenPBS, Torque): qsub, qstat and qdel on a login node over SSH.
+
+Settings: the SSH ones (fabrics.ssh.settings) and
+
+    {"flavor": "pro", "queue": "workq", "gpu_queue": "", "workdir": ".gridlane", "bin_dir": "",
+     "submit_parallelism": 2}
+
+qsub reads no script from stdin on every PBS, so `submit_many` writes each script to
+<workdir>/<workload id>.pbs and runs qsub on it, all in one SSH command; the job id qsub prints
+is written beside it (<workload id>.jobid) by the same shell, before anything reports back, and
+that is where `find` looks. The job is named g<14 hex digits of the workload id> (Torque keeps
+15 characters). Status is `qstat -f` (with -x on PBS Pro, for finished jobs) plus what the job
+recorded itself: its exit status and, when Gridlane cancelled it, a marker (see render.py).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+from fabrics import templating
+from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
+from fabrics.pbs import parse
+from fabrics.pbs.render import FLAVORS, Options, render
+from fabrics.ssh import batch
+from fabrics.ssh.scripts import PATH, TEMPLATE_NAMES, WORD, split_template
+from fabrics.ssh.settings import SshSettings
+from fabrics.ssh.transport import Result, SshTransport, host_keys
+
+RESERVED = re.compile(r"^#PBS\s+-[Noe]\b")
+JOB_ID = re.compile(r"^\d+(\.[A-Za-z0-9.-]+)?$")
+
+# Reads the records the jobs left: `exit <id> <status>` and `cancelled <id>` lines. Builtins only.
+_RECORDS = r"""
+d=$1; shift
+for id in "$@"; do
+  if [ -f "$d/$id.exit" ]; then IFS= read -r code <"$d/$id.exit"; printf 'exit %s %s\n' "$id" "$code"; fi
+  if [ -f "$d/$id.cancelled" ]; then printf 'cancelled %s\n' "$id"; fi
+done
+"""
+# Under the submit lock, so that a batch still running (its connection dropped) has written its ids.
+_JOB_IDS = r"""
+d=$1; shift
+mkdir -p -- "$d" && exec 9>>"$d/.submit.lock" && flock -w 300 9 || exit 91
+for wid in "$@"; do
+  if [ -f "$d/$wid.jobid" ]; then IFS= read -r id <"$d/$wid.jobid"; printf 'jobid %s %s\n' "$wid" "$id"; fi
+done
+"""
+
+
+class PbsFabric:
+    def __init__(self, config: FabricConfig) -> None:
+        self.check_settings(config.settings)
+        self.config = config
+        settings = config.settings
+        self.options = Options(
+            flavor=settings.get("flavor", "pro"),
+            queue=settings.get("queue", ""),
+            gpu_queue=settings.get("gpu_queue", ""),
+            workdir=settings.get("workdir", ".gridlane"),
+        )
+        self.bin_dir: str = settings.get("bin_dir", "")
+        self.parallel: int = settings.get("submit_parallelism", 2)
+        self.ssh = SshTransport(SshSettings.from_settings(settings))
+        self._queued: set[str] = set()  # jobs the last poll saw waiting; they have no output yet
+
+    @classmethod
+    def check_template(cls, template: str) -> None:
+        templating.check(template, TEMPLATE_NAMES)
+        templating.check_quoting(template)
+        _, head, body = split_template(template)
+        for line in head:
+            if RESERVED.match(line.strip()):
+                raise TemplateError(f"{line.strip()!r}: Gridlane names the job and places its output itself")
+        for line in body.splitlines():
+            if line.lstrip().startswith("#PBS"):
+                raise TemplateError(f"{line.strip()!r} comes after a command, where qsub ignores it")
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        host_keys(SshSettings.from_settings(settings).known_hosts)
+        if settings.get("flavor", "pro") not in FLAVORS:
+            raise ValueError(f"settings.flavor: one of {', '.join(FLAVORS)}")
+        for key in ("queue", "gpu_queue"):
+            value = settings.get(key, "")
+            if not isinstance(value, str) or (value and not WORD.match(value)):
+                raise ValueError(f"settings.{key}: a PBS queue name")
+        for key in ("workdir", "bin_dir"):
+            value = settings.get(key, "")
+            if not isinstance(value, str) or (value and (not PATH.match(value) or ".." in value.split("/"))):
+                raise ValueError(f"settings.{key}: a path without spaces or '..'")
+        if not settings.get("workdir", ".gridlane"):
+            raise ValueError("settings.workdir: where job scripts and output go, e.g. .gridlane")
+        value = settings.get("submit_parallelism", 2)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 64:
+            raise ValueError("settings.submit_parallelism: a whole number from 1 to 64")
+
+    def render(self, job: JobSpec) -> str:
+        if job.template:
+            self.check_template(job.template)
+        return render(job.template, job, self.options)
+
+    def submit(self, job: JobSpec) -> str:
+        outcome = self.submit_many([job])[job.workload_id]
+        if isinstance(outcome, FabricError):
+            raise outcome
+        return outcome
+
+    def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
+        results: dict[UUID, str | FabricError] = {}
+        steps: list[batch.Step] = []
+        keys: list[UUID] = []
+        for job in jobs:
+            try:
+                script = self.render(job)
+            except TemplateError as exc:
+                results[job.workload_id] = FabricError(f"the job script does not render: {exc}", retryable=False)
+                continue
+            path = self._path(f"{job.workload_id}.pbs")
+            argv = [self._bin("qsub"), "-o", "/dev/null", "-e", "/dev/null", path]
+            steps.append(
+                batch.Step(argv, stdin=script, write_to=path, record_to=self._path(f"{job.workload_id}.jobid"))
+            )
+            keys.append(job.workload_id)
+        if not steps:
+            return results
+        lock = self._path(".submit.lock")
+        text, marker = batch.script(
+            steps, parallel=self.parallel, setup=[["mkdir", "-p", "--", self.options.workdir]], lock=lock
+        )
+        try:
+            output = self.ssh.run_script(text)
+        except FabricError as exc:
+            return results | dict.fromkeys(keys, exc)
+        outcomes = batch.parse(output.stdout, marker, len(steps))
+        for index, key in enumerate(keys):
+            outcome = outcomes.get(index)
+            job_id = parse.submitted_id(outcome.stdout) if outcome is not None and outcome.status == 0 else None
+            if job_id is not None:
+                results[key] = job_id
+            elif outcome is None:
+                results[key] = FabricError(f"no answer from qsub for this job ({output.message()})", retryable=True)
+            else:
+                said = (outcome.stderr.strip() or outcome.stdout.strip() or f"exit status {outcome.status}")[:300]
+                transient = re.search(r"cannot connect|connection refused|timed out|try again|problem", said, re.I)
+                results[key] = FabricError(f"PBS refused the job: {said}", retryable=bool(transient))
+        return results
+
+    def find(self, workload_id: UUID) -> str | None:
+        return self.find_many([workload_id]).get(workload_id)
+
+    def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
+        """The job ids submit_many recorded for these workloads (written by the shell that ran qsub)."""
+        if not workload_ids:
+            return {}
+        wanted = {str(wid): wid for wid in workload_ids}
+        result = self.ssh.run(["bash", "-c", _JOB_IDS, "find", self.options.workdir, *wanted], retry=True)
+        found = {}
+        for line in result.stdout.splitlines():
+            parts = line.split(" ")
+            if len(parts) == 3 and parts[0] == "jobid" and parts[1] in wanted and JOB_ID.match(parts[2]):
+                found[wanted[parts[1]]] = parts[2]
+        return found
+
+    def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        statuses = {i: JobStatus(JobState.MISSING) for i in ids}
+        wanted = [i for i in ids if JOB_ID.match(i)]
+        if not wanted:
+            return statuses
+        history = ["-x"] if self.options.flavor == "pro" else []
+        steps = [
+            batch.Step(["env", "TZ=UTC", self._bin("qstat"), "-f", *history, *wanted]),
+            batch.Step(["bash", "-c", _RECORDS, "records", self.options.workdir, *wanted]),
+        ]
+        text, marker = batch.script(steps)
+        outcomes = batch.parse(self.ssh.run_script(text, retry=True).stdout, marker, len(steps))
+        qstat, records = outcomes.get(0), outcomes.get(1)
+        if qstat is None or records is None:
+            raise FabricError("qstat did not report back", retryable=True)
+        jobs = {job.job_id: job for job in parse.qstat_full(qstat.stdout)}
+        if not jobs and qstat.status != 0 and qstat.stderr.strip() and "Unknown Job" not in qstat.stderr:
+            raise FabricError(f"the PBS server does not answer: {qstat.stderr.strip()[:300]}", retryable=True)
+        exits: dict[str, int] = {}
+        cancelled: set[str] = set()
+        for line in records.stdout.splitlines():
+            parts = line.split(" ")
+            if len(parts) == 3 and parts[0] == "exit" and re.fullmatch(r"-?\d+", parts[2]):
+                exits[parts[1]] = int(parts[2])
+            elif len(parts) == 2 and parts[0] == "cancelled":
+                cancelled.add(parts[1])
+        for job_id in wanted:
+            job = jobs.get(job_id) or jobs.get(job_id.split(".")[0])
+            if job is not None:
+                statuses[job_id] = job.status(exit_file=exits.get(job_id), cancelled=job_id in cancelled)
+            elif job_id in exits or job_id in cancelled:
+                # PBS forgot it (Torque's keep_completed, PBS Pro's job history), the job's records remain.
+                statuses[job_id] = parse.finished_status(exits.get(job_id), cancelled=job_id in cancelled)
+        self._queued = {i for i, s in statuses.items() if s.state is JobState.QUEUED}
+        return statuses
+
+    def cancel(self, external_id: str) -> None:
+        """qdel, then a marker that tells poll the job was cancelled (PBS alone may not say so)."""
+        if not JOB_ID.match(external_id):
+            return
+        marker = self._path(f"{external_id}.cancelled")
+        result = self.ssh.run(
+            ["bash", "-c", '"$1" "$2" && touch "$3"', "cancel", self._bin("qdel"), external_id, marker]
+        )
+        if result.ok or re.search(r"Unknown Job|invalid.*state|completed|finished", result.message(), re.I):
+            return
+        if result.status == 1 and not result.stderr.strip():
+            return  # Slurm's qdel wrapper says nothing for a job that has already ended
+        raise FabricError(f"qdel {external_id} failed: {result.message()}", retryable=True)
+
+    def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
+        if not JOB_ID.match(external_id) or external_id in self._queued:
+            return ""  # a job that has not started has written nothing: no round trip for it
+        steps = [
+            batch.Step(["tail", "-c", str(max_bytes // 2), self._path(f"{external_id}.err")]),
+            batch.Step(["tail", "-c", str(max_bytes), self._path(f"{external_id}.out")]),
+        ]
+        text, marker = batch.script(steps)
+        outcomes = batch.parse(self.ssh.run_script(text, retry=True).stdout, marker, len(steps))
+        err = outcomes[0].stdout if 0 in outcomes and outcomes[0].status == 0 else ""
+        out = outcomes[1].stdout if 1 in outcomes and outcomes[1].status == 0 else ""
+        budget = max(0, max_bytes - len(err))
+        text = out[-budget:] if budget else ""
+        if err:
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += "--- stderr ---\n" + err
+        return text
+
+    def capacity(self) -> Capacity:
+        """What IT declared, healthy while the PBS server answers `qstat -Q`."""
+        try:
+            result: Result = self.ssh.run([self._bin("qstat"), "-Q"], retry=True)
+        except FabricError as exc:
+            return Capacity(self.config.capacity, healthy=False, detail=str(exc))
+        if not result.ok:
+            return Capacity(self.config.capacity, healthy=False, detail=f"qstat -Q failed: {result.message()}")
+        return Capacity(self.config.capacity, healthy=True, detail="the PBS server answers")
+
+    def close(self) -> None:
+        self.ssh.close()
+
+    def _bin(self, name: str) -> str:
+        return posixpath.join(self.bin_dir, name) if self.bin_dir else name
+
+    def _path(self, name: str) -> str:
+        return posixpath.join(self.options.workdir, name)

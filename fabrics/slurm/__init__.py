@@ -1,0 +1,1 @@
+"""The Slurm fabric: sbatch, squeue, sacct, scancel and sinfo over SSH."""

@@ -1,0 +1,306 @@
+"""The Slurm fabric: sbatch, squeue, sacct, scancel and sinfo on a login node over one SSH connection.
+
+Settings (JSON, checked by `check_settings`), the SSH ones as in fabrics.ssh.settings, and:
+
+    {"partition": "cpu", "gpu_partition": "gpu", "gpu_request": "gres", "gpu_type": "",
+     "workdir": ".gridlane", "bin_dir": "", "submit_parallelism": 8, "accounting": true}
+
+Round trips: `submit_many` sends every script in one SSH command (sbatch reads each from a
+here-document); `find_many` and `poll` are one command each (`squeue --me`), plus one `sacct`
+only for jobs slurmctld has already forgotten. Every job is named `gl-<workload id>` with the
+comment `gridlane:<workload id>`, and the shell that ran sbatch also writes the job id it printed
+to <workdir>/ids/<workload id> before anything reports back. `find_many` asks squeue for the
+names and reads those records, so a worker that died after sbatch finds its job, however long
+ago, instead of submitting a second one.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+from fabrics import templating
+from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
+from fabrics.slurm import parse, reasons
+from fabrics.slurm.render import GPU_REQUESTS, NAME_PREFIX, TAG_PREFIX, Options, render
+from fabrics.ssh import batch
+from fabrics.ssh.scripts import PATH, TEMPLATE_NAMES, WORD, split_template
+from fabrics.ssh.settings import SshSettings
+from fabrics.ssh.transport import Result, SshTransport, host_keys
+
+log = logging.getLogger("gridlane.fabrics.slurm")
+
+# Options Gridlane sets itself: a template that set them would break find (name, comment) or tail (output).
+RESERVED = re.compile(r"^#SBATCH\s+(--job-name|-J|--comment|--output|-o|--error|-e|--chdir|-D)\b")
+NAMES_PER_QUERY = 400  # job names per squeue/sacct call, far below the kernel's limit on one argument
+UTC_ENV = ("env", "TZ=UTC", "SLURM_TIME_FORMAT=standard")  # times in UTC, as 2026-11-30T02:26:07
+# Prints `<workload id> <what sbatch printed>` for each workload submit_many recorded. Builtins only.
+_RECORDED = r"""
+d=$1; shift
+for wid in "$@"; do
+  if [ -f "$d/$wid" ]; then IFS= read -r id <"$d/$wid"; printf '%s %s\n' "$wid" "$id"; fi
+done
+"""
+
+
+class SlurmFabric:
+    def __init__(self, config: FabricConfig) -> None:
+        self.check_settings(config.settings)
+        self.config = config
+        settings = config.settings
+        self.options = Options(
+            partition=settings.get("partition", ""),
+            gpu_partition=settings.get("gpu_partition", ""),
+            gpu_request=settings.get("gpu_request", "gres"),
+            gpu_type=settings.get("gpu_type", ""),
+            workdir=settings.get("workdir", ".gridlane"),
+        )
+        self.bin_dir: str = settings.get("bin_dir", "")
+        self.parallel: int = settings.get("submit_parallelism", 8)
+        self.accounting: bool = settings.get("accounting", True)
+        self.ssh = SshTransport(SshSettings.from_settings(settings))
+        self._queued: set[str] = set()  # jobs the last poll saw waiting; they have no output yet
+
+    @classmethod
+    def check_template(cls, template: str) -> None:
+        """Raise TemplateError for a bad placeholder, an unsafe one, or a directive Gridlane owns."""
+        templating.check(template, TEMPLATE_NAMES)
+        templating.check_quoting(template)
+        _, head, body = split_template(template)
+        for line in head:
+            if RESERVED.match(line.strip()):
+                raise TemplateError(
+                    f"{line.strip()!r}: Gridlane sets the job name, comment, output, error and directory itself"
+                )
+        for line in body.splitlines():
+            if line.lstrip().startswith("#SBATCH"):
+                raise TemplateError(f"{line.strip()!r} comes after a command, where sbatch ignores it")
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        ssh = SshSettings.from_settings(settings)
+        host_keys(ssh.known_hosts)
+        for key in ("partition", "gpu_partition", "gpu_type"):
+            value = settings.get(key, "")
+            if not isinstance(value, str) or (value and not WORD.match(value)):
+                raise ValueError(f"settings.{key}: a Slurm name (letters, digits, . _ + -)")
+        if settings.get("gpu_request", "gres") not in GPU_REQUESTS:
+            raise ValueError(f"settings.gpu_request: one of {', '.join(GPU_REQUESTS)}")
+        for key in ("workdir", "bin_dir"):
+            value = settings.get(key, "")
+            if not isinstance(value, str) or (value and (not PATH.match(value) or ".." in value.split("/"))):
+                raise ValueError(f"settings.{key}: a path without spaces or '..'")
+        if not settings.get("workdir", ".gridlane"):
+            raise ValueError("settings.workdir: where job output goes, e.g. .gridlane")
+        value = settings.get("submit_parallelism", 8)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 64:
+            raise ValueError("settings.submit_parallelism: a whole number from 1 to 64")
+        if not isinstance(settings.get("accounting", True), bool):
+            raise ValueError("settings.accounting: true when the cluster has slurmdbd (sacct), else false")
+
+    def render(self, job: JobSpec) -> str:
+        if job.template:
+            self.check_template(job.template)
+        return render(job.template, job, self.options)
+
+    def submit(self, job: JobSpec) -> str:
+        outcome = self.submit_many([job])[job.workload_id]
+        if isinstance(outcome, FabricError):
+            raise outcome
+        return outcome
+
+    def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
+        """All the jobs in one SSH command; per workload its Slurm job id or the error it met."""
+        results: dict[UUID, str | FabricError] = {}
+        steps: list[batch.Step] = []
+        keys: list[UUID] = []
+        for job in jobs:
+            try:
+                script = self.render(job)
+            except TemplateError as exc:
+                results[job.workload_id] = FabricError(f"the job script does not render: {exc}", retryable=False)
+                continue
+            record = posixpath.join(self._ids(), str(job.workload_id))
+            steps.append(batch.Step([self._bin("sbatch"), "--parsable"], stdin=script, record_to=record))
+            keys.append(job.workload_id)
+        if not steps:
+            return results
+        text, marker = batch.script(steps, parallel=self.parallel, setup=self._setup(), lock=self._lock())
+        try:
+            output = self.ssh.run_script(text)
+        except FabricError as exc:
+            return results | dict.fromkeys(keys, exc)
+        outcomes = batch.parse(output.stdout, marker, len(steps))
+        for index, key in enumerate(keys):
+            results[key] = _submitted(outcomes.get(index), output)
+        return results
+
+    def find(self, workload_id: UUID) -> str | None:
+        return self.find_many([workload_id]).get(workload_id)
+
+    def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
+        """Jobs of these workloads: those slurmctld holds by their name, and those submit_many recorded."""
+        wanted = {str(wid): wid for wid in workload_ids}
+        if not wanted:
+            return {}
+        keys = sorted(wanted)
+        steps = []
+        for i in range(0, len(keys), NAMES_PER_QUERY):
+            chunk = keys[i : i + NAMES_PER_QUERY]
+            steps.append(batch.Step(self._squeue("--name=" + ",".join(f"{NAME_PREFIX}{k}" for k in chunk))))
+            steps.append(batch.Step(["bash", "-c", _RECORDED, "recorded", self._ids(), *chunk]))
+        # Under the submit lock: a batch still running on the login node (its connection dropped) ends first.
+        outcomes = self._run_steps(steps, retry=True, locked=True)
+        found: dict[UUID, set[str]] = {}
+        for index in range(0, len(steps), 2):
+            listed, recorded = outcomes.get(index), outcomes.get(index + 1)
+            if listed is None or listed.status != 0 or recorded is None:
+                raise FabricError(f"squeue failed: {_said(listed)}", retryable=True)
+            for job in parse.squeue(listed.stdout):
+                wid = wanted.get(job.name.removeprefix(NAME_PREFIX))
+                if wid is not None and job.comment == f"{TAG_PREFIX}{wid}":
+                    found.setdefault(wid, set()).add(job.job_id)
+            for line in recorded.stdout.splitlines():
+                key, _, printed = line.partition(" ")
+                job_id = parse.submitted_id(printed)
+                if key in wanted and job_id is not None:
+                    found.setdefault(wanted[key], set()).add(job_id)
+        for wid, ids in found.items():
+            if len(ids) > 1:
+                log.error("workload %s has several jobs on %s: %s", wid, self.config.name, sorted(ids, key=int))
+        return {wid: min(ids, key=int) for wid, ids in found.items()}
+
+    def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        """One squeue for the account's jobs; one sacct for those slurmctld no longer holds."""
+        statuses = {i: JobStatus(JobState.MISSING) for i in ids}
+        wanted = {i for i in ids if i.isdigit()}
+        if not wanted:
+            return statuses
+        result = self._run(self._squeue(), retry=True)
+        if not result.ok:
+            raise FabricError(f"the Slurm controller does not answer: {result.message()}", retryable=True)
+        for job in parse.squeue(result.stdout):
+            if job.job_id in wanted:
+                statuses[job.job_id] = job.status()
+        self._queued = {i for i, s in statuses.items() if s.state is JobState.QUEUED}
+        gone = sorted(wanted - {i for i, s in statuses.items() if s.state is not JobState.MISSING}, key=int)
+        if gone and self.accounting:
+            result = self._run(self._sacct(f"--jobs={','.join(gone)}"), retry=True)
+            if result.ok:
+                for job in parse.sacct(result.stdout):
+                    if job.job_id in statuses:
+                        statuses[job.job_id] = job.status()
+            else:
+                log.warning("sacct failed on %s: %s", self.config.name, result.message())
+        return statuses
+
+    def cancel(self, external_id: str) -> None:
+        if not external_id.isdigit():
+            return  # no job of ours has such an id
+        result = self._run([self._bin("scancel"), external_id])
+        if result.ok or "Invalid job id" in result.stderr or "already completing or completed" in result.stderr:
+            return
+        raise FabricError(f"scancel {external_id} failed: {result.message()}", retryable=True)
+
+    def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
+        """The end of the job's stdout, then of its stderr (at most half) under a marker line."""
+        if not external_id.isdigit() or external_id in self._queued:
+            return ""  # a job that has not started has written nothing: no round trip for it
+        base = posixpath.join(self.options.workdir, external_id)
+        steps = [
+            batch.Step(["tail", "-c", str(max_bytes // 2), f"{base}.err"]),
+            batch.Step(["tail", "-c", str(max_bytes), f"{base}.out"]),
+        ]
+        outcomes = self._run_steps(steps, retry=True)
+        err = outcomes[0].stdout if 0 in outcomes and outcomes[0].status == 0 else ""
+        out = outcomes[1].stdout if 1 in outcomes and outcomes[1].status == 0 else ""
+        budget = max(0, max_bytes - len(err))
+        text = out[-budget:] if budget else ""
+        if err:
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += "--- stderr ---\n" + err
+        return text
+
+    def capacity(self) -> Capacity:
+        try:
+            result = self._run([*UTC_ENV, self._bin("sinfo"), "-h", "-N", "-O", parse.sinfo_format()], retry=True)
+        except FabricError as exc:
+            return Capacity(self.config.capacity, healthy=False, detail=str(exc))
+        if not result.ok:
+            return Capacity(self.config.capacity, healthy=False, detail=f"sinfo failed: {result.message()}")
+        inventory = parse.sinfo(result.stdout)
+        healthy = any(p.usable_nodes for p in inventory.partitions)
+        return Capacity(inventory.total, healthy=healthy, detail=inventory.describe() or "no nodes")
+
+    def close(self) -> None:
+        self.ssh.close()
+
+    def _bin(self, name: str) -> str:
+        return posixpath.join(self.bin_dir, name) if self.bin_dir else name
+
+    def _squeue(self, *filters: str) -> list[str]:
+        return [
+            *UTC_ENV,
+            self._bin("squeue"),
+            "--noheader",
+            "--states=all",
+            "--me",
+            *filters,
+            "-O",
+            parse.squeue_format(),
+        ]
+
+    def _sacct(self, *filters: str) -> list[str]:
+        fields = ",".join(parse.SACCT_FIELDS)
+        return [
+            *UTC_ENV,
+            self._bin("sacct"),
+            "-X",
+            "-n",
+            "-P",
+            f"--delimiter={parse.FIELD_END}",
+            *filters,
+            "-o",
+            fields,
+        ]
+
+    def _run(self, argv: list[str], *, retry: bool = False) -> Result:
+        return self.ssh.run(argv, retry=retry)
+
+    def _setup(self) -> list[list[str]]:
+        return [["mkdir", "-p", "--", self.options.workdir, self._ids()]]
+
+    def _ids(self) -> str:
+        return posixpath.join(self.options.workdir, "ids")
+
+    def _lock(self) -> str:
+        return posixpath.join(self.options.workdir, ".submit.lock")
+
+    def _run_steps(self, steps: list[batch.Step], *, retry: bool, locked: bool = False) -> dict[int, batch.Outcome]:
+        if locked:
+            text, marker = batch.script(steps, parallel=len(steps), setup=self._setup(), lock=self._lock())
+        else:
+            text, marker = batch.script(steps)
+        return batch.parse(self.ssh.run_script(text, retry=retry).stdout, marker, len(steps))
+
+
+def _submitted(outcome: batch.Outcome | None, output: Result) -> str | FabricError:
+    if outcome is None:
+        # The script did not get as far as reporting: sbatch may or may not have run.
+        return FabricError(f"no answer from sbatch for this job ({output.message()})", retryable=True)
+    job_id = parse.submitted_id(outcome.stdout) if outcome.status == 0 else None
+    if job_id is not None:
+        return job_id
+    message, retryable = reasons.submit_error(outcome.stderr or outcome.stdout or f"exit status {outcome.status}")
+    return FabricError(message, retryable=retryable)
+
+
+def _said(outcome: batch.Outcome | None) -> str:
+    if outcome is None:
+        return "no answer"
+    return (outcome.stderr.strip() or outcome.stdout.strip() or f"exit status {outcome.status}")[:300]

@@ -1,0 +1,178 @@
+"""The PBS fabric: qsub scripts for PBS Pro and Torque, qstat -f read for both, and a live run through qsub."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fabrics.base import FabricConfig, JobSpec, JobState, Resources, TemplateError
+from fabrics.pbs import parse
+from fabrics.pbs.fabric import PbsFabric
+from fabrics.pbs.render import Options, directives, job_name, render
+from tests.fabrics.golden import assert_golden
+from tests.fabrics.slurm.conftest import finished, job, wait_for
+
+HERE = Path(__file__).parent
+WORKLOAD = uuid.UUID("3f2a9c0d-1e4b-4c57-9a6e-0123456789ab")
+
+
+def spec(**overrides: Any) -> JobSpec:
+    fields: dict[str, Any] = {
+        "workload_id": WORKLOAD,
+        "name": "llama-ft",
+        "kind": "training",
+        "owner": "alice",
+        "group": "vision",
+        "queue": "hpc-train",
+        "command": "python train.py --epochs 3",
+        "per_node": Resources(2000, 16000, 65536),
+        "nodes": 2,
+        "runtime_limit_s": 4 * 3600 + 30,
+    }
+    return JobSpec(**(fields | overrides))
+
+
+@pytest.mark.parametrize(
+    ("golden", "options"),
+    [
+        ("pbspro.pbs", Options(flavor="pro", queue="workq", gpu_queue="gpu")),
+        ("torque.pbs", Options(flavor="torque", workdir="/scratch/gridlane")),
+    ],
+)
+def test_qsub_scripts_match_their_golden_files(golden, options):
+    assert_golden(HERE / "golden" / golden, render("", spec(env={"WANDB_MODE": "offline"}), options))
+
+
+def test_each_dialect_asks_for_nodes_cpus_gpus_memory_and_walltime_its_own_way():
+    job = spec(per_node=Resources(1000, 4000, 2048), nodes=2, runtime_limit_s=90)
+    assert directives(job, Options(flavor="pro")) == [
+        f"#PBS -N {job_name(WORKLOAD)}",
+        "#PBS -l select=2:ncpus=4:ngpus=1:mem=2048mb",
+        "#PBS -l walltime=00:01:30",
+    ]
+    assert directives(job, Options(flavor="torque", queue="batch")) == [
+        f"#PBS -N {job_name(WORKLOAD)}",
+        "#PBS -q batch",
+        "#PBS -l nodes=2:ppn=4:gpus=1,mem=4096mb,walltime=00:01:30",  # Torque's mem is for the whole job
+    ]
+    assert job_name(WORKLOAD) == "g3f2a9c0d1e4b4c"  # 15 characters: Torque keeps no more
+
+
+@pytest.mark.parametrize(
+    ("template", "complaint"),
+    [
+        ("#!/bin/bash\n#PBS -N mine\n$command\n", "names the job"),
+        ("#!/bin/bash\n#PBS -o out.txt\n$command\n", "names the job"),
+        ("#!/bin/bash\necho hi\n#PBS -q fast\n$command\n", "qsub ignores it"),
+        ("#!/bin/bash\n#PBS -A $group\n$command\n", "inside a comment"),
+    ],
+)
+def test_check_template_refuses_what_would_break_the_tag_or_the_quoting(template, complaint):
+    with pytest.raises(TemplateError, match=complaint):
+        PbsFabric.check_template(template)
+
+
+def read(name: str) -> dict[str, parse.PbsJob]:
+    return {job.job_id: job for job in parse.qstat_full((HERE / "fixtures" / name).read_text())}
+
+
+def test_pbs_pro_qstat_f_is_read_with_its_wrapped_values():
+    jobs = read("qstat_f_pbspro.txt")
+    assert list(jobs) == [
+        "4711.pbsserver",
+        "4712.pbsserver",
+        "4713.pbsserver",
+        "4700.pbsserver",
+        "4701.pbsserver",
+        "4702.pbsserver",
+    ]
+    running = jobs["4711.pbsserver"]
+    assert running.attributes["Variable_List"].endswith("PBS_O_QUEUE=gpu,PBS_O_HOST=login1.hpc.example.org")
+    assert "PBS_O_LOGNAME=gridlane," in running.attributes["Variable_List"]  # "gr" + "idlane" across the wrap
+    assert running.attributes["comment"].endswith("mem=16777216kb)")
+    status = running.status()
+    assert (status.state, status.host) == (JobState.RUNNING, "gpu017")
+    assert status.started_at == datetime(2026, 11, 30, 9, 13, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("job_id", "want_state", "want_exit", "want_reason"),
+    [
+        ("4712.pbsserver", JobState.QUEUED, None, "PBS says: Not Running: Insufficient amount of resource: ngpus"),
+        ("4713.pbsserver", JobState.QUEUED, None, "Held by PBS"),
+        ("4700.pbsserver", JobState.FAILED, 3, ""),
+        ("4701.pbsserver", JobState.TIMED_OUT, -29, "PBS stopped it at its walltime"),
+        ("4702.pbsserver", JobState.FAILED, 143, ""),  # 271 = 256 + SIGTERM
+    ],
+)
+def test_pbs_pro_states_exit_statuses_and_reasons(job_id, want_state, want_exit, want_reason):
+    status = read("qstat_f_pbspro.txt")[job_id].status()
+    assert (status.state, status.exit_code) == (want_state, want_exit)
+    assert status.reason.startswith(want_reason)
+
+
+def test_pbs_pros_estimated_start_becomes_the_estimate():
+    status = read("qstat_f_pbspro.txt")["4712.pbsserver"].status()
+    assert status.estimated_start == datetime(2026, 11, 30, 13, 55, 1, tzinfo=UTC)
+
+
+def test_torque_qstat_f_is_read():
+    jobs = read("qstat_f_torque.txt")
+    done = jobs["88231.head.hpc.example.org"].status()
+    assert (done.state, done.exit_code, done.host) == (JobState.SUCCEEDED, 0, "node07")
+    assert done.started_at == datetime(2026, 11, 30, 10, 2, 13, tzinfo=UTC)
+    assert done.finished_at == datetime(2026, 11, 30, 10, 2, 18, tzinfo=UTC)
+    assert jobs["88232.head.hpc.example.org"].status().state is JobState.RUNNING
+    killed = jobs["88233.head.hpc.example.org"]
+    assert killed.status(cancelled=True).state is JobState.CANCELLED  # Gridlane's own qdel left its marker
+    assert killed.status().state is JobState.FAILED
+
+
+def test_the_slurm_wrappers_qstat_f_is_read_and_its_missing_exit_status_comes_from_the_jobs_record():
+    jobs = {job.name: job for job in read("qstat_f_slurm_wrapper.txt").values()}
+    assert jobs["blocker"].status().state is JobState.RUNNING
+    assert jobs["held"].status().state is JobState.QUEUED
+    failed = jobs["failed"]
+    assert failed.state == "C"
+    assert failed.exit_status is None  # the wrapper prints none
+    assert failed.status(exit_file=3).exit_code == 3
+    assert failed.status().reason == "PBS kept no exit status for it"
+
+
+@pytest.mark.parametrize(("stdout", "want"), [("1013\n", "1013"), ("4711.pbsserver\n", "4711.pbsserver"), ("", None)])
+def test_qsub_output(stdout, want):
+    assert parse.submitted_id(stdout) == want
+
+
+@pytest.fixture
+def pbs(cluster_lock, slurm_settings) -> Iterator[PbsFabric]:
+    settings = slurm_settings | {"flavor": "torque", "queue": "cpu", "gpu_queue": "gpu"}
+    settings = {k: v for k, v in settings.items() if k not in ("partition", "gpu_partition")}
+    fabric = PbsFabric(FabricConfig("pbs", "pbs", Resources(8000, 32000, 64000), settings))
+    yield fabric
+    fabric.close()
+
+
+def test_a_job_goes_through_qsub_runs_and_reports_its_exit_code_output_and_gpus(pbs):
+    ok = job('echo "hello $PBS_JOBID gpus=$CUDA_VISIBLE_DEVICES"; echo warn >&2', per_node=Resources(1000, 1000, 256))
+    bad = job("exit 3")
+    submitted = pbs.submit_many([ok, bad])
+    assert pbs.find_many([ok.workload_id, bad.workload_id, uuid.uuid4()]) == submitted
+    ok_id, bad_id = submitted[ok.workload_id], submitted[bad.workload_id]
+    assert isinstance(ok_id, str)
+    assert isinstance(bad_id, str)
+    assert (finished(pbs, ok_id).state, finished(pbs, bad_id).exit_code) == (JobState.SUCCEEDED, 3)
+    assert pbs.tail(ok_id) == f"hello {ok_id} gpus=0\n--- stderr ---\nwarn\n"
+
+
+def test_qdel_cancels_a_pbs_job(pbs):
+    external_id = pbs.submit(job("sleep 300"))
+    wait_for(lambda: pbs.poll([external_id])[external_id].state is JobState.RUNNING, "the job to start")
+    pbs.cancel(external_id)
+    assert finished(pbs, external_id).state is JobState.CANCELLED
+    assert pbs.capacity().healthy

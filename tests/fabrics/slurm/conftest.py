@@ -1,0 +1,114 @@
+"""The real Slurm test cluster (tests/services/slurm/up.sh) and helpers shared by the Slurm and PBS tests.
+
+Tests that need the cluster fail, never skip, when it is not up. Two xdist workers share it, so
+every job is tagged with a fresh workload id and a test looks only at its own jobs. A test that
+stops the controller takes the cluster lock exclusively; every other live test holds it shared.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from fabrics.base import FabricConfig, JobSpec, JobStatus, Resources
+from fabrics.slurm import parse
+from fabrics.slurm.fabric import SlurmFabric
+
+T = TypeVar("T")
+REPO = Path(__file__).resolve().parents[3]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("GRIDLANE_TEST_STATE", REPO / "var" / "test-services")) / "slurm"
+
+
+@pytest.fixture(scope="session")
+def cluster() -> dict[str, Any]:
+    path = state_dir() / "connection.json"
+    if not path.exists():
+        pytest.fail(f"the Slurm test cluster is not up ({path} is missing): run tests/services/run.sh or make test")
+    return dict(json.loads(path.read_text()))
+
+
+def ssh_settings(cluster: dict[str, Any]) -> dict[str, Any]:
+    return {key: cluster[key] for key in ("host", "port", "user", "known_hosts", "key_file")}
+
+
+@pytest.fixture
+def cluster_lock(request: pytest.FixtureRequest, cluster: dict[str, Any]) -> Iterator[None]:
+    """Shared for live tests; exclusive for a test that also asks for `controller_outage`."""
+    exclusive = "controller_outage" in request.fixturenames
+    with open(state_dir() / "cluster.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def slurm_settings(cluster: dict[str, Any]) -> dict[str, Any]:
+    return ssh_settings(cluster) | {"partition": "cpu", "gpu_partition": "gpu"}
+
+
+@pytest.fixture
+def slurm(cluster_lock: None, slurm_settings: dict[str, Any]) -> Iterator[SlurmFabric]:
+    fabric = SlurmFabric(FabricConfig("hpc", "slurm", Resources(8000, 32000, 64000), slurm_settings))
+    yield fabric
+    fabric.close()
+
+
+def job(command: str = "true", **overrides: Any) -> JobSpec:
+    fields: dict[str, Any] = {
+        "workload_id": uuid.uuid4(),
+        "name": "probe",
+        "kind": "batch",
+        "owner": "ada",
+        "group": "ml",
+        "queue": "hpc",
+        "command": command,
+        "per_node": Resources(0, 1000, 256),
+        "runtime_limit_s": 300,
+    }
+    return JobSpec(**(fields | overrides))
+
+
+def wait_for(check: Callable[[], T | None], what: str, timeout: float = 60.0, every: float = 0.5) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
+
+
+def finished(fabric: Any, external_id: str, timeout: float = 60.0) -> JobStatus:
+    def status() -> JobStatus | None:
+        current: JobStatus = fabric.poll([external_id])[external_id]
+        return current if current.state.finished else None
+
+    return wait_for(status, f"job {external_id} to finish", timeout)
+
+
+def jobs_named(fabric: SlurmFabric, *workload_ids: uuid.UUID) -> dict[uuid.UUID, list[str]]:
+    """Every job slurmctld and accounting hold for each workload, looked up independently of find."""
+    names = {f"gl-{wid}": wid for wid in workload_ids}
+    result: dict[uuid.UUID, set[str]] = {wid: set() for wid in workload_ids}
+    squeue = fabric.ssh.run([*fabric._squeue(f"--name={','.join(names)}")])
+    sacct = fabric.ssh.run([*fabric._sacct(f"--name={','.join(names)}", "--starttime=now-1days")])
+    for found in (parse.squeue(squeue.stdout), parse.sacct(sacct.stdout)):
+        for slurm_job in found:
+            if slurm_job.name in names:
+                result[names[slurm_job.name]].add(slurm_job.job_id)
+    return {wid: sorted(ids) for wid, ids in result.items()}
