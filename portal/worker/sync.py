@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 
 from fabrics.base import FabricError, JobState, JobStatus
@@ -64,7 +65,19 @@ def _sync_fabric(row: FabricRow, workloads: list[Workload]) -> int:
     return changed
 
 
-def fabric_tail(row: FabricRow, w: Workload) -> str:
+# Output of running work is read at most this often per workload: on SSH fabrics each read is a round trip.
+TAIL_EVERY_S = 5.0
+_tailed: dict[str, float] = {}
+
+
+def fabric_tail(row: FabricRow, w: Workload, *, final: bool = False) -> str:
+    """The end of the job's output; while it runs, no more often than TAIL_EVERY_S (else the last one read)."""
+    now = time.monotonic()
+    if not final and now - _tailed.get(w.external_id, -TAIL_EVERY_S) < TAIL_EVERY_S:
+        return w.log_tail
+    _tailed[w.external_id] = now
+    if final:
+        _tailed.pop(w.external_id, None)
     try:
         return fabric_for(row).tail(w.external_id)
     except FabricError:
@@ -94,7 +107,7 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus) -> int:
         if state == State.DISPATCHING:
             # It ran and finished between two polls: record the start too, so every history reads the same.
             _started(row, w, status)
-        tail = fabric_tail(row, w)
+        tail = fabric_tail(row, w, final=True)
         new = FINAL[status.state]
         if new == State.CANCELLED and state != State.CANCELLING:
             reason = f"cancelled on {row.name} outside Gridlane"
