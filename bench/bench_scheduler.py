@@ -95,8 +95,15 @@ def decide_throughput(pending: int = 10_000, pools: int = 100) -> dict[str, Any]
 
 
 # 3 -----------------------------------------------------------------------------------------------------
+_ready = False
+
+
 def django_setup() -> None:
-    """Point Django at a database of the benchmark's own (never the one `make run` or the tests use)."""
+    """Point Django at a database of the benchmarks' own (never the one `make run` or the tests use), made
+    afresh once per run so that every benchmark starts from the current migrations."""
+    global _ready
+    if _ready:
+        return
     import dj_database_url
 
     url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gridlane")
@@ -109,8 +116,8 @@ def django_setup() -> None:
     admin = psycopg.connect(host=config["HOST"], port=config["PORT"] or 5432, user=config["USER"], dbname="postgres",
                             password=config.get("PASSWORD") or None, autocommit=True)  # fmt: skip
     with admin:
-        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            admin.execute(f'CREATE DATABASE "{name}"')
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
     os.environ["DATABASE_URL"] = url.rsplit("/", 1)[0] + "/" + name
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     os.environ["GRIDLANE_KICK_WORKER"] = "0"
@@ -120,6 +127,7 @@ def django_setup() -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
+    _ready = True
 
 
 def _fresh_cast(groups: int, queues_per_group: int, fabrics: int, gpus_per_fabric: int) -> tuple[Any, list[Any]]:

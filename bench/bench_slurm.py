@@ -231,34 +231,11 @@ def end_to_end(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def django_setup() -> None:
-    """Django on a database of this benchmark's own (never the one `make run` or the tests use)."""
-    import dj_database_url
-    import psycopg
+    """Django on the benchmarks' own database (see bench_scheduler), with no per-user submit limit in the way."""
+    from bench import bench_scheduler
 
-    url = os.environ["DATABASE_URL"]
-    config = dj_database_url.parse(url)
-    name = f"{config['NAME']}_bench_slurm"
-    admin = psycopg.connect(
-        host=config["HOST"],
-        port=config["PORT"] or 5432,
-        user=config["USER"],
-        dbname="postgres",
-        password=config.get("PASSWORD") or None,
-        autocommit=True,
-    )
-    with admin:
-        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            admin.execute(f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = url.rsplit("/", 1)[0] + "/" + name
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    os.environ["GRIDLANE_KICK_WORKER"] = "0"
-    os.environ.setdefault("GRIDLANE_DEMO", "1")
     os.environ["GRIDLANE_SUBMIT_RATE_LIMIT"] = "1000000"  # the API's per-user limit is not what is measured
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
+    bench_scheduler.django_setup()
 
 
 def fresh_cast(settings: dict[str, Any]) -> Any:
