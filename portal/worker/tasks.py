@@ -20,15 +20,21 @@ def cycle() -> dict[str, Any]:
     """One scheduling cycle. When another is running, ask it to go round once more instead: the work that
     asked for this cycle (a submit, a cancel) may have arrived after that one took its snapshot."""
     summary: dict[str, Any] = {}
-    for _ in range(4):  # bounded: a steady stream of kicks is served by the periodic cycle anyway
+    asked = False
+    for _ in range(5):  # bounded: a steady stream of kicks is served by the periodic cycle anyway
         with cycle_lock() as held:
-            if not held:
-                stats.gauge(cycle_requested=1)
+            if held:
+                again = _run()
+                summary = {k: summary.get(k, 0) + v for k, v in again.items()} | {"waiting": again["waiting"]}
+        if not held:
+            if asked:
                 return summary or {"skipped": True}
-            again = _run()
-            summary = {k: summary.get(k, 0) + v for k, v in again.items()} | {"waiting": again["waiting"]}
-        # Asked for while we ran (or just as we let go)? Go round again.
-        if not stats.take_request():
+            # Ask the running cycle to go round again, then try once more ourselves: it may have let go
+            # between our try and our asking, and then nobody would see the request.
+            stats.gauge(cycle_requested=1)
+            asked = True
+            continue
+        if not stats.take_request():  # asked for while we ran (or just as we let go)? Go round again.
             break
     return summary
 

@@ -59,7 +59,8 @@ def test_a_workload_marked_idle_counts_its_gpu_hours_as_idle():
 
 
 def test_the_step_samples_running_work_and_writes_rollups_per_team_queue_and_member(alice, bob, submit):
-    now = datetime.now(UTC)
+    # Half past an hour that has passed: two minutes later is still the same hour, whenever the test runs.
+    now = (datetime.now(UTC) - timedelta(hours=1)).replace(minute=30, second=0, microsecond=0)
     busy = submit(alice, name="busy", gpus=2)
     lazy = submit(bob, name="lazy", gpus=1)
     waiting = submit(alice, name="waiting", gpus=1)
