@@ -227,9 +227,14 @@ def submit_to_admitted(n: int = 40) -> dict[str, Any]:
 
     user, queues = _fresh_cast(groups=1, queues_per_group=1, fabrics=1, gpus_per_fabric=1000)
     settings.GRIDLANE_KICK_WORKER = True
-    env = {**os.environ, "GRIDLANE_CYCLE_SECONDS": "5", "GRIDLANE_LOCAL_FABRIC_ROOT": str(ROOT / "var" / "bench-jobs")}
+    env = {
+        **os.environ,
+        "GRIDLANE_CYCLE_SECONDS": os.environ.get("BENCH_TICK", "5"),
+        "GRIDLANE_LOCAL_FABRIC_ROOT": str(ROOT / "var" / "bench-jobs"),
+    }
+    log = open(ROOT / "var" / "bench-worker.log", "w")  # noqa: SIM115 (closed with the worker)
     worker = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "gridlane_worker"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                              stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         time.sleep(4)  # the cluster starts its worker processes
         ids = []
@@ -255,6 +260,7 @@ def submit_to_admitted(n: int = 40) -> dict[str, Any]:
     finally:
         worker.terminate()
         worker.wait(timeout=30)
+        log.close()
     p50 = statistics.median(latencies)
     p95 = latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))]
     print(f"submit -> admitted, {len(latencies)} of {n} with free capacity: p50 {p50:.0f} ms, p95 {p95:.0f} ms "
