@@ -180,3 +180,22 @@ def may_issue_personal_tokens(user: Any) -> bool:
     if not user.is_authenticated:
         return False
     return not is_service(user)
+
+
+def visible_groups(user: Any) -> QuerySet[ResourceGroup]:
+    """Teams whose dashboard the user may see: members and leads their own teams, IT every team, agents none."""
+    if not user.is_authenticated:
+        return ResourceGroup.objects.none()
+    if is_service(user):
+        return ResourceGroup.objects.none()
+    if is_it(user):
+        return ResourceGroup.objects.all()
+    return ResourceGroup.objects.filter(pk__in=member_group_ids(user))
+
+
+def access_group(user: Any, slug: str) -> ResourceGroup:
+    """The team if the user may see its dashboard; Http404 otherwise, as if it did not exist."""
+    try:
+        return visible_groups(user).get(slug=slug)
+    except ResourceGroup.DoesNotExist as error:
+        raise Http404("No such team.") from error

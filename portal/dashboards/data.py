@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db.models import Sum
-from django.http import Http404
 
-from portal import access
 from portal.accounts.models import ResourceGroup
 from portal.dashboards import figures
 from portal.usage.models import UsageMemberRollup, UsageRollup
@@ -21,26 +18,6 @@ from portal.workloads.states import ACTIVE, State
 WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 DEFAULT_WINDOW = "7d"
 NOW_LIMIT = 50
-
-
-def visible_groups(user: Any) -> Any:
-    """Teams whose dashboard the user may see: members and leads their own teams, IT every team, agents none.
-
-    (Belongs in portal/access.py; kept here until its owner moves it.)"""
-    if not user.is_authenticated or access.is_service(user):
-        return ResourceGroup.objects.none()
-    if access.is_it(user):
-        return ResourceGroup.objects.all()
-    return ResourceGroup.objects.filter(pk__in=access.member_group_ids(user))
-
-
-def access_group(user: Any, slug: str) -> ResourceGroup:
-    """The team if the user may see its dashboard; Http404 otherwise, as if it did not exist."""
-    try:
-        group: ResourceGroup = visible_groups(user).get(slug=slug)
-    except ResourceGroup.DoesNotExist as error:
-        raise Http404("No such team.") from error
-    return group
 
 
 def window_of(value: str | None) -> str:

@@ -18,7 +18,7 @@ def _partial(request: HttpRequest) -> bool:
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
     """The teams whose dashboard the user may see; straight to it when there is only one."""
-    groups = list(data.visible_groups(request.user))
+    groups = list(access.visible_groups(request.user))
     if len(groups) == 1:
         return redirect("dashboards:team", slug=groups[0].slug)
     return render(request, "dashboards/index.html", {"groups": groups})
@@ -26,7 +26,7 @@ def index(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def team(request: HttpRequest, slug: str) -> HttpResponse:
-    group = data.access_group(request.user, slug)
+    group = access.access_group(request.user, slug)
     window = data.window_of(request.GET.get("window"))
     dashboard = data.team_dashboard(group, window, timezone.now())
     context = {"d": dashboard, "windows": list(data.WINDOWS)}
