@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 
@@ -21,9 +21,41 @@ FIELD_OF = {
 }
 
 
-class TrainingForm(forms.Form):
+class SubmitForm(forms.Form):
+    """What every submission form shares: the queues open to the user for its kinds of work, the teams it
+    may submit for, and the services' errors put on the fields they are about."""
+
+    kinds: ClassVar[frozenset[str]]
+    # Service error keys -> this form's fields, where they differ from FIELD_OF.
+    fields_of: ClassVar[dict[str, str]] = {}
+    # Each form declares `queue` and `group` itself, where it wants them shown.
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        queues = access.usable_queues(user).prefetch_related("allowed_groups")
+        queue_field = self.fields["queue"]
+        assert isinstance(queue_field, forms.ChoiceField)  # noqa: S101 (declared above)
+        queue_field.choices = [(q.slug, q.name) for q in queues if self.kinds & set(q.kinds)]
+        mine = set(access.member_group_ids(user))
+        it = access.is_it(user)  # IT may submit for any team a queue is open to
+        groups = sorted({(g.slug, g.name) for q in queues for g in q.allowed_groups.all() if it or g.pk in mine})
+        group_field = self.fields["group"]
+        assert isinstance(group_field, forms.ChoiceField)  # noqa: S101 (declared above)
+        group_field.choices = [("", "My team"), *groups]
+        if len(groups) <= 1:
+            self.fields["group"].widget = forms.HiddenInput()
+
+    def add_service_errors(self, errors: dict[str, list[str]]) -> None:
+        for key, messages in errors.items():
+            field = self.fields_of.get(key) or FIELD_OF.get(key, key)
+            for message in messages:
+                self.add_error(field if field in self.fields else None, message)
+
+
+class TrainingForm(SubmitForm):
     """Fields parse types only (no ranges here), so every rule is checked, and reported, in one place."""
 
+    kinds = frozenset({"training", "batch"})
     queue = forms.ChoiceField()
     kind = forms.ChoiceField(choices=[("training", "Training run"), ("batch", "Batch job")], initial="training")
     name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"placeholder": "llama-finetune"}))
@@ -44,21 +76,6 @@ class TrainingForm(forms.Form):
     priority = forms.ChoiceField(choices=Priority.choices, initial=Priority.NORMAL)
     group = forms.ChoiceField(label="Team", required=False)
 
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        queues = access.usable_queues(user).prefetch_related("allowed_groups")
-        queue_field = self.fields["queue"]
-        assert isinstance(queue_field, forms.ChoiceField)  # noqa: S101 (declared above)
-        queue_field.choices = [(q.slug, q.name) for q in queues if {"training", "batch"} & set(q.kinds)]
-        mine = set(access.member_group_ids(user))
-        it = access.is_it(user)  # IT may submit for any team a queue is open to
-        groups = sorted({(g.slug, g.name) for q in queues for g in q.allowed_groups.all() if it or g.pk in mine})
-        group_field = self.fields["group"]
-        assert isinstance(group_field, forms.ChoiceField)  # noqa: S101 (declared above)
-        group_field.choices = [("", "My team"), *groups]
-        if len(groups) <= 1:
-            self.fields["group"].widget = forms.HiddenInput()
-
     def to_request(self) -> SubmitRequest:
         d = self.cleaned_data
         return SubmitRequest(
@@ -75,16 +92,12 @@ class TrainingForm(forms.Form):
             group=d["group"] or None,
         )
 
-    def add_service_errors(self, errors: dict[str, list[str]]) -> None:
-        for key, messages in errors.items():
-            field = FIELD_OF.get(key, key)
-            for message in messages:
-                self.add_error(field if field in self.fields else None, message)
 
-
-class NotebookForm(forms.Form):
+class NotebookForm(SubmitForm):
     """A Jupyter notebook for a lease of some hours; the lease is also its runtime limit."""
 
+    kinds = frozenset({"notebook"})
+    fields_of: ClassVar[dict[str, str]] = {"runtime_limit_minutes": "lease_hours"}
     queue = forms.ChoiceField()
     name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"placeholder": "explore-embeddings"}))
     gpus = forms.DecimalField(
@@ -99,21 +112,6 @@ class NotebookForm(forms.Form):
     )
     lease_hours = forms.DecimalField(label="Lease (hours)", decimal_places=2, initial=Decimal(8))
     group = forms.ChoiceField(label="Team", required=False)
-
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        queues = access.usable_queues(user).prefetch_related("allowed_groups")
-        queue_field = self.fields["queue"]
-        assert isinstance(queue_field, forms.ChoiceField)  # noqa: S101 (declared above)
-        queue_field.choices = [(q.slug, q.name) for q in queues if "notebook" in q.kinds]
-        mine = set(access.member_group_ids(user))
-        it = access.is_it(user)  # IT may submit for any team a queue is open to
-        groups = sorted({(g.slug, g.name) for q in queues for g in q.allowed_groups.all() if it or g.pk in mine})
-        group_field = self.fields["group"]
-        assert isinstance(group_field, forms.ChoiceField)  # noqa: S101 (declared above)
-        group_field.choices = [("", "My team"), *groups]
-        if len(groups) <= 1:
-            self.fields["group"].widget = forms.HiddenInput()
 
     def to_request(self) -> SubmitRequest:
         d = self.cleaned_data
@@ -131,13 +129,6 @@ class NotebookForm(forms.Form):
             group=d["group"] or None,
         )
 
-    def add_service_errors(self, errors: dict[str, list[str]]) -> None:
-        for key, messages in errors.items():
-            field = FIELD_OF.get(key, key)
-            field = "lease_hours" if field == "runtime_limit_minutes" else field
-            for message in messages:
-                self.add_error(field if field in self.fields else None, message)
-
 
 # VM and bare-metal sizes offered on the lease form: label -> (GPUs, CPUs, memory GB).
 VM_SIZES = {
@@ -146,13 +137,20 @@ VM_SIZES = {
     "large": ("4 GPUs, 32 CPUs, 256 GB", Decimal(4), Decimal(32), Decimal(256)),
     "full": ("8 GPUs, 64 CPUs, 512 GB", Decimal(8), Decimal(64), Decimal(512)),
 }
-# The agent ignores a lease's command (it grants SSH access); the service still asks every non-notebook for one.
-VM_COMMAND = ": SSH lease"
 
 
-class VMForm(forms.Form):
+class VMForm(SubmitForm):
     """A VM or bare-metal lease: a size, some hours, and the SSH public key it lets in."""
 
+    kinds = frozenset({"vm"})
+    fields_of: ClassVar[dict[str, str]] = {
+        "runtime_limit_minutes": "lease_hours",
+        "resources": "size",
+        "resources.gpus": "size",
+        "resources.cpus": "size",
+        "resources.memory_gb": "size",
+        "resources.nodes": "size",
+    }
     queue = forms.ChoiceField()
     name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"placeholder": "debug-box"}))
     size = forms.ChoiceField(choices=[(k, v[0]) for k, v in VM_SIZES.items()], initial="small")
@@ -168,21 +166,6 @@ class VMForm(forms.Form):
         label="Allow logins from", required=False, help_text='Optional, e.g. "10.0.0.0/8,192.168.1.5".'
     )
     group = forms.ChoiceField(label="Team", required=False)
-
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        queues = access.usable_queues(user).prefetch_related("allowed_groups")
-        queue_field = self.fields["queue"]
-        assert isinstance(queue_field, forms.ChoiceField)  # noqa: S101 (declared above)
-        queue_field.choices = [(q.slug, q.name) for q in queues if "vm" in q.kinds]
-        mine = set(access.member_group_ids(user))
-        it = access.is_it(user)  # IT may submit for any team a queue is open to
-        groups = sorted({(g.slug, g.name) for q in queues for g in q.allowed_groups.all() if it or g.pk in mine})
-        group_field = self.fields["group"]
-        assert isinstance(group_field, forms.ChoiceField)  # noqa: S101 (declared above)
-        group_field.choices = [("", "My team"), *groups]
-        if len(groups) <= 1:
-            self.fields["group"].widget = forms.HiddenInput()
 
     def clean_public_key(self) -> str:
         key = " ".join(str(self.cleaned_data["public_key"]).split())
@@ -205,7 +188,6 @@ class VMForm(forms.Form):
             queue=d["queue"],
             kind="vm",
             name=d["name"],
-            command=VM_COMMAND,
             gpus=gpus,
             cpus=cpus,
             memory_gb=memory_gb,
@@ -213,10 +195,3 @@ class VMForm(forms.Form):
             lease_hours=lease,
             group=d["group"] or None,
         )
-
-    def add_service_errors(self, errors: dict[str, list[str]]) -> None:
-        for key, messages in errors.items():
-            field = {"runtime_limit_minutes": "lease_hours"}.get(key, key)
-            field = "size" if field.startswith("resources") else field
-            for message in messages:
-                self.add_error(field if field in self.fields else None, message)
