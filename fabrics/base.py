@@ -156,6 +156,26 @@ class BatchFabric(Fabric, Protocol):
         ...
 
 
+class Batched:
+    """`find` and `submit` for a fabric that does both in batches: one workload is a batch of one."""
+
+    def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
+        raise NotImplementedError
+
+    def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
+        raise NotImplementedError
+
+    def find(self, workload_id: UUID) -> str | None:
+        """The external id of the job tagged with this workload id, or None when there is none."""
+        return self.find_many([workload_id]).get(workload_id)
+
+    def submit(self, job: JobSpec) -> str:
+        outcome = self.submit_many([job])[job.workload_id]
+        if isinstance(outcome, FabricError):
+            raise outcome
+        return outcome
+
+
 def find_many(fabric: Fabric, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
     """`find` for many workloads, in one round trip where the fabric can."""
     batch = getattr(fabric, "find_many", None)

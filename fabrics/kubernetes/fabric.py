@@ -18,7 +18,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
-from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, Resources, TemplateError
+from fabrics.base import (
+    Batched,
+    Capacity,
+    FabricConfig,
+    FabricError,
+    JobSpec,
+    JobState,
+    JobStatus,
+    Resources,
+    TemplateError,
+)
 from fabrics.kubernetes import parse, render
 from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
 from fabrics.kubernetes.render import Manifests
@@ -31,7 +41,7 @@ CHUNK = 100  # workload ids per label selector: keeps the request line well unde
 TAIL_LINES = 500
 
 
-class KubernetesFabric:
+class KubernetesFabric(Batched):
     def __init__(self, config: FabricConfig) -> None:
         self.config = config
         self.settings = KubeSettings.parse(config.settings)
@@ -115,9 +125,6 @@ class KubernetesFabric:
                 if isinstance(error, KubeError) and error.code == 0:
                     unreachable = error  # no answer at all: the next job would only wait as long
         return results
-
-    def find(self, workload_id: UUID) -> str | None:
-        return self.find_many([workload_id]).get(workload_id)
 
     def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
         found: dict[UUID, str] = {}

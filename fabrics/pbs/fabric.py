@@ -22,7 +22,7 @@ from typing import Any
 from uuid import UUID
 
 from fabrics import templating
-from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
+from fabrics.base import Batched, Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
 from fabrics.pbs import parse
 from fabrics.pbs.render import FLAVORS, Options, render
 from fabrics.ssh import batch
@@ -51,7 +51,7 @@ done
 """
 
 
-class PbsFabric:
+class PbsFabric(Batched):
     def __init__(self, config: FabricConfig) -> None:
         self.check_settings(config.settings)
         self.config = config
@@ -103,12 +103,6 @@ class PbsFabric:
             self.check_template(job.template)
         return render(job.template, job, self.options)
 
-    def submit(self, job: JobSpec) -> str:
-        outcome = self.submit_many([job])[job.workload_id]
-        if isinstance(outcome, FabricError):
-            raise outcome
-        return outcome
-
     def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
         results: dict[UUID, str | FabricError] = {}
         steps: list[batch.Step] = []
@@ -148,9 +142,6 @@ class PbsFabric:
                 transient = re.search(r"cannot connect|connection refused|timed out|try again|problem", said, re.I)
                 results[key] = FabricError(f"PBS refused the job: {said}", retryable=bool(transient))
         return results
-
-    def find(self, workload_id: UUID) -> str | None:
-        return self.find_many([workload_id]).get(workload_id)
 
     def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
         """The job ids submit_many recorded for these workloads (written by the shell that ran qsub)."""

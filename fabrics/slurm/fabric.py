@@ -24,7 +24,7 @@ from typing import Any
 from uuid import UUID
 
 from fabrics import templating
-from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
+from fabrics.base import Batched, Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
 from fabrics.slurm import parse, reasons
 from fabrics.slurm.render import GPU_REQUESTS, NAME_PREFIX, TAG_PREFIX, Options, render
 from fabrics.ssh import batch
@@ -47,7 +47,7 @@ done
 """
 
 
-class SlurmFabric:
+class SlurmFabric(Batched):
     def __init__(self, config: FabricConfig) -> None:
         self.check_settings(config.settings)
         self.config = config
@@ -107,12 +107,6 @@ class SlurmFabric:
             self.check_template(job.template)
         return render(job.template, job, self.options)
 
-    def submit(self, job: JobSpec) -> str:
-        outcome = self.submit_many([job])[job.workload_id]
-        if isinstance(outcome, FabricError):
-            raise outcome
-        return outcome
-
     def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
         """All the jobs in one SSH command; per workload its Slurm job id or the error it met."""
         results: dict[UUID, str | FabricError] = {}
@@ -138,9 +132,6 @@ class SlurmFabric:
         for index, key in enumerate(keys):
             results[key] = _submitted(outcomes.get(index), output)
         return results
-
-    def find(self, workload_id: UUID) -> str | None:
-        return self.find_many([workload_id]).get(workload_id)
 
     def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
         """Jobs of these workloads: those slurmctld holds by their name, and those submit_many recorded."""
