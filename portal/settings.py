@@ -205,7 +205,7 @@ Q_CLUSTER = {
     "workers": int(os.environ.get("GRIDLANE_Q_WORKERS", "2")),
     "timeout": 120,
     "retry": 180,
-    # How often the ORM broker looks for tasks: submit -> admitted is about half of this plus one cycle.
+    # How often the ORM broker looks for tasks (on SQLite a submit's kick is one; PostgreSQL kicks by NOTIFY).
     "poll": float(os.environ.get("GRIDLANE_Q_POLL", "0.05")),
     "catch_up": False,
     "max_attempts": 1,

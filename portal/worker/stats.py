@@ -26,9 +26,9 @@ def gauge(**values: float) -> None:
         WorkerStats.objects.update_or_create(name=name, defaults={"value": value})
 
 
-def take_request() -> bool:
-    """True (once) when a cycle was asked for while another ran."""
-    return WorkerStats.objects.filter(name="cycle_requested", value=1).update(value=0) == 1
+def take_request(name: str) -> bool:
+    """True (once) when a step was asked for (gauge(name=1)) while another process ran it."""
+    return WorkerStats.objects.filter(name=name, value=1).update(value=0) == 1
 
 
 def observe_wait(group_id: int, w: Workload) -> None:

@@ -1,4 +1,13 @@
-"""django-q2 tasks. Thin: each takes the lock, then calls the worker's steps in order."""
+"""The worker's steps, each under a lock of its own, and the periodic cycle that runs them in order.
+
+    sync      bring fabric status in (finished work frees its capacity)       skipped while another syncs
+    admit     snapshot -> decide() -> apply, about 10 ms on a small site       waits for another admission
+    dispatch  hand admitted work to its fabric                                asks a running dispatch to go again
+    rollup    hourly rollups for the dashboards                               skipped while another rolls up
+
+A kick (a submit, a cancel) runs admit and dispatch at once, without waiting for a slow fabric's sync; the
+periodic cycle runs all four. Stale status can only make admit see more in use than there is, never less.
+"""
 
 from __future__ import annotations
 
@@ -9,63 +18,83 @@ from typing import Any
 from django.utils import timezone
 
 from portal.usage import rollup
-from portal.worker import apply, dispatch, snapshot, stats, sync, usage
+from portal.worker import apply, snapshot, stats, sync, usage
+from portal.worker import dispatch as dispatching
 from portal.worker.lock import cycle_lock
 from scheduler import decide
 
 log = logging.getLogger("gridlane.worker")
 
+# How long an admission waits for another to finish; one takes milliseconds, so this is only reached when a
+# worker hangs while holding the lock (and then the periodic cycle tries again).
+ADMIT_WAIT_S = 5.0
+
 
 def cycle() -> dict[str, Any]:
-    """One scheduling cycle. When another is running, ask it to go round once more instead: the work that
-    asked for this cycle (a submit, a cancel) may have arrived after that one took its snapshot."""
-    summary: dict[str, Any] = {}
-    asked = False
-    for _ in range(5):  # bounded: a steady stream of kicks is served by the periodic cycle anyway
-        with cycle_lock() as held:
-            if held:
-                again = _run()
-                summary = {k: summary.get(k, 0) + v for k, v in again.items()} | {"waiting": again["waiting"]}
-        if not held:
-            if asked:
-                return summary or {"skipped": True}
-            # Ask the running cycle to go round again, then try once more ourselves: it may have let go
-            # between our try and our asking, and then nobody would see the request.
-            stats.gauge(cycle_requested=1)
-            asked = True
-            continue
-        if not stats.take_request():  # asked for while we ran (or just as we let go)? Go round again.
-            break
-    return summary
-
-
-def _run() -> dict[str, Any]:
+    """The periodic cycle (django-q2 runs it every GRIDLANE_CYCLE_SECONDS): all four steps in order."""
     started = time.perf_counter()
-    # 1. Bring fabric status in: finished work frees its capacity before anything is decided.
-    changed = sync.sync_all()
-    # 2. Bring each team's decayed GPU use forward (fair share's U).
-    now = timezone.now()
-    usage.bring_forward(now)
-    # 3. Take a snapshot and decide on it, away from the database.
-    snap, rows = snapshot.build(now)
-    decisions = decide(snap)
-    # 4. Apply the decisions in one transaction.
-    applied = apply.apply(decisions, rows)
-    # 5. Hand admitted work to its fabric.
-    dispatched = dispatch.dispatch_all()
-    # 6. Bring the hourly rollups that dashboards read up to date.
-    rollup.step(now)
-    seconds = time.perf_counter() - started
-    stats.count(cycles=1, cycle_seconds=seconds, admissions=applied.admitted, preemptions=applied.preempted)
-    stats.gauge(last_cycle_seconds=seconds)
-    summary = {
-        "synced": changed,
-        "admitted": applied.admitted,
-        "preempted": applied.preempted,
-        "dispatched": dispatched,
-        "waiting": len(decisions.waiting),
-        "seconds": round(seconds, 4),
-    }
-    if changed or applied.admitted or applied.preempted or dispatched:
+    synced = sync_fabrics()
+    summary = {"synced": synced} | admit() | {"dispatched": dispatch()}
+    with cycle_lock("rollup") as held:
+        if held:
+            rollup.step(timezone.now())
+    summary["seconds"] = round(time.perf_counter() - started, 4)
+    if synced or summary.get("admitted") or summary.get("preempted") or summary["dispatched"]:
         log.info("cycle: %s", summary)
     return summary
+
+
+def kicked() -> dict[str, Any]:
+    """What a submit or a cancel asks for: admit now, then follow up."""
+    return admit() | follow_up()
+
+
+def follow_up() -> dict[str, Any]:
+    """After a kick's admission: dispatch what it admitted, then bring status in (where a cancelled job is
+    stopped on its fabric)."""
+    return {"dispatched": dispatch(), "synced": sync_fabrics()}
+
+
+def sync_fabrics() -> int:
+    with cycle_lock("sync") as held:
+        return sync.sync_all() if held else 0
+
+
+def admit(wait_s: float = ADMIT_WAIT_S) -> dict[str, Any]:
+    """One scheduling decision over a fresh snapshot, applied in one transaction. One at a time: a second
+    waits for the first, so that its snapshot sees everything the first wrote."""
+    with cycle_lock("scheduling-cycle", wait_s=wait_s) as held:
+        if not held:
+            return {"skipped": True}
+        started = time.perf_counter()
+        now = timezone.now()
+        usage.bring_forward(now)  # each team's decayed GPU use (fair share's U)
+        snap, rows = snapshot.build(now)
+        decisions = decide(snap)
+        applied = apply.apply(decisions, rows)
+        seconds = time.perf_counter() - started
+    stats.count(cycles=1, cycle_seconds=seconds, admissions=applied.admitted, preemptions=applied.preempted)
+    stats.gauge(last_cycle_seconds=seconds)
+    return {"admitted": applied.admitted, "preempted": applied.preempted, "waiting": len(decisions.waiting)}
+
+
+def dispatch() -> int:
+    """Hand admitted work to its fabric. When another process is dispatching, ask it to go round once more
+    instead of waiting: its query may have run before this admission committed."""
+    done = 0
+    asked = False
+    for _ in range(5):  # bounded: a steady stream of requests is served by the periodic cycle anyway
+        with cycle_lock("dispatch") as held:
+            if held:
+                done += dispatching.dispatch_all()
+        if not held:
+            if asked:
+                return done
+            # Ask, then try once more ourselves: the holder may have let go between our try and our asking,
+            # and then nobody would see the request.
+            stats.gauge(dispatch_requested=1)
+            asked = True
+            continue
+        if not stats.take_request("dispatch_requested"):  # asked for while we ran (or just as we let go)?
+            break
+    return done

@@ -24,6 +24,7 @@ from fabrics.registry import fabric_class
 from portal import access
 from portal.accounts import audit
 from portal.queues.models import Queue, WorkloadKind
+from portal.worker import wake
 from portal.workloads.models import Priority, Workload, WorkloadEvent
 from portal.workloads.states import FINISHED, State, can_move
 
@@ -399,16 +400,6 @@ def do_reprioritize(user: Any, workload: Workload, priority: str) -> Workload:
 
 
 def kick_worker() -> None:
-    """Ask the worker for a scheduling cycle once the current transaction commits."""
-    if not settings.GRIDLANE_KICK_WORKER:
-        return
-
-    def enqueue() -> None:
-        from django_q.tasks import async_task
-
-        try:
-            async_task("portal.worker.tasks.cycle", task_name="cycle", group="cycle")
-        except Exception:  # the periodic cycle will catch up; never fail a user's request over this
-            log.exception("could not ask the worker for a cycle")
-
-    transaction.on_commit(enqueue)
+    """Ask the worker to admit and dispatch once the current transaction commits."""
+    if settings.GRIDLANE_KICK_WORKER:
+        wake.kick()

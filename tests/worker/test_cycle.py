@@ -129,8 +129,9 @@ def test_work_over_the_team_limit_waits_with_the_numbers(alice, submit):
     assert "6 GPUs of its limit of 6" in waiting.pending_reason
 
 
-def test_one_cycle_at_a_time(alice, submit):
-    """Another worker process (here a thread with its own database connection) holds the lock."""
+def test_one_admission_at_a_time(alice, submit):
+    """Another worker process (here a thread with its own database connection) holds the lock: an admission
+    waits for it, and gives up only when it is held throughout the wait."""
     import threading
 
     from django.db import connection
@@ -153,11 +154,61 @@ def test_one_cycle_at_a_time(alice, submit):
     try:
         assert taken.wait(10)
         assert outcome["held"]
-        assert tasks.cycle() == {"skipped": True}  # and it asks the running cycle to go round again
+        assert tasks.admit(wait_s=0.2) == {"skipped": True}
+        threading.Timer(0.2, release.set).start()
+        assert tasks.admit(wait_s=10)["admitted"] == 1  # it waited for the other to let go
     finally:
         release.set()
         thread.join()
-    assert tasks.cycle()["admitted"] == 1
+
+
+def test_a_dispatch_asked_for_while_another_runs_is_run_by_that_one(transactional_db, alice, submit):
+    """The process dispatching goes round once more for whoever asked meanwhile, so no admission is left
+    undispatched until the next tick."""
+    import threading
+
+    from django.db import connection
+
+    from portal.worker import dispatch, stats
+
+    first = submit(alice, name="first", command="sleep 30")
+    tasks.admit()
+    second = submit(alice, name="second", command="sleep 30")
+    inside, go_on = threading.Event(), threading.Event()
+    real = dispatch.dispatch_all
+    rounds = []
+
+    def slow_dispatch_all():
+        done = real()
+        rounds.append(done)
+        if len(rounds) == 1:
+            inside.set()
+            go_on.wait(10)
+        return done
+
+    outcome = {}
+
+    def other_worker():
+        try:
+            outcome["dispatched"] = tasks.dispatch()
+        finally:
+            connection.close()
+
+    dispatch.dispatch_all = slow_dispatch_all
+    try:
+        thread = threading.Thread(target=other_worker)
+        thread.start()
+        assert inside.wait(10)
+        tasks.admit()  # the second is admitted after the first dispatch read what to do
+        assert tasks.dispatch() == 0  # the lock is held: it asks instead of waiting
+        go_on.set()
+        thread.join(30)
+    finally:
+        dispatch.dispatch_all = real
+    assert rounds == [1, 1]
+    assert outcome["dispatched"] == 2
+    assert not stats.take_request("dispatch_requested")
+    assert {Workload.objects.get(pk=w.pk).external_id for w in (first, second)} == {str(first.pk), str(second.pk)}
 
 
 def test_a_job_the_fabric_lost_fails_with_a_reason(alice, submit):

@@ -1,4 +1,5 @@
-"""Run the worker: a django-q2 cluster for the tasks, and a ticker that asks for a cycle every few seconds."""
+"""Run the worker: a django-q2 cluster for the tasks, a ticker that asks for a cycle every few seconds and, on
+PostgreSQL, a listener that admits and dispatches the moment a submit or a cancel commits."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db import connection
 from django_q.tasks import async_task
+
+from portal.worker import tasks, wake
 
 
 class Command(BaseCommand):
-    help = "Start the Gridlane worker (django-q2 cluster plus a periodic scheduling cycle)."
+    help = "Start the Gridlane worker (django-q2 cluster, a periodic scheduling cycle, and the kick listener)."
 
     def handle(self, *args: Any, **options: Any) -> None:
         stop = threading.Event()
@@ -25,6 +29,9 @@ class Command(BaseCommand):
         cluster = subprocess.Popen([sys.executable, str(manage), "qcluster"])  # noqa: S603 (fixed argv)
         period = settings.GRIDLANE_CYCLE_SECONDS
         self.stdout.write(f"worker: django-q2 cluster pid {cluster.pid}, a cycle every {period:g} s")
+        threads = _kick_threads(stop) if wake.listening() else []
+        for thread in threads:
+            thread.start()
         try:
             while not stop.is_set():
                 if cluster.poll() is not None:
@@ -32,9 +39,42 @@ class Command(BaseCommand):
                 async_task("portal.worker.tasks.cycle", task_name="cycle", group="cycle")
                 stop.wait(period)
         finally:
+            stop.set()
             if cluster.poll() is None:
                 cluster.send_signal(signal.SIGTERM)
                 try:
                     cluster.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     cluster.kill()
+            for thread in threads:
+                thread.join(timeout=15)
+
+
+def _kick_threads(stop: threading.Event) -> list[threading.Thread]:
+    """Two threads, each with its own database connection: one admits on every burst of kicks, the other then
+    dispatches and syncs, so that a slow fabric never holds up the next admission."""
+    kicked = threading.Event()
+
+    def on_kick() -> None:
+        tasks.admit()
+        kicked.set()
+
+    def follower() -> None:
+        try:
+            while not stop.is_set():
+                if kicked.wait(timeout=1.0):
+                    kicked.clear()
+                    try:
+                        tasks.follow_up()
+                    except Exception:  # the periodic cycle does the same; keep serving kicks
+                        tasks.log.exception("dispatch after a kick failed")
+        finally:
+            connection.close()
+
+    def listener() -> None:
+        try:
+            wake.listen(on_kick, stop)
+        finally:
+            connection.close()
+
+    return [threading.Thread(target=listener, name="kicks"), threading.Thread(target=follower, name="follow-up")]

@@ -1,0 +1,98 @@
+"""A submit wakes the worker: a NOTIFY sent inside the submitting transaction, heard by the worker's
+listener, which admits at once instead of at the next tick. PostgreSQL only, like the listener itself."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+
+from portal.worker import wake
+from portal.worker.models import WorkerStats
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+from tests.conftest import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kicks_heard(listener: psycopg.Connection[Any], wait_s: float) -> int:
+    return sum(1 for _ in listener.notifies(timeout=wait_s))
+
+
+def test_a_kick_is_heard_when_its_transaction_commits_and_never_when_it_rolls_back(transactional_db):
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as listener:
+        listener.execute(f"LISTEN {wake.CHANNEL}")
+
+        with transaction.atomic():
+            wake.kick()
+            assert kicks_heard(listener, 0.2) == 0  # not before the commit
+        assert kicks_heard(listener, 5) == 1
+
+        with pytest.raises(RuntimeError, match="the submit failed"):
+            kick_then_fail()
+        assert kicks_heard(listener, 0.5) == 0
+
+
+@transaction.atomic
+def kick_then_fail() -> None:
+    wake.kick()
+    raise RuntimeError("the submit failed")
+
+
+def test_the_worker_admits_a_submit_at_once_not_at_its_next_tick(transactional_db, alice, submit, settings, tmp_path):
+    """The worker's tick is an hour: only the kick can admit the submit."""
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "GRIDLANE_CYCLE_SECONDS": "3600",
+        "GRIDLANE_LOCAL_FABRIC_ROOT": str(settings.GRIDLANE_LOCAL_FABRIC_ROOT),
+    }
+    log = tmp_path / "worker.log"
+    with log.open("w") as out:
+        worker = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "gridlane_worker"], env=env, stdout=out, stderr=out,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        # Ready: the periodic cycle of its start and the listener's first admission have both run.
+        wait_until(lambda: worker.poll() is None and cycles() >= 2 and listening(), timeout=60, every=0.2)
+        settings.GRIDLANE_KICK_WORKER = True
+        workload = submit(alice, command="true")
+        wait_until(lambda: Workload.objects.get(pk=workload.pk).admitted_at is not None, timeout=20)
+        # The follow-up thread dispatches it too.
+        wait_until(lambda: Workload.objects.get(pk=workload.pk).external_id != "", timeout=20)
+        assert Workload.objects.get(pk=workload.pk).state in (State.DISPATCHING, State.RUNNING, State.SUCCEEDED)
+        assert cycles() >= 3
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+    assert worker.returncode == 0, log.read_text()[-3000:]
+
+
+def cycles() -> float:
+    row = WorkerStats.objects.filter(name="cycles").first()
+    return row.value if row else 0
+
+
+def listening() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = %s",
+            [f"LISTEN {wake.CHANNEL}"],
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
