@@ -6,7 +6,7 @@ Nothing here imports Django: the worker turns database rows into these values an
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -196,6 +196,32 @@ def submit_many(fabric: Fabric, jobs: Sequence[JobSpec]) -> dict[UUID, str | Fab
         except FabricError as error:
             results[job.workload_id] = error
     return results
+
+
+def place_many(
+    fabric: Fabric, jobs: Sequence[JobSpec], *, fresh: Collection[UUID] = ()
+) -> dict[UUID, str | FabricError]:
+    """Each job's external id: the job its workload already has (from a dispatch that crashed), else a new one.
+
+    One round trip where the fabric looks up and submits together (`place_many`: Slurm and PBS, one
+    script under the login node's submit lock); elsewhere `find_many`, then `submit_many` for the
+    rest. When the look-up fails, that is every job's outcome: nothing is submitted blind.
+
+    fresh: workloads whose tags were never handed to a fabric before (the dispatcher moved them from
+    admitted to dispatching in this very dispatch, and a tag is never reused). A fabric whose look-up
+    costs a cluster query may skip it for them; its own records of what it sent it still reads.
+    """
+    batch = getattr(fabric, "place_many", None)
+    if batch is not None:
+        return dict(batch(jobs, fresh=fresh))
+    try:
+        placed: dict[UUID, str | FabricError] = dict(find_many(fabric, [job.workload_id for job in jobs]))
+    except FabricError as error:
+        return {job.workload_id: error for job in jobs}
+    rest = [job for job in jobs if job.workload_id not in placed]
+    if rest:
+        placed |= submit_many(fabric, rest)
+    return placed
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,8 @@ GRIDLANE_SUBMIT_RATE_LIMIT = int(os.environ.get("GRIDLANE_SUBMIT_RATE_LIMIT", "3
 GRIDLANE_SUBMIT_RATE_WINDOW_SECONDS = int(os.environ.get("GRIDLANE_SUBMIT_RATE_WINDOW_SECONDS", "60"))
 # The longest an agent (service identity) may live before a lead or IT renews it.
 GRIDLANE_AGENT_MAX_DAYS = int(os.environ.get("GRIDLANE_AGENT_MAX_DAYS", "365"))
+# The portal's address as jobs on a cluster's nodes reach it (a notebook reports its server there).
+GRIDLANE_PUBLIC_URL = os.environ.get("GRIDLANE_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -3,21 +3,24 @@
 Settings: the SSH ones (fabrics.ssh.settings) and
 
     {"flavor": "pro", "queue": "workq", "gpu_queue": "", "workdir": ".gridlane", "bin_dir": "",
-     "submit_parallelism": 2}
+     "submit_parallelism": 2, "notebook_url": "http://{host}:{port}/lab?token={token}"}
 
-qsub reads no script from stdin on every PBS, so `submit_many` writes each script to
-<workdir>/<workload id>.pbs and runs qsub on it, all in one SSH command; the job id qsub prints
-is written beside it (<workload id>.jobid) by the same shell, before anything reports back, and
-that is where `find` looks. The job is named g<14 hex digits of the workload id> (Torque keeps
-15 characters). Status is `qstat -f` (with -x on PBS Pro, for finished jobs) plus what the job
-recorded itself: its exit status and, when Gridlane cancelled it, a marker (see render.py).
+qsub reads no script from stdin on every PBS, so each script is written to
+<workdir>/<workload id>.pbs and qsub run on it; qsub's output goes straight to
+<workload id>.jobid beside it, so the job id is on disk the moment qsub prints it, and that is
+where the look-up finds it. `place_many`, the dispatcher's, does both in one SSH command under the
+submit lock: a workload whose record names a job is not submitted again. The job is named
+g<14 hex digits of the workload id> (Torque keeps 15 characters). Status is `qstat -f` (with -x
+on PBS Pro, for finished jobs) plus what the job recorded itself: its exit status and, when
+Gridlane cancelled it, a marker (see render.py). Notebooks report their server as on Slurm
+(fabrics.ssh.notebook), with the setting `notebook_url`.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -25,7 +28,7 @@ from fabrics import templating
 from fabrics.base import Batched, Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
 from fabrics.pbs import parse
 from fabrics.pbs.render import FLAVORS, Options, render
-from fabrics.ssh import batch
+from fabrics.ssh import batch, notebook
 from fabrics.ssh.scripts import PATH, TEMPLATE_NAMES, WORD, split_template
 from fabrics.ssh.settings import SshSettings
 from fabrics.ssh.transport import Result, SshTransport, host_keys
@@ -41,14 +44,7 @@ for id in "$@"; do
   if [ -f "$d/$id.cancelled" ]; then printf 'cancelled %s\n' "$id"; fi
 done
 """
-# Under the submit lock, so that a batch still running (its connection dropped) has written its ids.
-_JOB_IDS = r"""
-d=$1; shift
-mkdir -p -- "$d" && exec 9>>"$d/.submit.lock" && flock -w 300 9 || exit 91
-for wid in "$@"; do
-  if [ -f "$d/$wid.jobid" ]; then IFS= read -r id <"$d/$wid.jobid"; printf 'jobid %s %s\n' "$wid" "$id"; fi
-done
-"""
+JOB_ID_RE = r"^[0-9]+(\.[A-Za-z0-9.-]+)?$"  # JOB_ID for bash, matched against what qsub recorded
 
 
 class PbsFabric(Batched):
@@ -97,43 +93,46 @@ class PbsFabric(Batched):
         value = settings.get("submit_parallelism", 2)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 64:
             raise ValueError("settings.submit_parallelism: a whole number from 1 to 64")
+        notebook.check_url_template(settings.get("notebook_url", notebook.CONNECT_URL))
 
     def render(self, job: JobSpec) -> str:
         if job.template:
             self.check_template(job.template)
         return render(job.template, job, self.options)
 
-    def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
+    def place_many(self, jobs: Sequence[JobSpec], *, fresh: Collection[UUID] = ()) -> dict[UUID, str | FabricError]:
+        """Each job's PBS job id: the one its workload's record names, else a new one; one SSH command
+        under the submit lock (a batch orphaned by a dropped connection ends first). The records are
+        the only look-up, and cost nothing, so `fresh` changes nothing here."""
         results: dict[UUID, str | FabricError] = {}
         steps: list[batch.Step] = []
         keys: list[UUID] = []
         for job in jobs:
+            if job.workload_id in results or job.workload_id in keys:
+                continue  # one job per workload, however often it is asked for
             try:
-                script = self.render(job)
+                script = self._script(job)
             except TemplateError as exc:
                 results[job.workload_id] = FabricError(f"the job script does not render: {exc}", retryable=False)
                 continue
             path = self._path(f"{job.workload_id}.pbs")
             argv = [self._bin("qsub"), "-o", "/dev/null", "-e", "/dev/null", path]
-            steps.append(
-                batch.Step(argv, stdin=script, write_to=path, record_to=self._path(f"{job.workload_id}.jobid"))
-            )
+            steps.append(self._step(job.workload_id, argv, script, write_to=path))
             keys.append(job.workload_id)
         if not steps:
             return results
-        lock = self._path(".submit.lock")
-        text, marker = batch.script(
-            steps, parallel=self.parallel, setup=[["mkdir", "-p", "--", self.options.workdir]], lock=lock
-        )
         try:
-            output = self.ssh.run_script(text)
+            outcomes, output = self._run_keyed(steps, retry=False)
         except FabricError as exc:
             return results | dict.fromkeys(keys, exc)
-        outcomes = batch.parse(output.stdout, marker, len(steps))
         for index, key in enumerate(keys):
             outcome = outcomes.get(index)
-            job_id = parse.submitted_id(outcome.stdout) if outcome is not None and outcome.status == 0 else None
-            if job_id is not None:
+            if outcome is not None and outcome.found:
+                job_id = _found(outcome)
+                results[key] = job_id or FabricError(
+                    f"unreadable job record: {outcome.stdout[:100]!r}", retryable=False
+                )
+            elif outcome is not None and outcome.status == 0 and (job_id := parse.submitted_id(outcome.stdout)):
                 results[key] = job_id
             elif outcome is None:
                 results[key] = FabricError(f"no answer from qsub for this job ({output.message()})", retryable=True)
@@ -143,18 +142,29 @@ class PbsFabric(Batched):
                 results[key] = FabricError(f"PBS refused the job: {said}", retryable=bool(transient))
         return results
 
+    def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
+        """All the jobs in one SSH command (a workload whose record names a job is not submitted again)."""
+        return self.place_many(jobs)
+
     def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
-        """The job ids submit_many recorded for these workloads (written by the shell that ran qsub)."""
-        if not workload_ids:
+        """The job ids earlier batches recorded for these workloads (written as qsub printed them)."""
+        wanted = list(dict.fromkeys(workload_ids))
+        if not wanted:
             return {}
-        wanted = {str(wid): wid for wid in workload_ids}
-        result = self.ssh.run(["bash", "-c", _JOB_IDS, "find", self.options.workdir, *wanted], retry=True)
+        outcomes, output = self._run_keyed([self._step(wid) for wid in wanted], retry=True)
         found = {}
-        for line in result.stdout.splitlines():
-            parts = line.split(" ")
-            if len(parts) == 3 and parts[0] == "jobid" and parts[1] in wanted and JOB_ID.match(parts[2]):
-                found[wanted[parts[1]]] = parts[2]
+        for index, wid in enumerate(wanted):
+            outcome = outcomes.get(index)
+            if outcome is None:
+                raise FabricError(f"the look-up did not report back ({output.message()})", retryable=True)
+            if job_id := _found(outcome):
+                found[wid] = job_id
         return found
+
+    @classmethod
+    def notebook_connect_url(cls, settings: Mapping[str, Any], host: str, port: int, token: str) -> str:
+        """The link to a notebook whose job reported where its server listens (fabrics.ssh.notebook)."""
+        return notebook.connect_url(settings, host, port, token)
 
     def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
         statuses = {i: JobStatus(JobState.MISSING) for i in ids}
@@ -243,3 +253,33 @@ class PbsFabric(Batched):
 
     def _path(self, name: str) -> str:
         return posixpath.join(self.options.workdir, name)
+
+    def _step(
+        self, wid: UUID, argv: Sequence[str] = (), script: str | None = None, write_to: str | None = None
+    ) -> batch.Step:
+        """The keyed step for a workload: qsub on its script, or (no argv) only its look-up."""
+        record = self._path(f"{wid}.jobid")
+        return batch.Step(argv, stdin=script, key=f"gridlane:{wid}", record=record, write_to=write_to)
+
+    def _run_keyed(self, steps: list[batch.Step], *, retry: bool) -> tuple[dict[int, batch.Outcome], Result]:
+        text, marker = batch.script(
+            steps,
+            parallel=self.parallel,
+            setup=[["mkdir", "-p", "--", self.options.workdir]],
+            lock=self._path(".submit.lock"),
+            value=JOB_ID_RE,
+        )
+        output = self.ssh.run_script(text, retry=retry)
+        return batch.parse(output.stdout, marker, len(steps)), output
+
+    def _script(self, job: JobSpec) -> str:
+        """The script as sent: as `render`, with its secrets."""
+        if job.template:
+            self.check_template(job.template)
+        return render(job.template, job, self.options, reveal=True)
+
+
+def _found(outcome: batch.Outcome) -> str | None:
+    """The job id an earlier batch recorded (the last line qsub printed, as it printed it)."""
+    values = [value for value in outcome.values if JOB_ID.match(value)]
+    return values[-1] if values else None

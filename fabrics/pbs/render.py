@@ -21,13 +21,19 @@ from uuid import UUID
 
 from fabrics import templating
 from fabrics.base import JobSpec
-from fabrics.ssh.scripts import check_image, exports, split_template, template_values, whole
+from fabrics.ssh.scripts import check_image, exports, notebook_lines, split_template, template_values, whole
 
 # No `exec`: the shell must outlive the command to record its exit status.
 DEFAULT_TEMPLATE = """\
 #!/bin/bash
 # Gridlane's default: the workload's command, run by bash on the job's first node.
 /bin/bash -c $command
+"""
+# Notebooks: `gridlane_notebook` (fabrics.ssh.notebook) starts the server and reports it to Gridlane.
+NOTEBOOK_TEMPLATE = """\
+#!/bin/bash
+# Gridlane's default notebook: JupyterLab on the job's first node, its address reported back to Gridlane.
+gridlane_notebook jupyter lab
 """
 FLAVORS = ("pro", "torque")
 NAME_PREFIX = "g"  # g + 14 hex digits of the workload id: Torque keeps 15 characters of a name
@@ -80,17 +86,21 @@ def records(options: Options) -> list[str]:
     ]
 
 
-def render(template: str, job: JobSpec, options: Options) -> str:
-    shebang, head, body = split_template(template or DEFAULT_TEMPLATE)
+def render(template: str, job: JobSpec, options: Options, *, reveal: bool = False) -> str:
+    """The qsub script; reveal: as sent, with its secrets (else the copy for the record, secrets masked)."""
+    shebang, head, body = split_template(
+        template or (NOTEBOOK_TEMPLATE if job.kind == "notebook" else DEFAULT_TEMPLATE)
+    )
     check_image(templating.placeholders(body), job)
     parts = [
         shebang,
         *(line + "\n" for line in directives(job, options)),
         *head,
         "# The workload's environment (values quoted, never run):\n",
-        *(line + "\n" for line in exports(job)),
+        *(line + "\n" for line in exports(job, reveal=reveal)),
         "# Output and exit status where Gridlane finds them, named by the PBS job id:\n",
         *(line + "\n" for line in records(options)),
+        *notebook_lines(job),
         templating.render(body, template_values(job)),
     ]
     return "".join(parts)

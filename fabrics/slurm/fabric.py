@@ -3,15 +3,21 @@
 Settings (JSON, checked by `check_settings`), the SSH ones as in fabrics.ssh.settings, and:
 
     {"partition": "cpu", "gpu_partition": "gpu", "gpu_request": "gres", "gpu_type": "",
-     "workdir": ".gridlane", "bin_dir": "", "submit_parallelism": 8, "accounting": true}
+     "workdir": ".gridlane", "bin_dir": "", "submit_parallelism": 8, "accounting": true,
+     "notebook_url": "http://{host}:{port}/lab?token={token}"}
 
-Round trips: `submit_many` sends every script in one SSH command (sbatch reads each from a
-here-document); `find_many` and `poll` are one command each (`squeue --me`), plus one `sacct`
-only for jobs slurmctld has already forgotten. Every job is named `gl-<workload id>` with the
-comment `gridlane:<workload id>`, and the shell that ran sbatch also writes the job id it printed
-to <workdir>/ids/<workload id> before anything reports back. `find_many` asks squeue for the
-names and reads those records, so a worker that died after sbatch finds its job, however long
-ago, instead of submitting a second one.
+Round trips: `place_many`, the dispatcher's, is one SSH command per batch: under the submit lock,
+one squeue (by job name) and the records of earlier batches say which workloads already have a
+job, and sbatch runs for the others only (each script read from a here-document). `find_many`
+and `poll` are one command each (`squeue --me`), plus one `sacct` only for jobs slurmctld has
+already forgotten. Every job is named `gl-<workload id>` with the comment `gridlane:<workload id>`,
+and sbatch's output goes straight to <workdir>/ids/<workload id>, so the job id is on disk the
+moment sbatch prints it: a worker that died after sbatch finds its job, however long ago,
+instead of submitting a second one.
+
+Notebooks: the script starts the queue template's Jupyter with `gridlane_notebook`, which reports
+the server's host, port and token to the portal (fabrics.ssh.notebook); `notebook_url` turns them
+into the link the user opens.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -27,7 +33,7 @@ from fabrics import templating
 from fabrics.base import Batched, Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
 from fabrics.slurm import parse, reasons
 from fabrics.slurm.render import GPU_REQUESTS, NAME_PREFIX, TAG_PREFIX, Options, render
-from fabrics.ssh import batch
+from fabrics.ssh import batch, notebook
 from fabrics.ssh.scripts import PATH, TEMPLATE_NAMES, WORD, split_template
 from fabrics.ssh.settings import SshSettings
 from fabrics.ssh.transport import Result, SshTransport, host_keys
@@ -36,15 +42,9 @@ log = logging.getLogger("gridlane.fabrics.slurm")
 
 # Options Gridlane sets itself: a template that set them would break find (name, comment) or tail (output).
 RESERVED = re.compile(r"^#SBATCH\s+(--job-name|-J|--comment|--output|-o|--error|-e|--chdir|-D)\b")
-NAMES_PER_QUERY = 400  # job names per squeue/sacct call, far below the kernel's limit on one argument
+NAMES_PER_QUERY = 1000  # job names per squeue call: about 41 KB, well below the kernel's limit on one argument
 UTC_ENV = ("env", "TZ=UTC", "SLURM_TIME_FORMAT=standard")  # times in UTC, as 2026-11-30T02:26:07
-# Prints `<workload id> <what sbatch printed>` for each workload submit_many recorded. Builtins only.
-_RECORDED = r"""
-d=$1; shift
-for wid in "$@"; do
-  if [ -f "$d/$wid" ]; then IFS= read -r id <"$d/$wid"; printf '%s %s\n' "$wid" "$id"; fi
-done
-"""
+JOB_ID = r"^[0-9]+(;[^[:space:]]+)?$"  # what `sbatch --parsable` prints: 42, or 42;cluster (bash regex)
 
 
 class SlurmFabric(Batched):
@@ -101,69 +101,52 @@ class SlurmFabric(Batched):
             raise ValueError("settings.submit_parallelism: a whole number from 1 to 64")
         if not isinstance(settings.get("accounting", True), bool):
             raise ValueError("settings.accounting: true when the cluster has slurmdbd (sacct), else false")
+        notebook.check_url_template(settings.get("notebook_url", notebook.CONNECT_URL))
 
     def render(self, job: JobSpec) -> str:
         if job.template:
             self.check_template(job.template)
         return render(job.template, job, self.options)
 
+    def place_many(self, jobs: Sequence[JobSpec], *, fresh: Collection[UUID] = ()) -> dict[UUID, str | FabricError]:
+        """Each job's Slurm job id: the one its workload already has, else a new one. One SSH command.
+
+        Under the submit lock (a batch orphaned by a dropped connection ends first), the records of
+        earlier batches and one squeue by job name say which workloads have a job; only the others
+        are submitted. So a worker killed anywhere in a dispatch never leads to a second job.
+        fresh: workloads never handed to this fabric before (see fabrics.base.place_many); squeue is
+        not asked about them, and a batch of only those runs no squeue at all.
+        """
+        return self._place(jobs, look_up=[job.workload_id for job in jobs if job.workload_id not in fresh])
+
     def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
-        """All the jobs in one SSH command; per workload its Slurm job id or the error it met."""
-        results: dict[UUID, str | FabricError] = {}
-        steps: list[batch.Step] = []
-        keys: list[UUID] = []
-        for job in jobs:
-            try:
-                script = self.render(job)
-            except TemplateError as exc:
-                results[job.workload_id] = FabricError(f"the job script does not render: {exc}", retryable=False)
-                continue
-            record = posixpath.join(self._ids(), str(job.workload_id))
-            steps.append(batch.Step([self._bin("sbatch"), "--parsable"], stdin=script, record_to=record))
-            keys.append(job.workload_id)
-        if not steps:
-            return results
-        text, marker = batch.script(steps, parallel=self.parallel, setup=self._setup(), lock=self._lock())
-        try:
-            output = self.ssh.run_script(text)
-        except FabricError as exc:
-            return results | dict.fromkeys(keys, exc)
-        outcomes = batch.parse(output.stdout, marker, len(steps))
-        for index, key in enumerate(keys):
-            results[key] = _submitted(outcomes.get(index), output)
-        return results
+        """All the jobs in one SSH command; per workload its Slurm job id or the error it met.
+
+        A workload whose record (from an earlier batch) names a job is not submitted again.
+        """
+        return self._place(jobs, look_up=())
 
     def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
-        """Jobs of these workloads: those slurmctld holds by their name, and those submit_many recorded."""
-        wanted = {str(wid): wid for wid in workload_ids}
+        """Jobs of these workloads: those slurmctld holds by their name, and those an earlier batch recorded."""
+        wanted = list(dict.fromkeys(workload_ids))
         if not wanted:
             return {}
-        keys = sorted(wanted)
-        steps = []
-        for i in range(0, len(keys), NAMES_PER_QUERY):
-            chunk = keys[i : i + NAMES_PER_QUERY]
-            steps.append(batch.Step(self._squeue("--name=" + ",".join(f"{NAME_PREFIX}{k}" for k in chunk))))
-            steps.append(batch.Step(["bash", "-c", _RECORDED, "recorded", self._ids(), *chunk]))
-        # Under the submit lock: a batch still running on the login node (its connection dropped) ends first.
-        outcomes = self._run_steps(steps, retry=True, locked=True)
-        found: dict[UUID, set[str]] = {}
-        for index in range(0, len(steps), 2):
-            listed, recorded = outcomes.get(index), outcomes.get(index + 1)
-            if listed is None or listed.status != 0 or recorded is None:
-                raise FabricError(f"squeue failed: {_said(listed)}", retryable=True)
-            for job in parse.squeue(listed.stdout):
-                wid = wanted.get(job.name.removeprefix(NAME_PREFIX))
-                if wid is not None and job.comment == f"{TAG_PREFIX}{wid}":
-                    found.setdefault(wid, set()).add(job.job_id)
-            for line in recorded.stdout.splitlines():
-                key, _, printed = line.partition(" ")
-                job_id = parse.submitted_id(printed)
-                if key in wanted and job_id is not None:
-                    found.setdefault(wanted[key], set()).add(job_id)
-        for wid, ids in found.items():
-            if len(ids) > 1:
-                log.error("workload %s has several jobs on %s: %s", wid, self.config.name, sorted(ids, key=int))
-        return {wid: min(ids, key=int) for wid, ids in found.items()}
+        steps = [self._step(wid) for wid in wanted]
+        report, output = self._run_keyed(steps, wanted, retry=True)
+        found = {}
+        for index, wid in enumerate(wanted):
+            outcome = report.outcomes.get(index)
+            if outcome is None:
+                raise FabricError(f"the look-up did not report back ({output.message()})", retryable=True)
+            job_id = self._found(wid, outcome)
+            if job_id is not None:
+                found[wid] = job_id
+        return found
+
+    @classmethod
+    def notebook_connect_url(cls, settings: Mapping[str, Any], host: str, port: int, token: str) -> str:
+        """The link to a notebook whose job reported where its server listens (fabrics.ssh.notebook)."""
+        return notebook.connect_url(settings, host, port, token)
 
     def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
         """One squeue for the account's jobs; one sacct for those slurmctld no longer holds."""
@@ -272,12 +255,90 @@ class SlurmFabric(Batched):
     def _lock(self) -> str:
         return posixpath.join(self.options.workdir, ".submit.lock")
 
-    def _run_steps(self, steps: list[batch.Step], *, retry: bool, locked: bool = False) -> dict[int, batch.Outcome]:
-        if locked:
-            text, marker = batch.script(steps, parallel=len(steps), setup=self._setup(), lock=self._lock())
-        else:
-            text, marker = batch.script(steps)
+    def _run_steps(self, steps: list[batch.Step], *, retry: bool) -> dict[int, batch.Outcome]:
+        text, marker = batch.script(steps)
         return batch.parse(self.ssh.run_script(text, retry=retry).stdout, marker, len(steps))
+
+    def _step(self, wid: UUID, script: str | None = None) -> batch.Step:
+        """The keyed step for a workload: sbatch with its script, or (no script) only its look-up."""
+        argv = [self._bin("sbatch"), "--parsable"] if script is not None else []
+        return batch.Step(argv, stdin=script, key=f"{TAG_PREFIX}{wid}", record=posixpath.join(self._ids(), str(wid)))
+
+    def _lookups(self, wids: Sequence[UUID]) -> list[list[str]]:
+        """squeue calls printing `<comment> <job id>` for the account's jobs named after these workloads."""
+        keys = sorted(str(wid) for wid in wids)
+        return [
+            [
+                self._bin("squeue"),
+                "--noheader",
+                "--states=all",
+                "--me",
+                "--name=" + ",".join(f"{NAME_PREFIX}{k}" for k in keys[i : i + NAMES_PER_QUERY]),
+                "--format=%k %i",  # the comment is the key: a job must have our name and our comment
+            ]
+            for i in range(0, len(keys), NAMES_PER_QUERY)
+        ]
+
+    def _run_keyed(
+        self, steps: list[batch.Step], look_up: Sequence[UUID], *, retry: bool
+    ) -> tuple[batch.Report, Result]:
+        """Run keyed steps under the submit lock, after one squeue for the workloads in `look_up`."""
+        text, marker = batch.script(
+            steps,
+            parallel=self.parallel,
+            setup=self._setup(),
+            lock=self._lock(),
+            lookups=self._lookups(look_up) if look_up else (),
+            value=JOB_ID,
+        )
+        output = self.ssh.run_script(text, retry=retry)
+        report = batch.parse_report(output.stdout, marker, len(steps))
+        if report.lookup_failed is not None:
+            raise FabricError(f"squeue failed: {_said(report.lookup_failed)}", retryable=True)
+        return report, output
+
+    def _place(self, jobs: Sequence[JobSpec], *, look_up: Sequence[UUID]) -> dict[UUID, str | FabricError]:
+        """Submit each job that neither its record nor squeue (asked about `look_up` only) says has a job."""
+        results: dict[UUID, str | FabricError] = {}
+        steps: list[batch.Step] = []
+        keys: list[UUID] = []
+        for job in jobs:
+            if job.workload_id in results or job.workload_id in keys:
+                continue  # one job per workload, however often it is asked for
+            try:
+                script = self._script(job)
+            except TemplateError as exc:
+                results[job.workload_id] = FabricError(f"the job script does not render: {exc}", retryable=False)
+                continue
+            steps.append(self._step(job.workload_id, script))
+            keys.append(job.workload_id)
+        if not steps:
+            return results
+        try:
+            report, output = self._run_keyed(steps, look_up, retry=False)
+        except FabricError as exc:
+            return results | dict.fromkeys(keys, exc)
+        for index, key in enumerate(keys):
+            outcome = report.outcomes.get(index)
+            if outcome is not None and outcome.found:
+                found = self._found(key, outcome)
+                results[key] = found or FabricError(f"unreadable job record: {outcome.stdout[:100]!r}", retryable=False)
+            else:
+                results[key] = _submitted(outcome, output)
+        return results
+
+    def _found(self, wid: UUID, outcome: batch.Outcome) -> str | None:
+        """The job a look-up found for a workload: the first, should there ever be several."""
+        ids = {job_id for value in outcome.values if (job_id := parse.submitted_id(value)) is not None}
+        if len(ids) > 1:
+            log.error("workload %s has several jobs on %s: %s", wid, self.config.name, sorted(ids, key=int))
+        return min(ids, key=int) if ids else None
+
+    def _script(self, job: JobSpec) -> str:
+        """The script as sent: as `render`, with its secrets."""
+        if job.template:
+            self.check_template(job.template)
+        return render(job.template, job, self.options, reveal=True)
 
 
 def _submitted(outcome: batch.Outcome | None, output: Result) -> str | FabricError:

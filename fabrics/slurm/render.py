@@ -3,9 +3,10 @@
 The script is, in order: the template's `#!` line (or bash); Gridlane's `#SBATCH` directives for
 the request (job name and comment carry the workload id, the tag `find` looks for); the template's
 own leading `#SBATCH` lines, which come later and so win (IT pins an account, a QOS, a partition);
-the workload's environment as quoted `export`s; then the rest of the template, with every
-placeholder shell-quoted. Directive values are numbers or IT's checked words, never a user's
-text: sbatch reads `#SBATCH` lines itself, and a user's newline there would start a new line.
+the workload's environment as quoted `export`s; for a notebook, the `gridlane_notebook` launcher
+(fabrics.ssh.notebook); then the rest of the template, with every placeholder shell-quoted.
+Directive values are numbers or IT's checked words, never a user's text: sbatch reads `#SBATCH`
+lines itself, and a user's newline there would start a new line.
 """
 
 from __future__ import annotations
@@ -14,12 +15,27 @@ from dataclasses import dataclass
 
 from fabrics import templating
 from fabrics.base import JobSpec
-from fabrics.ssh.scripts import check_image, exports, minutes, split_template, template_values, whole
+from fabrics.ssh.scripts import (
+    check_image,
+    exports,
+    minutes,
+    notebook_lines,
+    split_template,
+    template_values,
+    whole,
+)
 
 DEFAULT_TEMPLATE = """\
 #!/bin/bash
 # Gridlane's default: the workload's command, run by bash on the job's first node.
 exec /bin/bash -c $command
+"""
+# Notebooks: `gridlane_notebook` (fabrics.ssh.notebook) starts the server and reports it to Gridlane.
+# A queue's own template names the Jupyter its nodes have, e.g. `module load jupyter` first.
+NOTEBOOK_TEMPLATE = """\
+#!/bin/bash
+# Gridlane's default notebook: JupyterLab on the job's node, its address reported back to Gridlane.
+gridlane_notebook jupyter lab
 """
 
 # Containers go through the template, with the same image reference a Kubernetes queue would run.
@@ -81,16 +97,24 @@ def directives(job: JobSpec, options: Options) -> list[str]:
     return [f"#SBATCH {line}" for line in lines]
 
 
-def render(template: str, job: JobSpec, options: Options) -> str:
-    """The sbatch script for the job; TemplateError when the template cannot hold this job."""
-    shebang, head, body = split_template(template or DEFAULT_TEMPLATE)
+def default_template(job: JobSpec) -> str:
+    return NOTEBOOK_TEMPLATE if job.kind == "notebook" else DEFAULT_TEMPLATE
+
+
+def render(template: str, job: JobSpec, options: Options, *, reveal: bool = False) -> str:
+    """The sbatch script for the job; TemplateError when the template cannot hold this job.
+
+    reveal: the script as sent, with its secrets; without, the copy for the record (secrets masked).
+    """
+    shebang, head, body = split_template(template or default_template(job))
     check_image(templating.placeholders(body), job)
     parts = [
         shebang,
         *(line + "\n" for line in directives(job, options)),
         *head,
         "# The workload's environment (values quoted, never run):\n",
-        *(line + "\n" for line in exports(job)),
+        *(line + "\n" for line in exports(job, reveal=reveal)),
+        *notebook_lines(job),
         templating.render(body, template_values(job)),
     ]
     return "".join(parts)

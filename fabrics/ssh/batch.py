@@ -12,6 +12,13 @@ with backslash, newline, carriage return and tab escaped. Lines without the mark
 shell's chatter) are ignored, and a step that did not report (the connection dropped) is absent.
 If the connection drops, the script still runs to its end on the login node: every step either
 ran or did not, and the caller looks for what ran (by tag) before it tries again.
+
+Submissions are *keyed* steps: find and submit in one script. Under the lock, `lookups` (say, one
+squeue) print `KEY VALUE` lines; a keyed step whose key they name, or whose record file already
+holds a value, is not run and reports `found` with those values, a line each. Otherwise its
+command runs with stdout going straight to the record (the job id is on disk the moment the
+submitter prints it) and reports status 0 when the record then holds a value, else 1. A look-up
+that fails ends the script before any step runs, with one `lookup` line instead.
 """
 
 from __future__ import annotations
@@ -20,17 +27,19 @@ import re
 import secrets
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 LOCK_WAIT_S = 300  # a batch of thousands of sbatch calls ends well within this
+KEY = re.compile(r"[A-Za-z0-9._:+-]+")  # what a key may be (lookup lines with other keys are ignored)
 
 
 @dataclass(frozen=True)
 class Step:
-    argv: Sequence[str]
+    argv: Sequence[str]  # a keyed step may have none: then it is only looked up (find without submit)
     stdin: str | None = None  # given to the command on stdin
-    write_to: str | None = None  # or: stdin is written to this file first, and argv runs with no stdin
-    record_to: str | None = None  # on success, the last line of stdout (a job id) is also written here
+    key: str | None = None  # a submission's tag: not run when a lookup or its record already names a value
+    record: str | None = None  # keyed steps: the file the command's stdout goes to, read by later look-ups
+    write_to: str | None = None  # keyed steps: stdin is written to this file first, and argv runs without it
 
 
 @dataclass(frozen=True)
@@ -38,27 +47,71 @@ class Outcome:
     status: int
     stdout: str
     stderr: str
+    found: bool = False  # a keyed step that did not run: stdout lists the values found for its key
+
+    @property
+    def values(self) -> list[str]:
+        """What was found for a keyed step's key, or what it recorded, a value a line."""
+        return [line.strip() for line in self.stdout.splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class Report:
+    outcomes: dict[int, Outcome] = field(default_factory=dict)  # by step index; steps that did not report are absent
+    lookup_failed: Outcome | None = None  # a look-up failed: no step ran
 
 
 _RUNNER = r"""set +e
-# Each step leaves three small files: in memory (/dev/shm) where the login node has it, as on Linux.
+# Each step leaves small files: in memory (/dev/shm) where the login node has it, as on Linux.
 _gl_dir=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d) || exit 90
 trap 'rm -rf "$_gl_dir"' EXIT
 _gl_running=0
-_gl_step() {  # INDEX FILE RECORD ARGV...: run ARGV with this function's stdin (or write it to FILE
-  local i=$1 f=$2 record=$3 line next  # first); on success, the last line of its stdout is copied to RECORD
-  shift 3
-  if [ -n "$f" ]; then
-    cat >"$f" 2>"$_gl_dir/$i.e" && "$@" </dev/null >"$_gl_dir/$i.o" 2>"$_gl_dir/$i.e"
-  else
-    "$@" >"$_gl_dir/$i.o" 2>"$_gl_dir/$i.e"
+declare -A _gl_have=()  # KEY -> the values look-ups found for it, a line each
+_gl_rec=() _gl_ran=() _gl_found=()  # keyed steps by index: their record, whether they ran, what was found
+_gl_step() {  # INDEX ARGV...: run ARGV with this function's stdin
+  local i=$1
+  shift
+  "$@" >"$_gl_dir/$i.o" 2>"$_gl_dir/$i.e"
+  echo "$?" >"$_gl_dir/$i.r"
+}
+_gl_lookup() {  # MARKER ARGV...: each `KEY VALUE` line ARGV prints is a value for KEY; a failure ends the script
+  local m=$1 k v rest o e rc
+  shift
+  "$@" </dev/null >"$_gl_dir/lookup.o" 2>"$_gl_dir/lookup.e"
+  rc=$?
+  if [ "$rc" -ne 0 ]; then
+    IFS= read -r -d '' o <"$_gl_dir/lookup.o"
+    IFS= read -r -d '' e <"$_gl_dir/lookup.e"
+    _gl_escape o "$o"
+    _gl_escape e "$e"
+    printf '%s lookup %s %s\t%s\n' "$m" "$rc" "$o" "$e"
+    exit 0
   fi
-  local rc=$?
-  if [ "$rc" -eq 0 ] && [ -n "$record" ]; then
-    while IFS= read -r next || [ -n "$next" ]; do [ -n "$next" ] && line=$next; done <"$_gl_dir/$i.o"
-    printf '%s\n' "$line" >"$record"
+  while read -r k v rest; do
+    if [ -z "$rest" ] && [ -n "$v" ] && [[ $k =~ ^[A-Za-z0-9._:+-]+$ ]]; then _gl_have[$k]+="$v"$'\n'; fi
+  done <"$_gl_dir/lookup.o"
+}
+_gl_recorded() {  # FILE: true when the last non-empty line of FILE is a value (it is then in _gl_line)
+  local next
+  _gl_line=
+  [ -s "$1" ] || return 1
+  while IFS= read -r next || [ -n "$next" ]; do [ -n "$next" ] && _gl_line=$next; done <"$1"
+  [[ $_gl_line =~ $_gl_value ]]
+}
+_gl_todo() {  # INDEX KEY RECORD [run]: true when the step is to run, false when its key already has a value
+  local found=${_gl_have[$2]-}
+  _gl_rec[$1]=$3
+  if _gl_recorded "$3"; then found+="$_gl_line"$'\n'; fi
+  if [ -n "$found" ] || [ "${4-}" != run ]; then
+    _gl_found[$1]=$found
+    return 1
   fi
-  echo "$rc" >"$_gl_dir/$i.r"
+  _gl_ran[$1]=1
+}
+_gl_write() {  # FILE INDEX: this function's stdin into FILE, readable by the account only (a script may hold
+  local body  # a notebook's secret); an error goes to the step's stderr
+  IFS= read -r -d '' body
+  (umask 077 && printf '%s' "$body" >"$1") 2>"$_gl_dir/$2.e"
 }
 _gl_throttle() {  # after starting a step in the background: wait while PARALLEL run
   _gl_running=$((_gl_running + 1))
@@ -77,11 +130,27 @@ _gl_report() {  # MARKER COUNT: one line per step, with builtins only (no proces
   local i=0 r o e
   while [ "$i" -lt "$2" ]; do
     r=-1 o= e=
-    [ -f "$_gl_dir/$i.r" ] && IFS= read -r r <"$_gl_dir/$i.r"
-    [ -f "$_gl_dir/$i.o" ] && IFS= read -r -d '' o <"$_gl_dir/$i.o"
-    [ -f "$_gl_dir/$i.e" ] && IFS= read -r -d '' e <"$_gl_dir/$i.e"
-    _gl_escape o "$o"
-    _gl_escape e "$e"
+    if [ -n "${_gl_found[$i]+x}" ]; then
+      r=found o=${_gl_found[$i]}
+    elif [ -n "${_gl_ran[$i]+x}" ]; then
+      [ -f "${_gl_rec[$i]}" ] && IFS= read -r -d '' o <"${_gl_rec[$i]}"
+      r=1
+      if [[ ${o%$'\n'} != *$'\n'* ]]; then  # one line, as a submitter prints a job id
+        [[ ${o%$'\n'} =~ $_gl_value ]] && r=0
+      else
+        _gl_recorded "${_gl_rec[$i]}" && r=0
+      fi
+    else
+      [ -f "$_gl_dir/$i.r" ] && IFS= read -r r <"$_gl_dir/$i.r"
+      [ -f "$_gl_dir/$i.o" ] && IFS= read -r -d '' o <"$_gl_dir/$i.o"
+    fi
+    [ -s "$_gl_dir/$i.e" ] && IFS= read -r -d '' e <"$_gl_dir/$i.e"
+    if [[ ${o%$'\n'} != *[$'\\\n\r\t']* ]]; then  # the usual case, a job id and its newline: no escaping to do
+      [[ $o == *$'\n' ]] && o="${o%$'\n'}\\n"
+    else
+      _gl_escape o "$o"
+    fi
+    [[ $e == *[$'\\\n\r\t']* ]] && _gl_escape e "$e"
     printf '%s %s %s %s\t%s\n' "$1" "$i" "$r" "$o" "$e"
     i=$((i + 1))
   done
@@ -90,54 +159,98 @@ _gl_report() {  # MARKER COUNT: one line per step, with builtins only (no proces
 
 
 def script(
-    steps: Sequence[Step], *, parallel: int = 1, setup: Sequence[Sequence[str]] = (), lock: str | None = None
+    steps: Sequence[Step],
+    *,
+    parallel: int = 1,
+    setup: Sequence[Sequence[str]] = (),
+    lock: str | None = None,
+    lookups: Sequence[Sequence[str]] = (),
+    value: str = ".",
 ) -> tuple[str, str]:
-    """The script running the steps after the setup commands, and the marker its report lines carry.
+    """The script running the steps after the setup commands and look-ups, and the marker its report lines carry.
 
-    lock: a file the script holds (flock) while it runs. A submitting script holds it, and so does
-    the look-up before the next submission: a batch orphaned by a dropped connection runs on to its
-    end, and the look-up waits for it, so that it sees every job the batch submitted.
+    lock: a file the script holds (flock) while it runs, look-ups included. A submitting script
+    holds it, and so does the look-up of the next: a batch orphaned by a dropped connection runs on
+    to its end, and the look-up waits for it, so that it sees every job the batch submitted.
+    value: a bash regular expression a record's last line must match to name a job (a job id).
     """
     marker = f"gridlane-{secrets.token_hex(8)}"
     delimiter = _delimiter(steps)
-    lines = [_RUNNER]
+    lines = [_RUNNER, f"_gl_value={shlex.quote(value)}"]
     lines += [shlex.join(argv) for argv in setup]
     if lock:
         lines.append(f"exec 9>>{shlex.quote(lock)} && flock -w {LOCK_WAIT_S} 9 || exit 91")
+    lines += [shlex.join(["_gl_lookup", marker, *argv]) for argv in lookups]
+    background = " &" if parallel > 1 else ""
+    throttle = f"_gl_throttle {parallel}\n" if parallel > 1 else ""
     for index, step in enumerate(steps):
-        call = shlex.join(["_gl_step", str(index), step.write_to or "", step.record_to or "", *step.argv])
-        background = " &" if parallel > 1 else ""
-        if step.stdin is None and step.write_to is None:
-            lines.append(f"{call} </dev/null{background}")
+        body = step.stdin or ""
+        if body and not body.endswith("\n"):
+            body += "\n"
+        heredoc = f"<<'{delimiter}'"
+        document = f"\n{body}{delimiter}"
+        if step.key is None:
+            if step.record or step.write_to:
+                raise ValueError("only a keyed step has a record or a file to write")
+            call = shlex.join(["_gl_step", str(index), *step.argv])
+            if step.stdin is None:
+                lines.append(f"{call} </dev/null{background}")
+            else:
+                lines.append(f"{call} {heredoc}{background}{document}")
+            if throttle:
+                lines.append(throttle.rstrip("\n"))
+            continue
+        if not KEY.fullmatch(step.key) or not step.record:
+            raise ValueError(f"a keyed step needs a key of letters, digits and ._:+- and a record: {step.key!r}")
+        todo = shlex.join(["_gl_todo", str(index), step.key, step.record, *(["run"] if step.argv else [])])
+        if not step.argv:
+            lines.append(todo)  # looked up, never run
+            continue
+        # The command itself runs in the background, not a function: one process per step, as in a plain loop.
+        out = f'>{shlex.quote(step.record)} 2>"$_gl_dir/{index}.e"'
+        if step.write_to is not None:
+            write = shlex.join(["_gl_write", step.write_to, str(index)])
+            run = f"{shlex.join(step.argv)} </dev/null {out}{background}"
+            lines.append(f"if {todo} && {write} {heredoc}; then {run}{document}\n{throttle}fi")
+        elif step.stdin is not None:
+            lines.append(f"if {todo}; then {shlex.join(step.argv)} {heredoc} {out}{background}{document}\n{throttle}fi")
         else:
-            body = step.stdin or ""
-            if body and not body.endswith("\n"):
-                body += "\n"
-            lines.append(f"{call} <<'{delimiter}'{background}\n{body}{delimiter}")
-        if parallel > 1:
-            lines.append(f"_gl_throttle {parallel}")
+            lines.append(f"if {todo}; then {shlex.join(step.argv)} </dev/null {out}{background}\n{throttle}fi")
     lines.append("wait")
     lines.append(shlex.join(["_gl_report", marker, str(len(steps))]))
     return "\n".join(lines) + "\n", marker
 
 
-def parse(output: str, marker: str, count: int) -> dict[int, Outcome]:
-    """Each reported step's outcome by its index; steps that did not report are absent."""
+def parse_report(output: str, marker: str, count: int) -> Report:
+    """Each reported step's outcome by its index, and the failed look-up if one ended the script."""
     outcomes: dict[int, Outcome] = {}
+    lookup_failed = None
     prefix = marker + " "
     for line in output.split("\n"):
         if not line.startswith(prefix):
             continue
         head, _, err = line[len(prefix) :].partition("\t")
         index, status, out = [*head.split(" ", 2), "", ""][:3]
+        if index == "lookup":
+            lookup_failed = Outcome(_int(status), _unescape(out), _unescape(err))
+            continue
         if not index.isdigit() or int(index) >= count:
             continue
-        try:
-            code = int(status)
-        except ValueError:
-            code = -1
-        outcomes[int(index)] = Outcome(code, _unescape(out), _unescape(err))
-    return outcomes
+        found = status == "found"
+        outcomes[int(index)] = Outcome(0 if found else _int(status), _unescape(out), _unescape(err), found=found)
+    return Report(outcomes, lookup_failed)
+
+
+def parse(output: str, marker: str, count: int) -> dict[int, Outcome]:
+    """Each reported step's outcome by its index; steps that did not report are absent."""
+    return parse_report(output, marker, count).outcomes
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return -1
 
 
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", "\\r": "\r", "\\t": "\t"}

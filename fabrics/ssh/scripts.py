@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Mapping
 
 from fabrics.base import JobSpec, TemplateError
+from fabrics.ssh.notebook import FUNCTION, MASKED, SECRET_ENV
 
 TEMPLATE_NAMES = frozenset(
     {
@@ -61,13 +62,25 @@ def split_template(template: str) -> tuple[str, list[str], str]:
     return shebang, head, "".join(lines)
 
 
-def exports(job: JobSpec) -> list[str]:
-    """The workload's environment as `export NAME='value'` lines; TemplateError for a bad name."""
+def exports(job: JobSpec, *, reveal: bool = False) -> list[str]:
+    """The workload's environment as `export NAME='value'` lines; TemplateError for a bad name.
+
+    Secrets (the notebook callback's) are masked unless `reveal`: the script sent to the cluster
+    carries them, the copy kept on the workload for the record does not.
+    """
     env = {"GRIDLANE_WORKLOAD_ID": str(job.workload_id), **job.env}
     for key in env:
         if not _ENV_NAME.match(key):
             raise TemplateError(f"{key!r} cannot be an environment variable name")
-    return [f"export {key}={shlex.quote(value)}" for key, value in env.items()]
+    return [
+        f"export {key}={shlex.quote(value if reveal or key not in SECRET_ENV else MASKED)}"
+        for key, value in env.items()
+    ]
+
+
+def notebook_lines(job: JobSpec) -> list[str]:
+    """For a notebook, the `gridlane_notebook` launcher its template calls (fabrics.ssh.notebook); else nothing."""
+    return [FUNCTION] if job.kind == "notebook" else []
 
 
 def check_image(placeholders: set[str], job: JobSpec) -> None:

@@ -3,6 +3,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
 from portal.accounts.api import MeView, TokenViewSet
+from portal.api import callbacks
 from portal.api.views import QueueViewSet, WorkloadViewSet
 
 router = DefaultRouter(trailing_slash=True)
@@ -15,5 +16,6 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("me/", MeView.as_view(), name="me"),
     path("agent/", include("portal.agents.urls")),
+    path("workloads/<uuid:pk>/endpoint/", callbacks.endpoint, name="workload-endpoint"),  # from a notebook's job
     path("", include(router.urls)),
 ]

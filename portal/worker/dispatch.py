@@ -2,7 +2,8 @@
 
 1. Record intent: admitted -> dispatching, with the rendered script, before anything leaves.
 2. Look for jobs already tagged with the workload ids (a worker that died after submitting).
-3. Only then submit the rest, in one round trip per fabric where it can, and record the external ids.
+3. Only then submit the rest, and record the external ids. Where the fabric can, 2 and 3 are one
+   round trip (`place_many`: the look-up and the submissions in one script, under one lock).
 A crash between any two steps is repaired by the next cycle running the same steps again.
 """
 
@@ -10,14 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from uuid import UUID
 
 from django.db.models import Q
 
-from fabrics.base import Fabric, FabricError, JobSpec, find_many, submit_many
+from fabrics.base import Fabric, FabricError, JobSpec, place_many
 from portal.queues.models import Fabric as FabricRow
 from portal.worker.connections import fabric_for
-from portal.workloads import services
+from portal.workloads import notebook_endpoint, services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 
@@ -37,6 +37,7 @@ def job_spec(w: Workload) -> JobSpec:
         nodes=w.nodes,
         runtime_limit_s=w.runtime_limit_s,
         image=w.image,
+        env=notebook_endpoint.job_env(w),  # notebooks on a batch cluster: where to report their server
         template=w.target.template if w.target else "",
     )
 
@@ -60,20 +61,15 @@ def dispatch_all() -> int:
 def dispatch(row: FabricRow, workloads: list[Workload]) -> int:
     """Dispatch these workloads to one fabric; returns how many now have a job there."""
     fabric = fabric_for(row)
-    # 1. Record intent.
+    # 1. Record intent. Those moved from admitted just now were never sent anywhere: nothing to look up.
+    admitted = {w.pk for w in workloads if w.state == State.ADMITTED}
     ready = {w.run_id: w for w in workloads if _record_intent(row, fabric, w)}
     if not ready:
         return 0
-    # 2. Find jobs a previous attempt already submitted.
-    try:
-        placed: dict[UUID, str | FabricError] = dict(find_many(fabric, list(ready)))
-    except FabricError as error:
-        log.warning("dispatch to %s will be retried: %s", row.name, error)
-        return 0
-    # 3. Submit the rest.
-    rest = [job_spec(w) for run_id, w in ready.items() if run_id not in placed]
-    if rest:
-        placed |= submit_many(fabric, rest)
+    fresh = {run_id for run_id, w in ready.items() if w.pk in admitted}
+    # 2. Find jobs a previous attempt already submitted, 3. and submit the rest: in one round trip where
+    # the fabric can (Slurm, PBS: one script under the login node's submit lock), else in two.
+    placed = place_many(fabric, [job_spec(w) for w in ready.values()], fresh=fresh)
     done = 0
     for run_id, outcome in placed.items():
         done += _record_outcome(row, ready[run_id], outcome)

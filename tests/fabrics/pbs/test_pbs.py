@@ -163,6 +163,11 @@ def test_a_job_goes_through_qsub_runs_and_reports_its_exit_code_output_and_gpus(
     bad = job("exit 3")
     submitted = pbs.submit_many([ok, bad])
     assert pbs.find_many([ok.workload_id, bad.workload_id, uuid.uuid4()]) == submitted
+    fresh = job("true")
+    placed = pbs.place_many([ok, bad, fresh])  # a dispatch resumed after a crash: one round trip, no second job
+    assert {wid: placed[wid] for wid in submitted} == submitted
+    assert isinstance(placed[fresh.workload_id], str)
+    assert placed[fresh.workload_id] not in submitted.values()
     ok_id, bad_id = submitted[ok.workload_id], submitted[bad.workload_id]
     assert isinstance(ok_id, str)
     assert isinstance(bad_id, str)

@@ -60,6 +60,31 @@ def test_several_submissions_share_one_round_trip_and_find_many_finds_them(slurm
     assert all(s.state is not JobState.MISSING for s in statuses.values())
 
 
+def test_place_many_finds_what_has_a_job_and_submits_the_rest_in_one_round_trip(slurm, monkeypatch):
+    """The dispatcher's call: the look-up (squeue, records) and the sbatch calls are one SSH command."""
+    earlier = [job(f"echo {i}") for i in range(3)]
+    submitted = slurm.submit_many(earlier)
+    # One of them only slurmctld knows (its record is lost), one only its record names (squeue forgot it).
+    assert slurm.ssh.run(["rm", f".gridlane/ids/{earlier[0].workload_id}"]).ok
+    lookups, forgotten = slurm._lookups, earlier[1].workload_id
+    monkeypatch.setattr(slurm, "_lookups", lambda wids: lookups([w for w in wids if w != forgotten]))
+    calls = []
+    run = slurm.ssh.run
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(slurm.ssh, "run", counting)
+    fresh = [job(f"echo new {i}") for i in range(3)]
+    placed = slurm.place_many([*earlier, *fresh])
+    assert len(calls) == 1
+    assert {wid: placed[wid] for wid in submitted} == submitted
+    assert all(isinstance(placed[s.workload_id], str) for s in fresh)
+    wids = [s.workload_id for s in [*earlier, *fresh]]
+    assert jobs_named(slurm, *wids) == {wid: [placed[wid]] for wid in wids}
+
+
 def test_cancel_stops_a_running_job(slurm):
     external_id = slurm.submit(job("sleep 300"))
     wait_for(lambda: slurm.poll([external_id])[external_id].state is JobState.RUNNING, "the job to start")
@@ -214,14 +239,13 @@ def test_ssh_dropped_mid_batch_loses_no_job_and_runs_none_twice(slurm, slurm_set
     thread.join(30)
     assert all(isinstance(v, FabricError) and v.retryable for v in outcome.values())
 
-    # The next dispatch: find first (it waits for the orphaned batch), then submit only what is missing.
+    # The next dispatch: its look-up waits for the orphaned batch, which ran on to its end, so it
+    # finds every job and submits none.
     wids = [s.workload_id for s in specs]
-    found = slurm.find_many(wids)
-    rest = [s for s in specs if s.workload_id not in found]
-    assert rest == []  # the orphaned batch ran on to its end, and find waited for it
-    found |= {wid: v for wid, v in slurm.submit_many(rest).items() if isinstance(v, str)}
-    assert sorted(found) == sorted(wids)
-    assert jobs_named(slurm, *wids) == {wid: [found[wid]] for wid in wids}
+    placed = slurm.place_many(specs)
+    assert all(isinstance(v, str) for v in placed.values())
+    assert slurm.find_many(wids) == placed
+    assert jobs_named(slurm, *wids) == {wid: [placed[wid]] for wid in wids}
     fabric.close()
 
 
@@ -237,7 +261,7 @@ def test_a_worker_killed_mid_dispatch_leaves_one_job_per_workload(slurm, slurm_s
         cpu = Resources(0, 1000, 256)
         jobs = [JobSpec(uuid.UUID(i), "probe", "batch", "ada", "ml", "hpc", "true", cpu) for i in ids]
         print("submitting", flush=True)
-        fabric.submit_many(jobs)
+        fabric.place_many(jobs)
         print("submitted", flush=True)
     """)
     worker = subprocess.Popen(
@@ -254,10 +278,9 @@ def test_a_worker_killed_mid_dispatch_leaves_one_job_per_workload(slurm, slurm_s
     worker.wait(10)
     assert worker.returncode == -signal.SIGKILL
 
+    # The restarted worker dispatches the same workloads: it waits for the orphaned batch, finds its jobs.
     wids = [s.workload_id for s in specs]
-    found = slurm.find_many(wids)
-    rest = [s for s in specs if s.workload_id not in found]
-    assert rest == []  # the orphaned batch ran on to its end, and find waited for it
-    found |= {wid: v for wid, v in slurm.submit_many(rest).items() if isinstance(v, str)}
-    assert sorted(found) == sorted(wids)
-    assert jobs_named(slurm, *wids) == {wid: [found[wid]] for wid in wids}
+    placed = slurm.place_many(specs)
+    assert all(isinstance(v, str) for v in placed.values())
+    assert slurm.find_many(wids) == placed
+    assert jobs_named(slurm, *wids) == {wid: [placed[wid]] for wid in wids}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real single-host Slurm 22.05 cluster for the tests, from Debian's packages: munged, slurmdbd (on the
 # MariaDB server these machines run), slurmctld, slurmd with 8 fake GPUs (4 a100, 4 h100) in partitions
-# cpu and gpu, the Torque wrappers (qsub/qstat/qdel), and a key-only sshd on 127.0.0.1 for the submit user.
+# cpu and gpu, the Torque wrappers (qsub/qstat/qdel), a key-only sshd on 127.0.0.1 for the submit user, and
+# Debian's Jupyter server (the node's own, as a cluster has one: notebook jobs run it as the submit user).
 #
 # Idempotent: a cluster already up with the same configuration is reused (another test run may hold it).
 # Writes what the tests need to $GRIDLANE_TEST_STATE/slurm/: connection.json, the client key, known_hosts.
@@ -17,14 +18,16 @@ HOLDER="${GRIDLANE_SLURM_HOLDER:-$PPID}"  # the test run (run.sh) that holds the
 # 1. Packages, when missing (a machine with systemd starts munge and sshd itself; that is fine).
 need=()
 for pair in slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge sshd:openssh-server \
-            qsub:slurm-wlm-torque slurmdbd:slurmdbd mariadb-admin:mariadb-client; do
+            qsub:slurm-wlm-torque slurmdbd:slurmdbd mariadb-admin:mariadb-client \
+            jupyter-server:jupyter-server; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${pair%%:*}" ] || need+=("${pair#*:}")
 done
 if ((${#need[@]})); then
   log "installing ${need[*]}"
   apt-get -o DPkg::Lock::Timeout=120 update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y -q --no-install-recommends \
-    slurm-wlm slurmctld slurmd slurm-client munge openssh-server slurm-wlm-torque slurmdbd mariadb-client >/dev/null
+    slurm-wlm slurmctld slurmd slurm-client munge openssh-server slurm-wlm-torque slurmdbd mariadb-client \
+    jupyter-server >/dev/null
 fi
 
 install -d -m 0755 "$RUNDIR" "$HOLDERS"

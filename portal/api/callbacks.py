@@ -1,0 +1,59 @@
+"""Calls from jobs, not people: a notebook's job on a batch cluster reports where its server listens.
+
+`POST /api/v1/workloads/<id>/endpoint/` with `Authorization: Bearer <the workload's secret>` and
+`{"host": "node17.hpc.example.org", "port": 8888, "token": "..."}` (portal.workloads.notebook_endpoint).
+No user or API token is involved: the secret speaks for one run of one workload. A wrong secret and
+an unknown workload get the same 404; 400 names the fields that are wrong; 409 says the workload
+takes no report now (not a notebook on such a fabric, or not starting or running); 204 on success.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, authentication_classes, parser_classes, permission_classes
+from rest_framework.exceptions import NotFound
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal.workloads import notebook_endpoint
+
+
+class EndpointIn(serializers.Serializer[Any]):
+    host = serializers.CharField(help_text="The compute node's name or address, as the user's browser reaches it.")
+    port = serializers.IntegerField(min_value=1, max_value=65535)
+    token = serializers.CharField(help_text="The Jupyter server's token: 16 to 256 URL-safe characters.")
+
+
+@extend_schema(
+    summary="A notebook's job reports its Jupyter server (authenticated by the workload's own secret)",
+    request=EndpointIn,
+    responses={
+        204: OpenApiResponse(description="The notebook's link is stored."),
+        400: OpenApiResponse(description="A field is wrong."),
+        404: OpenApiResponse(description="No such workload, or not its secret."),
+        409: OpenApiResponse(description="The workload takes no report now."),
+    },
+    auth=[],
+)
+@api_view(["POST"])
+@authentication_classes([])
+@permission_classes([AllowAny])
+@parser_classes([JSONParser])
+def endpoint(request: Request, pk: UUID) -> Response:
+    workload = notebook_endpoint.reporter(pk, request.headers.get("Authorization", ""))
+    if workload is None:
+        raise NotFound()
+    found, errors = notebook_endpoint.check_report(request.data)
+    if found is None:
+        return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+    try:
+        notebook_endpoint.do_report(workload, found)
+    except notebook_endpoint.Refused as refused:
+        return Response({"errors": {"detail": [str(refused)]}}, status=status.HTTP_409_CONFLICT)
+    return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,194 @@
+"""A notebook's job reports its Jupyter server: POST /api/v1/workloads/<id>/endpoint/ with the workload's secret."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from fabrics.base import JobState, JobStatus
+from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV, ENDPOINT_URL_ENV
+from portal.accounts.models import ResourceGroup
+from portal.queues.models import Fabric, Queue, QueueTarget
+from portal.worker import sync
+from portal.workloads import notebook_endpoint
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+
+TOKEN = "Zm9vYmFyYmF6cXV4cXV1eHF1dXpxdXV6cXV1enF1dXo"
+GOOD = {"host": "node17.hpc.example.org", "port": 8888, "token": TOKEN}
+
+
+@pytest.fixture
+def hpc(cast: dict[str, Any]) -> Fabric:
+    """A Slurm fabric (never reached here) behind a notebook queue both teams may use."""
+    fabric = Fabric.objects.create(
+        name="hpc",
+        kind="slurm",
+        gpus_milli=8000,
+        cpus_milli=32000,
+        memory_mib=64000,
+        settings={"notebook_url": "https://{host}:{port}/lab?token={token}"},
+    )
+    queue = Queue.objects.create(slug="hpc-nb", name="HPC notebooks", kinds=["notebook", "training"])
+    queue.allowed_groups.add(*ResourceGroup.objects.all())
+    QueueTarget.objects.create(queue=queue, fabric=fabric)
+    return fabric
+
+
+@pytest.fixture
+def notebook(alice: Any, submit: Any, hpc: Fabric) -> Workload:
+    """alice's notebook, dispatched to the Slurm fabric."""
+    workload = submit(alice, queue="hpc-nb", kind="notebook", command="")
+    Workload.objects.filter(pk=workload.pk).update(state=State.DISPATCHING, fabric=hpc, external_id="42")
+    workload.refresh_from_db()
+    return workload
+
+
+def report(workload_id: Any, secret: str | None, body: Any = GOOD, **headers: Any) -> Any:
+    if secret is not None:
+        headers.setdefault("HTTP_AUTHORIZATION", f"Bearer {secret}")
+    return APIClient().post(f"/api/v1/workloads/{workload_id}/endpoint/", body, format="json", **headers)
+
+
+def secret_of(w: Workload) -> str:
+    return notebook_endpoint.secret(w.run_id)
+
+
+def test_the_job_reports_its_server_and_the_owner_sees_the_link(notebook, api_as, alice, bob):
+    answer = report(notebook.pk, secret_of(notebook))
+    assert answer.status_code == 204
+    notebook.refresh_from_db()
+    assert notebook.connect_url == f"https://node17.hpc.example.org:8888/lab?token={TOKEN}"
+    assert api_as(alice).get(f"/api/v1/workloads/{notebook.pk}/").json()["connect_url"] == notebook.connect_url
+    assert api_as(bob).get(f"/api/v1/workloads/{notebook.pk}/").json()["connect_url"] == ""  # the token is alice's
+
+
+def test_a_running_notebook_may_report_again_and_an_ipv6_host_is_bracketed(notebook):
+    Workload.objects.filter(pk=notebook.pk).update(state=State.RUNNING)
+    assert report(notebook.pk, secret_of(notebook), GOOD | {"host": "FD00::17"}).status_code == 204
+    notebook.refresh_from_db()
+    assert notebook.connect_url == f"https://[fd00::17]:8888/lab?token={TOKEN}"
+
+
+def test_a_wrong_secret_and_an_unknown_workload_get_the_same_answer(notebook, cast, submit):
+    other = submit(cast["charlie"], queue="hpc-nb", kind="notebook", command="")
+    answers = [
+        report(notebook.pk, "0" * 64),  # a wrong secret
+        report(notebook.pk, secret_of(other)),  # another workload's
+        report(notebook.pk, secret_of(notebook).upper()),  # close is not enough
+        report(notebook.pk, None),  # none at all
+        report(notebook.pk, None, HTTP_AUTHORIZATION=f"Token {secret_of(notebook)}"),  # not as a bearer
+        report(uuid.uuid4(), "0" * 64),  # no such workload
+        report(uuid.uuid4(), None),
+    ]
+    assert {(a.status_code, a.content) for a in answers} == {(404, answers[0].content)}
+    notebook.refresh_from_db()
+    assert notebook.connect_url == ""
+
+
+def test_the_secret_of_an_earlier_attempt_speaks_no_more(notebook):
+    earlier = secret_of(notebook)
+    Workload.objects.filter(pk=notebook.pk).update(attempt=1)  # preempted and dispatched again
+    assert report(notebook.pk, earlier).status_code == 404
+    notebook.refresh_from_db()
+    assert report(notebook.pk, secret_of(notebook)).status_code == 204
+
+
+@pytest.mark.parametrize("state", [State.PENDING, State.ADMITTED, State.CANCELLING, State.SUCCEEDED, State.FAILED])
+def test_only_a_notebook_that_is_starting_or_running_takes_a_report(notebook, state):
+    Workload.objects.filter(pk=notebook.pk).update(state=state)
+    answer = report(notebook.pk, secret_of(notebook))
+    assert answer.status_code == 409
+    assert "takes a report only while it starts or runs" in answer.json()["errors"]["detail"][0]
+    notebook.refresh_from_db()
+    assert notebook.connect_url == ""
+
+
+def test_only_a_notebook_on_a_fabric_whose_jobs_report_takes_a_report(notebook, alice, submit, hpc):
+    training = submit(alice, queue="hpc-nb", kind="training", command="python train.py")
+    Workload.objects.filter(pk=training.pk).update(state=State.RUNNING, fabric=hpc)
+    answer = report(training.pk, secret_of(training))
+    assert answer.status_code == 409
+    assert "Only a notebook" in answer.json()["errors"]["detail"][0]
+    local = Fabric.objects.get(kind="local")
+    Workload.objects.filter(pk=notebook.pk).update(fabric=local)
+    assert report(notebook.pk, secret_of(notebook)).status_code == 409
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        (GOOD | {"host": "node 17"}, {"host"}),
+        (GOOD | {"host": "0.0.0.0"}, {"host"}),  # noqa: S104 (what a server listens on, not where it is)
+        (GOOD | {"host": "::"}, {"host"}),
+        (GOOD | {"host": "-node.example.org"}, {"host"}),
+        (GOOD | {"host": "node..example.org"}, {"host"}),
+        (GOOD | {"host": "fe80::1%eth0"}, {"host"}),
+        (GOOD | {"host": "evil.example.org/path?x="}, {"host"}),
+        (GOOD | {"host": "user@evil.example.org"}, {"host"}),
+        (GOOD | {"host": "a" * 64 + ".org"}, {"host"}),
+        (GOOD | {"host": 17}, {"host"}),
+        (GOOD | {"port": 0}, {"port"}),
+        (GOOD | {"port": 65536}, {"port"}),
+        (GOOD | {"port": "8888"}, {"port"}),
+        (GOOD | {"port": True}, {"port"}),
+        (GOOD | {"port": 8888.5}, {"port"}),
+        (GOOD | {"token": "short"}, {"token"}),
+        (GOOD | {"token": TOKEN + "/../x"}, {"token"}),
+        (GOOD | {"token": TOKEN + "&next=evil"}, {"token"}),
+        (GOOD | {"token": TOKEN + "\n"}, {"token"}),
+        (GOOD | {"token": None}, {"token"}),
+        ({"host": "node17", "port": 8888}, {"token"}),
+        (GOOD | {"user": "root"}, {"user"}),
+        ([GOOD], {"detail"}),
+        ("node17:8888", {"detail"}),
+    ],
+)
+def test_a_malformed_report_is_refused_field_by_field(notebook, body, fields):
+    answer = report(notebook.pk, secret_of(notebook), body)
+    assert answer.status_code == 400
+    assert set(answer.json()["errors"]) == fields
+    notebook.refresh_from_db()
+    assert notebook.connect_url == ""
+
+
+def test_a_report_must_be_json(notebook):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret_of(notebook)}")
+    answer = client.post(f"/api/v1/workloads/{notebook.pk}/endpoint/", GOOD)  # a form, not JSON
+    assert answer.status_code == 415
+    assert client.get(f"/api/v1/workloads/{notebook.pk}/endpoint/").status_code == 405
+
+
+def test_the_job_environment_carries_the_callback_and_a_secret_that_works(notebook, settings, cast, submit):
+    settings.GRIDLANE_PUBLIC_URL = "https://gridlane.example.org"
+    env = notebook_endpoint.job_env(notebook)
+    assert env == {
+        ENDPOINT_URL_ENV: f"https://gridlane.example.org/api/v1/workloads/{notebook.pk}/endpoint/",
+        ENDPOINT_SECRET_ENV: secret_of(notebook),
+    }
+    assert report(notebook.pk, env[ENDPOINT_SECRET_ENV]).status_code == 204
+    settings.SECRET_KEY = "another portal's key"
+    assert notebook_endpoint.job_env(notebook)[ENDPOINT_SECRET_ENV] != env[ENDPOINT_SECRET_ENV]
+    training = submit(cast["alice"], queue="hpc-nb", kind="training", command="true")
+    Workload.objects.filter(pk=training.pk).update(fabric=notebook.fabric)
+    training.refresh_from_db()
+    assert notebook_endpoint.job_env(training) == {}  # not a notebook
+    local_notebook = submit(cast["alice"], queue="notebooks", kind="notebook", command="")
+    assert notebook_endpoint.job_env(local_notebook) == {}  # not placed yet
+    Workload.objects.filter(pk=local_notebook.pk).update(fabric=Fabric.objects.get(kind="local"))
+    local_notebook.refresh_from_db()
+    assert notebook_endpoint.job_env(local_notebook) == {}  # the local fabric finds its notebooks itself
+
+
+def test_sync_keeps_the_reported_link_when_the_fabric_knows_none(notebook):
+    assert report(notebook.pk, secret_of(notebook)).status_code == 204
+    notebook.refresh_from_db()
+    link = notebook.connect_url
+    assert notebook.fabric is not None
+    sync._follow(notebook.fabric, notebook, JobStatus(JobState.RUNNING, host="node17"))  # Slurm's poll: no URL
+    notebook.refresh_from_db()
+    assert (notebook.state, notebook.connect_url) == (State.RUNNING, link)

@@ -1,0 +1,84 @@
+"""A notebook on the real Slurm cluster: submit, sbatch, Jupyter on the node, its report, and the link opens.
+
+The portal is a live server the job reaches over loopback (GRIDLANE_PUBLIC_URL). The node's Jupyter is
+Debian's jupyter-server, which tests/services/slurm/up.sh installs: the job runs as the cluster account,
+which cannot read the portal's own virtualenv, just as a real cluster's nodes have their own Jupyter.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fabrics.base import JobState
+from portal.accounts.models import ResourceGroup
+from portal.queues.models import Fabric, Queue, QueueTarget
+from portal.worker import connections, tasks
+from portal.workloads import notebook_endpoint, services
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+from tests.conftest import wait_until
+from tests.fabrics.slurm.test_worker import adapter, run_until
+
+# IT's template for this queue: the node's Jupyter; the connect link opens the server's status (token needed).
+TEMPLATE = "#!/bin/bash\n# The node's own Jupyter server.\ngridlane_notebook jupyter-server\n"
+NOTEBOOK_URL = "http://{host}:{port}/api/status?token={token}"
+
+
+@pytest.fixture
+def notebooks(cast: dict[str, Any], cluster_lock: None, slurm_settings: dict[str, Any]) -> Iterator[Fabric]:
+    connections.forget_all()
+    fabric = Fabric(
+        name="hpc",
+        kind="slurm",
+        gpus_milli=8000,
+        cpus_milli=32000,
+        memory_mib=64000,
+        gpu_sharing=False,
+        settings=slurm_settings | {"notebook_url": NOTEBOOK_URL},
+    )
+    fabric.full_clean()
+    fabric.save()
+    queue = Queue.objects.create(
+        slug="hpc-nb", name="HPC notebooks", kinds=["notebook"], default_runtime_minutes=10, max_runtime_minutes=60
+    )
+    queue.allowed_groups.add(*ResourceGroup.objects.all())
+    QueueTarget.objects.create(queue=queue, fabric=fabric, template=TEMPLATE)
+    yield fabric
+    connections.forget_all()
+
+
+def test_a_notebook_on_slurm_reports_its_server_and_its_link_opens(alice, submit, notebooks, live_server, settings):
+    settings.GRIDLANE_PUBLIC_URL = live_server.url  # where the job reports
+    workload: Workload = submit(alice, queue="hpc-nb", kind="notebook", name="explore", command="", memory_gb=1)
+    try:
+
+        def linked() -> str:
+            tasks.cycle()
+            workload.refresh_from_db()
+            return workload.connect_url
+
+        wait_until(linked, timeout=120, every=0.5)
+        assert workload.state in (State.DISPATCHING, State.RUNNING)
+        assert workload.external_id.isdigit()
+        assert notebook_endpoint.secret(workload.run_id) not in workload.rendered  # the stored copy masks it
+        assert "gridlane_notebook jupyter-server" in workload.rendered
+
+        with urllib.request.urlopen(workload.connect_url, timeout=10) as answer:
+            assert answer.status == 200
+            assert "started" in json.load(answer)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(workload.connect_url.split("?")[0], timeout=10)
+        assert refused.value.code == 403
+
+        run_until(workload, State.RUNNING)  # the sync that follows leaves the link alone
+        assert workload.connect_url
+    finally:
+        services.do_cancel(alice, workload)
+    run_until(workload, State.CANCELLED)
+    assert adapter(notebooks).poll([workload.external_id])[workload.external_id].state is JobState.CANCELLED
