@@ -107,6 +107,9 @@ class JobStatus:
     reason: str = ""  # the fabric's own words, e.g. why it still waits
     estimated_start: datetime | None = None  # the fabric's own estimate, for queued jobs
     connect_url: str = ""  # notebooks: where the user opens it, once the fabric knows
+    # Notebooks: when the server last saw use (kernel, terminal or API activity), by its own status API;
+    # None where the fabric cannot tell, and then nothing is ever stopped for being idle.
+    last_activity: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,30 @@ class Batched:
         if isinstance(outcome, FabricError):
             raise outcome
         return outcome
+
+
+class ExtendableFabric(Fabric, Protocol):
+    """A fabric that can let a running job run longer (a notebook's or a VM's lease, extended)."""
+
+    def extend(self, external_id: str, ends_at: datetime) -> None:
+        """Let the job run until `ends_at` (aware) instead of the end it was given; FabricError when it cannot."""
+        ...
+
+
+CANNOT_EXTEND = "this fabric cannot extend a lease"
+
+
+def can_extend(fabric: object) -> bool:
+    """Whether a fabric (or a fabric class) implements `extend`."""
+    return callable(getattr(fabric, "extend", None))
+
+
+def extend(fabric: Fabric, external_id: str, ends_at: datetime) -> None:
+    """`extend` where the fabric has it; elsewhere a FabricError that no retry helps."""
+    method = getattr(fabric, "extend", None)
+    if method is None:
+        raise FabricError(CANNOT_EXTEND, retryable=False)
+    method(external_id, ends_at)
 
 
 def find_many(fabric: Fabric, workload_ids: Sequence[UUID]) -> dict[UUID, str]:

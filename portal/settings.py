@@ -229,6 +229,10 @@ GRIDLANE_CANDIDATES_PER_QUEUE = int(os.environ.get("GRIDLANE_CANDIDATES_PER_QUEU
 GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS = float(os.environ.get("GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS", "24"))
 # Where the local fabric keeps its job folders unless a fabric's settings say otherwise.
 GRIDLANE_LOCAL_FABRIC_ROOT = Path(os.environ.get("GRIDLANE_LOCAL_FABRIC_ROOT", VAR_DIR / "local-fabric"))
+# Idle notebooks (a queue's notebook idle limit): how long before the stop a notebook is warned, at most a
+# sixth of the limit; and the length of the minute these are counted in (only tests shorten it).
+GRIDLANE_NOTEBOOK_IDLE_WARNING_MINUTES = float(os.environ.get("GRIDLANE_NOTEBOOK_IDLE_WARNING_MINUTES", "10"))
+GRIDLANE_IDLE_MINUTE_S = 60.0
 # Ask the worker for a cycle right after submit and cancel (tests switch it off to drive cycles by hand).
 GRIDLANE_KICK_WORKER = env_flag("GRIDLANE_KICK_WORKER", default=True)
 

@@ -149,7 +149,10 @@ def _process(api: Api, job: Job, options: Options, jobdir: Path, gpu_indexes: li
     sampler = _Sampler(api, job.run_id, child.pid, gpu_indexes, options)
     sampler.maybe_sample()  # the first at once, so even a short job leaves one
     limit = float(payload.get("runtime_limit_s", 3600))
-    deadline = time.monotonic() + limit
+    started = time.monotonic()
+    deadline = started + limit
+    # A lease extended on the server reaches the job through the heartbeat; from then on its end is the lease's.
+    given_end = _when(payload.get("lease_ends_at"))
     next_flush = time.monotonic() + LOG_EVERY_S
     kill_at: float | None = None
     timed_out = cancelled = False
@@ -167,6 +170,10 @@ def _process(api: Api, job: Job, options: Options, jobdir: Path, gpu_indexes: li
                 sampler.send()
                 next_flush = now + LOG_EVERY_S
             if kill_at is None:
+                if job.lease_ends_at is not None and job.lease_ends_at != given_end:
+                    given_end = job.lease_ends_at
+                    deadline = now + (given_end - datetime.now(UTC)).total_seconds()
+                    limit = deadline - started
                 cancelled = job.cancel.is_set()
                 timed_out = not cancelled and child.returncode is None and now >= deadline
                 if cancelled or timed_out or child.returncode is not None:
@@ -215,6 +222,15 @@ def _lease(api: Api, job: Job, options: Options) -> tuple[str, int | None, str]:
         return "cancelled", None, "cancelled"
     finally:
         keys.revoke(options.authorized_keys, job.run_id)
+
+
+def _when(value: Any) -> datetime | None:
+    """An aware datetime from the server's ISO text; None for none (or text that is not one)."""
+    try:
+        parsed = datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+    return parsed if parsed is not None and parsed.tzinfo else None
 
 
 class _Sampler:

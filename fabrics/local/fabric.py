@@ -3,7 +3,8 @@
 Each job lives in root/<workload id>/: job.sh and job.json (written by `prepare`), work/ (the
 job's cwd), stdout.log, stderr.log and supervisor.log, and the supervisor's records: started
 (the claim: supervisor pid and start time), child.pid (the job's process group), cancel (a
-marker) and result.json. Everything the portal needs survives a restart of the portal.
+marker) and result.json; `extend` writes deadline (the end of an extended lease), which the
+supervisor follows. Everything the portal needs survives a restart of the portal.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from uuid import UUID
 import fabrics
 from fabrics import templating
 from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
-from fabrics.local.supervisor import group_alive, signal_group, write_atomic
+from fabrics.local.supervisor import DEADLINE, group_alive, signal_group, write_atomic
 
 # Every value becomes one shell-quoted word, so the command reaches bash -c as data. The name
 # stays out of the comment: a newline in it would end the comment and start a command.
@@ -38,8 +40,9 @@ exec /bin/bash -c $command
 """
 # Notebooks: a real Jupyter server on a free loopback port with a random token, chosen when the job starts
 # and written to notebook.json in the job's folder (only the portal's user can read it) for `poll`, which
-# reports the connect URL once the server's /api answers. The token stays out of this script (which is
-# stored on the workload) and out of the process list (JUPYTER_TOKEN, not a flag).
+# reports the connect URL once the server's status API answers, and the server's last activity. The token
+# stays out of this script (which is stored on the workload) and out of the process list (JUPYTER_TOKEN,
+# not a flag).
 NOTEBOOK_TEMPLATE = """\
 #!/bin/bash
 # Gridlane local notebook
@@ -54,7 +57,9 @@ export JUPYTER_TOKEN="$$token" JUPYTER_RUNTIME_DIR="$$GRIDLANE_JOB_DIR/jupyter-r
 exec "$$python" -m jupyter_server --no-browser --ip 127.0.0.1 --port "$$port" --allow-root --ServerApp.root_dir="$$PWD"
 """
 NOTEBOOK_CONNECT_URL = "http://{host}:{port}/lab?token={token}"
-NOTEBOOK_PROBE_TIMEOUT_S = 0.5
+NOTEBOOK_PROBE_TIMEOUT_S = 0.5  # per request to a notebook's server
+NOTEBOOK_PROBE_BUDGET_S = 2.0  # for all of one poll's requests: a hung server never stalls the worker
+BUSY_CHECK_AFTER_S = 60.0  # past this long without activity, a notebook's kernels are asked if one is busy
 TEMPLATE_NAMES = frozenset(
     {
         "workload_id",
@@ -159,14 +164,40 @@ class LocalFabric:
         return str(workload_id) if (self._jobdir(workload_id) / "started").exists() else None
 
     def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        """Every job's status from its records; running notebooks also ask their server (within a budget)."""
         statuses = {}
+        servers: dict[str, Path] = {}
         for external_id in ids:
             try:
-                statuses[external_id] = self._status(external_id)
+                statuses[external_id], server = self._status(external_id)
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 reason = f"cannot read the local job's records: {exc}"
                 statuses[external_id] = JobStatus(JobState.UNDETERMINED, reason=reason)
+                continue
+            if server is not None:
+                servers[external_id] = server
+        give_up_at = time.monotonic() + NOTEBOOK_PROBE_BUDGET_S
+        for external_id, jobdir in servers.items():
+            left = give_up_at - time.monotonic()
+            if left <= 0:
+                break  # the rest are asked next time; meanwhile nothing changes for them
+            url, last_activity = self._notebook(jobdir, timeout=min(NOTEBOOK_PROBE_TIMEOUT_S, left))
+            statuses[external_id] = replace(statuses[external_id], connect_url=url, last_activity=last_activity)
         return statuses
+
+    def extend(self, external_id: str, ends_at: datetime) -> None:
+        """Move the job's end: the supervisor re-reads the deadline file, written whole or not at all."""
+        if ends_at.tzinfo is None:
+            raise ValueError("ends_at must be an aware datetime")
+        jobdir = self._existing_jobdir(external_id)
+        if jobdir is None or not (jobdir / "started").exists():
+            raise FabricError(f"the local job {external_id} is not running", retryable=False)
+        if (jobdir / "result.json").exists():
+            raise FabricError(f"the local job {external_id} has already ended", retryable=False)
+        try:
+            write_atomic(jobdir / DEADLINE, ends_at.astimezone(UTC).isoformat() + "\n", mode=0o600)
+        except OSError as exc:
+            raise FabricError(f"cannot extend local job {external_id}: {exc}", retryable=True) from exc
 
     def cancel(self, external_id: str) -> None:
         jobdir = self._existing_jobdir(external_id)
@@ -222,48 +253,88 @@ class LocalFabric:
         jobdir = self.root / canonical
         return jobdir if jobdir.is_dir() else None
 
-    def _status(self, external_id: str) -> JobStatus:
+    def _status(self, external_id: str) -> tuple[JobStatus, Path | None]:
+        """The job's status from its records, and its directory when it is a running notebook to ask."""
         jobdir = self._existing_jobdir(external_id)
         if jobdir is None:
-            return JobStatus(JobState.MISSING)
+            return JobStatus(JobState.MISSING), None
         result = _read_json(jobdir / "result.json")
         if result is not None:
-            return _finished(result)
+            return _finished(result), None
         started = _read_json(jobdir / "started")
         if started is None:
             if (jobdir / "cancel").exists():
                 # Any supervisor that starts later records it cancelled without running it.
-                return JobStatus(JobState.CANCELLED, reason="cancelled before it started")
-            return JobStatus(JobState.QUEUED, reason="waiting for the local supervisor")
+                return JobStatus(JobState.CANCELLED, reason="cancelled before it started"), None
+            return JobStatus(JobState.QUEUED, reason="waiting for the local supervisor"), None
         started_at = _parse_time(started["started_at"])
         if _supervisor_alive(int(started["pid"]), jobdir):
-            return JobStatus(
-                JobState.RUNNING, host=_hostname(), started_at=started_at, connect_url=self._notebook_url(jobdir)
-            )
+            server = jobdir if (jobdir / "notebook.json").exists() else None
+            return JobStatus(JobState.RUNNING, host=_hostname(), started_at=started_at), server
         result = _read_json(jobdir / "result.json")  # it may have finished since the first look
         if result is not None:
-            return _finished(result)
+            return _finished(result), None
         child = jobdir / "child.pid"
         if child.exists() and group_alive(int(child.read_text())):
             reason = "the local supervisor is gone but the job's processes still run"
-            return JobStatus(JobState.RUNNING, host=_hostname(), started_at=started_at, reason=reason)
-        return JobStatus(JobState.FAILED, started_at=started_at, reason=SUPERVISOR_LOST)
+            return JobStatus(JobState.RUNNING, host=_hostname(), started_at=started_at, reason=reason), None
+        return JobStatus(JobState.FAILED, started_at=started_at, reason=SUPERVISOR_LOST), None
 
-    def _notebook_url(self, jobdir: Path) -> str:
-        """The notebook's connect URL once its Jupyter server answers on /api; "" before (or for other jobs)."""
+    def _notebook(self, jobdir: Path, timeout: float) -> tuple[str, datetime | None]:
+        """The notebook's connect URL and last activity once its server answers; ("", None) before."""
         notebook = _read_json(jobdir / "notebook.json")
         if notebook is None:
-            return ""
+            return "", None
         port, token = int(notebook["port"]), str(notebook["token"])
-        try:
-            # jupyter_server answers {"version": "2.x"} on /api without a token: the readiness signal.
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=NOTEBOOK_PROBE_TIMEOUT_S) as answer:
-                if answer.status != 200:
-                    return ""
-        except (OSError, ValueError):
-            return ""
+        answered, last_activity = probe_notebook(port, token, timeout)
+        if not answered:
+            return "", None
         template = self.config.settings.get("connect_url_template", NOTEBOOK_CONNECT_URL)
-        return str(template).format(host="127.0.0.1", port=port, token=urllib.parse.quote(token, safe=""))
+        url = str(template).format(host="127.0.0.1", port=port, token=urllib.parse.quote(token, safe=""))
+        return url, last_activity
+
+
+def probe_notebook(
+    port: int, token: str, timeout: float, busy_check_after_s: float = BUSY_CHECK_AFTER_S
+) -> tuple[bool, datetime | None]:
+    """Ask a Jupyter server on this host how it is used: (whether it answered, its last activity).
+
+    Its status API is the readiness signal and the measure of use. It does not count itself as activity,
+    and neither does a request marked no_track_activity. A kernel busy with a long silent computation
+    sends nothing, so past `busy_check_after_s` of quiet the kernels are asked too: a busy one is use now.
+    """
+    base, headers = f"http://127.0.0.1:{port}/api", {"Authorization": f"token {token}"}
+    started = time.monotonic()
+    # {"started": "...", "last_activity": "2025-05-01T12:00:00.123456Z", "kernels": 1, "connections": 1}
+    status = _get_json(f"{base}/status", headers, timeout)
+    if not isinstance(status, dict):
+        return False, None
+    try:
+        last_activity = _parse_time(status.get("last_activity"))
+    except ValueError:
+        last_activity = None
+    now = datetime.now(UTC)
+    quiet = last_activity is not None and (now - last_activity).total_seconds() > busy_check_after_s
+    left = timeout - (time.monotonic() - started)
+    if quiet and status.get("kernels") and left > 0:
+        # [{"id": "...", "execution_state": "busy", "last_activity": "...", "connections": 1}, ...]
+        kernels = _get_json(f"{base}/kernels?no_track_activity=1", headers, left)
+        if isinstance(kernels, list) and any(isinstance(k, dict) and k.get("execution_state") == "busy"
+                                             for k in kernels):  # fmt: skip
+            last_activity = now
+    return True, last_activity
+
+
+def _get_json(url: str, headers: Mapping[str, str], timeout: float) -> Any:
+    """The JSON a loopback URL answers with 200; None for any other answer, or none in time."""
+    request = urllib.request.Request(url, headers=dict(headers))  # noqa: S310 (http on 127.0.0.1 only)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 (as above)
+            if answer.status != 200:
+                return None
+            return json.loads(answer.read(65_536))
+    except (OSError, ValueError):  # refused, timed out, an HTTP error, or not JSON
+        return None
 
 
 def template_values(job: JobSpec) -> dict[str, object]:

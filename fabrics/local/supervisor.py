@@ -3,7 +3,8 @@
 The job directory holds what `LocalFabric.prepare` wrote (job.sh, job.json, work/). The
 supervisor claims the job by linking `started` into place, so of any number of supervisors
 started for one job exactly one runs it. It then runs job.sh in its own process group, stops
-the whole group at the runtime limit or on cancel, and writes result.json.
+the whole group at the runtime limit or on cancel, and writes result.json. A `deadline` file
+(an aware ISO time, rewritten atomically when a lease is extended) moves the limit while it runs.
 
 Exit codes in result.json follow the shell: a job killed by signal N is recorded as 128 + N.
 """
@@ -27,6 +28,7 @@ from typing import Any
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL to the job's process group
 GRACE_ENV = "GRIDLANE_LOCAL_KILL_GRACE_S"  # lets tests shorten the grace
 TICK_S = 0.1  # how often the supervisor looks for a cancel marker or the deadline
+DEADLINE = "deadline"  # in the job directory: when present, the time the job must end by
 
 
 def now_iso() -> str:
@@ -161,9 +163,48 @@ def _run(jobdir: Path, workload_id: str, limit_s: int, job_env: Mapping[str, str
         raise
 
 
+def read_deadline(jobdir: Path) -> datetime | None:
+    """The end the deadline file names; None when there is none or it does not parse."""
+    try:
+        ends = datetime.fromisoformat((jobdir / DEADLINE).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+    return ends if ends.tzinfo else None
+
+
+class _Deadline:
+    """The job's end on the monotonic clock: the runtime limit, or what the deadline file says now."""
+
+    def __init__(self, jobdir: Path, limit_s: int) -> None:
+        self.jobdir = jobdir
+        self.started = time.monotonic()
+        self.at = self.started + limit_s
+        self.seen: tuple[int, int] | None = None  # (inode, mtime) of the deadline file last read
+
+    def follow(self) -> None:
+        """Re-read the deadline file when it changed: a rename gives it a new inode, so no rewrite is missed."""
+        try:
+            stat = os.stat(self.jobdir / DEADLINE)
+        except OSError:
+            return
+        if (stat.st_ino, stat.st_mtime_ns) == self.seen:
+            return
+        self.seen = (stat.st_ino, stat.st_mtime_ns)
+        ends = read_deadline(self.jobdir)
+        if ends is None:
+            print(f"{now_iso()} ignoring a deadline file that does not parse", file=sys.stderr, flush=True)
+            return
+        self.at = time.monotonic() + (ends - datetime.now(UTC)).total_seconds()
+        print(f"{now_iso()} the job now ends at {ends.isoformat()}", file=sys.stderr, flush=True)
+
+    @property
+    def limit_s(self) -> int:
+        return round(self.at - self.started)
+
+
 def _watch(jobdir: Path, child: subprocess.Popen[bytes], limit_s: int) -> dict[str, Any]:
     """Wait for the job's whole group to end, stopping it on cancel or at the limit."""
-    deadline = time.monotonic() + limit_s
+    deadline = _Deadline(jobdir, limit_s)
     grace = _kill_grace()
     kill_at: float | None = None  # set once we have asked the group to stop
     timed_out = False
@@ -176,8 +217,9 @@ def _watch(jobdir: Path, child: subprocess.Popen[bytes], limit_s: int) -> dict[s
             time.sleep(0.02)  # the leader is gone; wait briefly for what it left behind
         now = time.monotonic()
         if kill_at is None:
+            deadline.follow()
             cancelled = _Stop.requested or (jobdir / "cancel").exists()
-            timed_out = not cancelled and returncode is None and now >= deadline
+            timed_out = not cancelled and returncode is None and now >= deadline.at
             # Nothing of a job outlives it: leftovers of a finished leader are stopped too.
             if cancelled or timed_out or returncode is not None:
                 signal_group(child.pid, signal.SIGTERM)
@@ -188,7 +230,7 @@ def _watch(jobdir: Path, child: subprocess.Popen[bytes], limit_s: int) -> dict[s
     if _Stop.requested or (jobdir / "cancel").exists():
         return {"state": "cancelled", "exit_code": exit_code, "reason": "cancelled"}
     if timed_out:
-        return {"state": "timed_out", "exit_code": exit_code, "reason": f"stopped at the {limit_s} s limit"}
+        return {"state": "timed_out", "exit_code": exit_code, "reason": f"stopped at the {deadline.limit_s} s limit"}
     return {"state": "succeeded" if exit_code == 0 else "failed", "exit_code": exit_code}
 
 

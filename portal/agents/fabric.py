@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -133,6 +133,14 @@ class AgentFabric:
             state=Claim.ClaimState.CANCELLED, reason="cancelled before an agent took it", cancel_requested=True
         )
         claims.filter(state=Claim.ClaimState.RUNNING).update(cancel_requested=True)
+
+    def extend(self, external_id: str, ends_at: datetime) -> None:
+        """The running claim carries the new end; its agent learns it from its next heartbeat ("leases"),
+        and warns of the new end again when it nears."""
+        run_id = _uuid(external_id)
+        claims = Claim.objects.filter(fabric__name=self.config.name, state=Claim.ClaimState.RUNNING)
+        if run_id is None or not claims.filter(run_id=run_id).update(lease_ends_at=ends_at, lease_warned_at=None):
+            raise FabricError(f"no agent is running {external_id} now", retryable=False)
 
     def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
         run_id = _uuid(external_id)

@@ -79,6 +79,7 @@ class WorkloadOut(serializers.ModelSerializer[Workload]):
     fabric = serializers.CharField(source="fabric.name", allow_null=True, default=None)
     resources = serializers.SerializerMethodField()
     runtime_limit_minutes = serializers.SerializerMethodField()
+    lease_hours = serializers.SerializerMethodField(help_text="Notebooks and VMs: the lease, in hours from the start.")
     connect_url = serializers.SerializerMethodField(help_text="Only for the owner: a notebook's URL carries its token.")
 
     class Meta:
@@ -102,7 +103,9 @@ class WorkloadOut(serializers.ModelSerializer[Workload]):
             "admitted_at",
             "started_at",
             "finished_at",
+            "lease_hours",
             "lease_ends_at",
+            "idle_stop_at",
             "exit_code",
             "connect_url",
             "fabric",
@@ -120,6 +123,10 @@ class WorkloadOut(serializers.ModelSerializer[Workload]):
     def get_connect_url(self, w: Workload) -> str:
         request = self.context.get("request")
         return w.connect_url if request is not None and request.user.pk == w.owner_id else ""
+
+    def get_lease_hours(self, w: Workload) -> float | None:
+        hours = w.lease_hours
+        return None if hours is None else _number(hours)
 
     def get_runtime_limit_minutes(self, w: Workload) -> int:
         return w.runtime_limit_s // 60

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -24,6 +25,9 @@ from portal.workloads.states import State
 from portal.workloads.stats import queue_figures
 
 IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
+# Every error answer: {"errors": {"field": ["message", ...]}} (see portal.api.errors).
+MESSAGES = {"type": "array", "items": {"type": "string"}}
+ERRORS = {"type": "object", "properties": {"errors": {"type": "object", "additionalProperties": MESSAGES}}}
 
 
 class QueueViewSet(viewsets.ViewSet):
@@ -57,8 +61,21 @@ FILTERS = [
 ]
 
 
-class PriorityIn(serializers.Serializer[Any]):
-    priority = serializers.ChoiceField(choices=Priority.choices)
+class PatchIn(serializers.Serializer[Any]):
+    priority = serializers.ChoiceField(choices=Priority.choices, required=False)
+    lease_hours = serializers.DecimalField(
+        max_digits=9, decimal_places=3, required=False,
+        help_text="A notebook's or VM's lease, in hours from its start: only ever longer than it is.",
+    )  # fmt: skip
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError("Send priority, lease_hours or both.")
+        return attrs
+
+
+class ExtendIn(serializers.Serializer[Any]):
+    hours = serializers.DecimalField(max_digits=9, decimal_places=3, help_text="How many hours to add to the lease.")
 
 
 class Pagination(LimitOffsetPagination):
@@ -131,20 +148,41 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
             return Response({"errors": {"Idempotency-Key": [str(conflict)]}}, status=422)
         return self._detail(workload.pk, status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
-    @extend_schema(request=PriorityIn, responses=WorkloadDetailOut)
+    @extend_schema(request=PatchIn, responses={200: WorkloadDetailOut, 400: ERRORS, 403: ERRORS, 409: ERRORS})
     def partial_update(self, request: Request, pk: str) -> Response:
-        """Change the priority of unfinished work: the team's leads and IT, within what they may set."""
+        """Change unfinished work: its priority (the team's leads and IT, within what they may set) and a
+        notebook's or VM's lease (longer only; `POST .../extend/` adds hours instead).
+
+        Everything asked for is checked before anything changes.
+        """
         workload = access.access_workload(request.user, pk)
-        incoming = PriorityIn(data=request.data)
+        incoming = PatchIn(data=request.data)
         incoming.is_valid(raise_exception=True)
-        priority = incoming.validated_data["priority"]
+        priority, lease_hours = incoming.validated_data.get("priority"), incoming.validated_data.get("lease_hours")
         try:
-            services.check_reprioritize(request.user, workload, priority)
+            if priority is not None:
+                services.check_reprioritize(request.user, workload, priority)
+            if lease_hours is not None:
+                more = lease_hours - (workload.lease_hours or Decimal(0))
+                if more <= 0:
+                    raise services.SubmitRejected(
+                        {"lease_hours": [f"A lease can only be made longer: it is {workload.lease_hours} hours now."]}
+                    )
+                try:
+                    services.check_extend(request.user, workload, more)
+                except services.SubmitRejected as rejected:  # it speaks of the hours added; this field is the total
+                    errors = rejected.errors
+                    raise services.SubmitRejected({"lease_hours": errors.pop("hours", [])} | errors) from rejected
+            if lease_hours is not None:  # first: its fabric may still refuse
+                services.extend(request.user, workload, more)
+            if priority is not None:
+                services.do_reprioritize(request.user, workload, priority)
         except services.SubmitRejected as rejected:
             raise ValidationError(rejected.errors) from rejected
         except DjangoPermissionDenied as denied:
             raise PermissionDenied(str(denied)) from denied
-        services.do_reprioritize(request.user, workload, priority)
+        except services.CannotExtend as cannot:
+            return Response({"errors": {"lease_hours": [str(cannot)]}}, status=status.HTTP_409_CONFLICT)
         return self._detail(workload.pk, status.HTTP_200_OK)
 
     @extend_schema(request=None, responses=WorkloadDetailOut)
@@ -157,6 +195,27 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         except DjangoPermissionDenied as denied:
             raise PermissionDenied(str(denied)) from denied
         services.do_cancel(request.user, workload)
+        return self._detail(workload.pk, status.HTTP_200_OK)
+
+    @extend_schema(request=ExtendIn, responses={200: WorkloadDetailOut, 400: ERRORS, 403: ERRORS, 409: ERRORS})
+    @action(detail=True, methods=["post"])
+    def extend(self, request: Request, pk: str) -> Response:
+        """Extend a pending or running notebook's or VM's lease by some hours, within what its queue allows.
+
+        400: no number of hours, or past the queue's maximum; 403: the caller may not manage it; 409: it is not
+        pending or running, or its fabric cannot extend a lease.
+        """
+        workload = access.access_workload(request.user, pk)
+        incoming = ExtendIn(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        try:
+            services.extend(request.user, workload, incoming.validated_data["hours"])
+        except services.SubmitRejected as rejected:
+            raise ValidationError(rejected.errors) from rejected
+        except DjangoPermissionDenied as denied:
+            raise PermissionDenied(str(denied)) from denied
+        except services.CannotExtend as cannot:
+            return Response({"errors": {"detail": [str(cannot)]}}, status=status.HTTP_409_CONFLICT)
         return self._detail(workload.pk, status.HTTP_200_OK)
 
     @extend_schema(responses={200: {"type": "object", "properties": {"tail": {"type": "string"}}}})

@@ -28,6 +28,7 @@ class QueueAdmin(admin.ModelAdmin[Queue]):
         "kinds",
         "default_runtime_minutes",
         "max_runtime_minutes",
+        "notebook_idle_minutes",
         "preemptible",
         "enabled",
     ]

@@ -89,6 +89,13 @@ class Queue(models.Model):
     preemptible = models.BooleanField(
         default=False, help_text="Work here may be preempted when it borrows another team's reservation."
     )
+    notebook_idle_minutes = models.PositiveIntegerField(
+        "Notebook idle limit (minutes)",
+        null=True,
+        blank=True,
+        help_text="Stop notebooks with no kernel or terminal activity for this long, after a warning. "
+        "Empty or 0: never.",
+    )
     enabled = models.BooleanField(default=True)
 
     class Meta:

@@ -8,7 +8,8 @@ from collections import defaultdict
 
 from fabrics.base import FabricError, JobState, JobStatus
 from portal.queues.models import Fabric as FabricRow
-from portal.worker import stats
+from portal.queues.models import WorkloadKind
+from portal.worker import idle, stats
 from portal.worker.connections import fabric_for
 from portal.workloads import services
 from portal.workloads.models import Workload
@@ -30,7 +31,7 @@ def sync_all() -> int:
     live = (
         Workload.objects.filter(state__in=[State.DISPATCHING, State.RUNNING, State.CANCELLING, State.PREEMPTED])
         .exclude(state=State.DISPATCHING, external_id="")
-        .select_related("fabric")
+        .select_related("fabric", "queue")
     )
     by_fabric: defaultdict[int, list[Workload]] = defaultdict(list)
     fabrics: dict[int, FabricRow] = {}
@@ -100,6 +101,8 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus) -> int:
         w.connect_url = status.connect_url
     if status.state == JobState.RUNNING and state == State.DISPATCHING:
         return _started(row, w, status)
+    if status.state == JobState.RUNNING and state == State.RUNNING and w.kind == WorkloadKind.NOTEBOOK:
+        return int(idle.follow(w, status))  # stopped when idle past its queue's limit, after a warning
     if status.state == JobState.QUEUED and state == State.DISPATCHING:
         _waiting_on_fabric(w, status)
         return 0
@@ -171,7 +174,7 @@ def _requeue(w: Workload) -> int:
         services.transition(
             w, State.PENDING, reason="back in line after preemption", attempt=w.attempt + 1,
             fabric_id=None, target_id=None, external_id="", rendered="", host="", connect_url="",
-            admitted_at=None, started_at=None, exit_code=None,
+            admitted_at=None, started_at=None, exit_code=None, idle_stop_at=None,
         )
     )  # fmt: skip
 

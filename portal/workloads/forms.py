@@ -52,6 +52,12 @@ class SubmitForm(forms.Form):
                 self.add_error(field if field in self.fields else None, message)
 
 
+class ExtendForm(forms.Form):
+    """Extend a notebook's or VM's lease by some hours; how many may be added is the services' rule."""
+
+    hours = forms.DecimalField(label="Extend the lease by (hours)", max_digits=7, decimal_places=2)
+
+
 class TrainingForm(SubmitForm):
     """Fields parse types only (no ranges here), so every rule is checked, and reported, in one place."""
 

@@ -42,6 +42,8 @@ class Workload(models.Model):
     priority = models.CharField(max_length=10, choices=Priority.choices, default=Priority.NORMAL)
     lease_s = models.PositiveIntegerField(null=True, blank=True, help_text="Notebooks and VMs: the lease length.")
     lease_ends_at = models.DateTimeField(null=True, blank=True)
+    # Notebooks: when an idle one is stopped, once it has been warned; cleared when it is used again.
+    idle_stop_at = models.DateTimeField(null=True, blank=True)
 
     state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
     pending_reason_code = models.CharField(max_length=40, blank=True)
@@ -107,6 +109,16 @@ class Workload(models.Model):
     @property
     def finished(self) -> bool:
         return self.state in FINISHED
+
+    @property
+    def lease_hours(self) -> Decimal | None:
+        """The lease in hours (2 places); None for work without one."""
+        return (Decimal(self.lease_s) / 3600).quantize(Decimal("0.01")).normalize() if self.lease_s else None
+
+    @property
+    def extendable(self) -> bool:
+        """Whether its lease may be extended now: a notebook or VM that waits or runs (see services.check_extend)."""
+        return self.kind in (WorkloadKind.NOTEBOOK, WorkloadKind.VM) and self.state in (State.PENDING, State.RUNNING)
 
     @property
     def gpus(self) -> Decimal:

@@ -11,7 +11,7 @@ import json
 import logging
 import re
 from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -20,7 +20,8 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from fabrics.registry import fabric_class
+from fabrics import base as fabric_base
+from fabrics.registry import connect, fabric_class
 from portal import access
 from portal.accounts import audit
 from portal.queues.models import Queue, WorkloadKind
@@ -397,6 +398,140 @@ def do_reprioritize(user: Any, workload: Workload, priority: str) -> Workload:
             kick_worker()
     workload.refresh_from_db()
     return workload
+
+
+# --- Leases -------------------------------------------------------------------------------------------
+
+
+class CannotExtend(Exception):
+    """The lease cannot be extended now, or not where it runs; the message says why, in plain words."""
+
+
+@dataclass(frozen=True)
+class Extension:
+    """A checked lease extension: the workload's new lease (which is also its runtime limit from now on),
+    and, when it runs, the new end its fabric is told (None while it waits: it starts with the new lease)."""
+
+    workload: Workload
+    hours: Decimal
+    lease_s: int
+    ends_at: datetime | None
+
+
+def _hours(seconds: float) -> str:
+    """Seconds as hours in plain words: 7200 -> "2", 5400 -> "1.5"."""
+    return f"{seconds / 3600:.2f}".rstrip("0").rstrip(".")
+
+
+def check_extend(user: Any, workload: Workload, hours: Decimal) -> Extension:
+    """Check that this user may extend this notebook's or VM's lease by `hours`, and by how much in all.
+
+    Raises PermissionDenied for someone who may not manage the workload, SubmitRejected (on "hours") for an
+    extension that is no number of hours or goes past what the queue allows, and CannotExtend for a workload
+    that is not pending or running, or runs on a fabric that cannot extend a lease.
+    """
+    if not access.can_manage(user, workload):
+        raise PermissionDenied("Only the owner, a team lead or IT may extend this lease.")
+    if workload.kind not in (WorkloadKind.NOTEBOOK, WorkloadKind.VM):
+        raise SubmitRejected({"hours": ["Only notebooks and VMs have a lease."]})
+    state = State(workload.state)
+    if state in FINISHED:
+        raise CannotExtend(f"It has already {state.label.lower()}; there is no lease left to extend.")
+    if state in (State.ADMITTED, State.DISPATCHING):
+        raise CannotExtend("It is starting on its fabric right now; extend it once it runs.")
+    if state != State.PENDING and state != State.RUNNING:
+        raise CannotExtend(f"It is {state.label.lower()}; only pending or running leases can be extended.")
+    if not hours.is_finite() or not 0 < hours <= MAX_LEASE_HOURS or int(hours * 3600) < 1:
+        raise SubmitRejected({"hours": [f"Give a number of hours more than 0 and at most {MAX_LEASE_HOURS}."]})
+    current = workload.lease_s or workload.runtime_limit_s
+    most = min(MAX_LEASE_HOURS * 3600, workload.queue.max_runtime_minutes * 60)
+    lease_s = current + int(hours * 3600)
+    if lease_s > most:
+        room = f"it can grow by {_hours(most - current)} more" if most > current else "it already lasts that long"
+        raise SubmitRejected(
+            {"hours": [f"The queue {workload.queue.slug!r} allows leases of at most {_hours(most)} hours: {room}."]}
+        )
+    ends_at = None
+    if state == State.RUNNING:
+        fabric = workload.fabric
+        if fabric is None or not fabric_base.can_extend(fabric_class(fabric.kind)):
+            where = f"The fabric {fabric.name} ({fabric.kind})" if fabric is not None else "Its fabric"
+            raise CannotExtend(f"{where} cannot extend a lease: this one ends as planned.")
+        ends_at = (workload.started_at or timezone.now()) + timedelta(seconds=lease_s)
+    return Extension(workload, hours, lease_s, ends_at)
+
+
+class _Moved(Exception):
+    """The workload changed between the check and the record."""
+
+
+def do_extend(user: Any, extension: Extension) -> Workload:
+    """Tell the fabric first (a running job), then record the new lease with an event and an audit record:
+    a fabric that refuses leaves everything as it was. Raises CannotExtend when the fabric refuses, and
+    _Moved when the workload changed meanwhile (extend() checks again)."""
+    w, lease_s, ends_at = extension.workload, extension.lease_s, extension.ends_at
+    if ends_at is not None and w.fabric is not None:
+        try:
+            fabric_base.extend(connect(w.fabric.to_config()), w.external_id, ends_at)
+        except fabric_base.FabricError as error:
+            raise CannotExtend(f"The fabric {w.fabric.name} could not extend it: {error}.") from error
+    now = timezone.now()
+    values: dict[str, Any] = {"lease_s": lease_s, "runtime_limit_s": lease_s, "updated_at": now}
+    by = f"lease extended by {_hours(float(extension.hours) * 3600)} hours"
+    if ends_at is not None:
+        values["lease_ends_at"] = ends_at
+        reason = f"{by}: it now ends at {ends_at:%Y-%m-%d %H:%M} UTC"
+    else:
+        reason = f"{by}, to {_hours(lease_s)} hours in all"
+    with transaction.atomic():
+        same = Workload.objects.filter(pk=w.pk, state=w.state, lease_s=w.lease_s, runtime_limit_s=w.runtime_limit_s)
+        if same.update(**values) != 1:
+            raise _Moved
+        WorkloadEvent.objects.create(workload=w, at=now, actor=user, to_state=w.state, reason=reason[:500])
+        audit.record("workload.lease_extended", w.pk, actor=user, hours=str(extension.hours),
+                     before_s=w.lease_s or w.runtime_limit_s, after_s=lease_s, ends_at=ends_at)  # fmt: skip
+    for key, value in values.items():
+        setattr(w, key, value)
+    log.info("workload %s: %s, by %s", w.pk, reason, user)
+    return w
+
+
+def extend(user: Any, workload: Workload, hours: Decimal) -> Workload:
+    """Check and extend a lease (see check_extend for what it raises); checked again if the workload moves."""
+    for _ in range(3):
+        try:
+            return do_extend(user, check_extend(user, workload, hours))
+        except _Moved:
+            workload.refresh_from_db()
+    raise CannotExtend("It kept changing while you asked; look at it again and retry.")
+
+
+# --- Idle notebooks (the worker's, see portal/worker/idle.py) -----------------------------------------
+
+
+def do_warn_idle(workload: Workload, stop_at: datetime, reason: str) -> bool:
+    """Record, once per idle spell, when a running idle notebook will be stopped; False if warned already."""
+    with transaction.atomic():
+        warned = Workload.objects.filter(pk=workload.pk, state=State.RUNNING, idle_stop_at__isnull=True).update(
+            idle_stop_at=stop_at
+        )
+        if warned:
+            WorkloadEvent.objects.create(workload=workload, to_state=State.RUNNING, reason=reason[:500])
+    if warned:
+        workload.idle_stop_at = stop_at
+    return bool(warned)
+
+
+def do_clear_idle(workload: Workload, reason: str) -> bool:
+    """Take back the idle warning of a notebook used again (or no longer under an idle limit)."""
+    if workload.idle_stop_at is None:
+        return False
+    with transaction.atomic():
+        cleared = Workload.objects.filter(pk=workload.pk, idle_stop_at=workload.idle_stop_at).update(idle_stop_at=None)
+        if cleared and workload.state == State.RUNNING:
+            WorkloadEvent.objects.create(workload=workload, to_state=State.RUNNING, reason=reason[:500])
+    workload.idle_stop_at = None
+    return bool(cleared)
 
 
 def kick_worker() -> None:

@@ -10,4 +10,5 @@ urlpatterns = [
     path("leases/new/", views.vm_new, name="new_vm"),
     path("workloads/<uuid:pk>/", views.workload_detail, name="detail"),
     path("workloads/<uuid:pk>/cancel/", views.workload_cancel, name="cancel"),
+    path("workloads/<uuid:pk>/extend/", views.workload_extend, name="extend"),
 ]

@@ -18,7 +18,7 @@ from portal import access
 from portal.accounts import ratelimit
 from portal.agents.models import LeaseKey
 from portal.workloads import services
-from portal.workloads.forms import NotebookForm, TrainingForm, VMForm
+from portal.workloads.forms import ExtendForm, NotebookForm, TrainingForm, VMForm
 from portal.workloads.states import FINISHED
 
 LIST_LIMIT = 100
@@ -114,10 +114,12 @@ def _new(request: HttpRequest, form: TrainingForm | NotebookForm | VMForm, title
 @login_required
 def workload_detail(request: HttpRequest, pk: UUID) -> HttpResponse:
     workload = access.access_workload(request.user, pk)
+    can_manage = access.can_manage(request.user, workload)
     context = {
         "w": workload,
         "events": workload.events.select_related("actor"),
-        "can_manage": access.can_manage(request.user, workload),
+        "can_manage": can_manage,
+        "can_extend": can_manage and workload.extendable,
     }
     template = "workloads/_status.html" if _partial(request) else "workloads/detail.html"
     return render(request, template, context)
@@ -134,4 +136,32 @@ def workload_cancel(request: HttpRequest, pk: UUID) -> HttpResponse:
     services.do_cancel(request.user, workload)
     if request.htmx:  # type: ignore[attr-defined]
         return workload_detail(request, pk)
+    return redirect(workload)
+
+
+@login_required
+@require_POST
+def workload_extend(request: HttpRequest, pk: UUID) -> HttpResponse:
+    """Extend a lease: htmx gets the outcome as one line (422 when refused), a plain form post the page."""
+    workload = access.access_workload(request.user, pk)
+    form = ExtendForm(request.POST)
+    error = ""
+    if not form.is_valid():
+        error = " ".join(str(message) for messages in form.errors.values() for message in messages)
+    else:
+        try:
+            workload = services.extend(request.user, workload, form.cleaned_data["hours"])
+        except PermissionDenied:
+            return HttpResponse("You may not extend this lease.", status=403)
+        except services.SubmitRejected as rejected:
+            error = " ".join(message for messages in rejected.errors.values() for message in messages)
+        except services.CannotExtend as cannot:
+            error = str(cannot)
+    if _partial(request):
+        context = {"w": workload, "error": error}
+        return render(request, "workloads/_extended.html", context, status=422 if error else 200)
+    if error:
+        messages.error(request, f"Not extended: {error}")
+    else:
+        messages.success(request, f"Extended the lease of {workload.name}.")
     return redirect(workload)

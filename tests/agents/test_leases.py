@@ -7,18 +7,21 @@ import getpass
 import socket
 import subprocess
 from collections.abc import Iterator
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import paramiko
 import pytest
+from django.utils import timezone
 
 from portal.accounts.models import AuditEvent
-from portal.agents.models import LeaseKey
+from portal.agents.models import Claim, LeaseKey
 from portal.workloads import services
+from portal.workloads.models import Workload
 from portal.workloads.states import State
-from tests.agents.test_agents_live import reach
+from tests.agents.test_agents_live import reach, state_of
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -111,4 +114,28 @@ def test_a_cancelled_lease_takes_access_away(alice, submit, hosts, cycling, star
 
     services.do_cancel(alice, w)
     reach(w, State.CANCELLED)
+    assert not logs_in(sshd, user_key)
+
+
+def test_an_extended_lease_keeps_access_past_its_first_end(alice, submit, hosts, cycling, start_agent, sshd, user_key):
+    w = lease(submit, alice, user_key, "0.002")  # 7 seconds
+    start_agent("host-1", "gpu-a", extra=("--authorized-keys", str(sshd["authorized_keys"])))
+    reach(w, State.RUNNING)
+    wait_until(lambda: "gridlane-lease-" in sshd["authorized_keys"].read_text())
+    w = Workload.objects.select_related("queue", "fabric").get(pk=w.pk)
+    first_end = w.lease_ends_at
+    assert first_end is not None
+
+    services.extend(alice, w, Decimal("0.003"))  # 10 seconds more
+    assert w.lease_ends_at == first_end + timedelta(seconds=10)
+    assert Claim.objects.get(run_id=w.pk).lease_ends_at == w.lease_ends_at
+    # The agent learns the new end from its heartbeat and writes it into the key's line.
+    wait_until(lambda: f'expiry-time="{w.lease_ends_at:%Y%m%d%H%M%SZ}"' in sshd["authorized_keys"].read_text())
+    wait_until(lambda: timezone.now() > first_end + timedelta(seconds=1), timeout=15)
+    assert state_of(w) == State.RUNNING
+    assert logs_in(sshd, user_key)
+
+    reach(w, State.SUCCEEDED)
+    # Each end is warned of as it nears: the first one, and the new one.
+    assert AuditEvent.objects.filter(action="lease.expiring", target=str(w.pk)).count() == 2
     assert not logs_in(sshd, user_key)

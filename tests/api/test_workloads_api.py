@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 from rest_framework.test import APIClient
@@ -217,6 +218,7 @@ def test_the_openapi_schema_describes_the_contract(api_as, alice):
         "/api/v1/workloads/",
         "/api/v1/workloads/{id}/",
         "/api/v1/workloads/{id}/cancel/",
+        "/api/v1/workloads/{id}/extend/",
         "/api/v1/queues/",
     } <= set(schema["paths"])
     assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
@@ -228,3 +230,84 @@ def test_a_notebooks_connect_url_carries_its_token_so_only_its_owner_reads_it(ap
     assert api_as(alice).get(f"{URL}{workload.pk}/").json()["connect_url"].endswith("token=secret")
     assert api_as(bob).get(f"{URL}{workload.pk}/").json()["connect_url"] == ""
     assert api_as(bob).get(URL).json()["results"][0]["connect_url"] == ""
+
+
+def notebook(submit, user):
+    return submit(user, queue="notebooks", kind="notebook", name="nb", command="", lease_hours=Decimal(1),
+                  runtime_limit_minutes=60)  # fmt: skip
+
+
+def extend(client, workload, body):
+    return client.post(f"{URL}{workload.pk}/extend/", json.dumps(body), content_type="application/json")
+
+
+def test_extend_a_lease_through_the_api(api_as, alice, submit):
+    workload = notebook(submit, alice)
+    response = extend(api_as(alice), workload, {"hours": 2})
+    assert response.status_code == 200
+    assert response.json()["events"][-1]["reason"] == "lease extended by 2 hours, to 3 hours in all"
+    assert response.json()["runtime_limit_minutes"] == 180
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({}, "hours"), ({"hours": "many"}, "hours"), ({"hours": 0}, "hours"), ({"hours": 48}, "hours")],
+)
+def test_a_bad_extension_answers_400_on_hours(api_as, alice, submit, body, field):
+    response = extend(api_as(alice), notebook(submit, alice), body)
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == [field]
+
+
+def test_extend_answers_403_to_a_teammate_404_to_another_team_and_409_when_it_is_over(
+    api_as, alice, bob, charlie, submit
+):
+    workload = notebook(submit, bob)
+    assert extend(api_as(alice), workload, {"hours": 1}).status_code == 403
+    assert extend(api_as(charlie), workload, {"hours": 1}).status_code == 404
+    Workload.objects.filter(pk=workload.pk).update(state=State.SUCCEEDED)
+    response = extend(api_as(bob), workload, {"hours": 1})
+    assert response.status_code == 409
+    assert response.json() == {"errors": {"detail": ["It has already succeeded; there is no lease left to extend."]}}
+
+
+def patch(client, workload, body):
+    return client.patch(f"{URL}{workload.pk}/", json.dumps(body), content_type="application/json")
+
+
+def test_patch_makes_a_lease_longer_as_the_contract_says(api_as, alice, submit):
+    workload = notebook(submit, alice)
+    response = patch(api_as(alice), workload, {"lease_hours": 3})
+    assert response.status_code == 200
+    assert response.json()["lease_hours"] == 3
+    assert response.json()["runtime_limit_minutes"] == 180
+    assert response.json()["events"][-1]["reason"] == "lease extended by 2 hours, to 3 hours in all"
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        ({"lease_hours": 1}, "lease_hours", "can only be made longer: it is 1 hours now"),
+        ({"lease_hours": 0.5}, "lease_hours", "can only be made longer"),
+        ({"lease_hours": 48}, "lease_hours", "allows leases of at most"),
+        ({}, "detail", "Send priority, lease_hours or both."),
+        ({"priority": "urgent"}, "priority", "not a valid choice"),
+    ],
+)
+def test_a_bad_patch_answers_400_and_changes_nothing(api_as, alice, submit, body, field, words):
+    workload = notebook(submit, alice)
+    response = patch(api_as(alice), workload, body)
+    assert response.status_code == 400
+    assert words in " ".join(response.json()["errors"][field])
+    workload.refresh_from_db()
+    assert (workload.lease_s, workload.priority) == (3600, "normal")
+
+
+def test_a_lead_patches_priority_and_lease_together_and_a_member_may_not_raise_priority(api_as, alice, bob, submit):
+    workload = notebook(submit, alice)
+    assert patch(api_as(alice), workload, {"priority": "high", "lease_hours": 2}).status_code == 403
+    workload.refresh_from_db()
+    assert (workload.lease_s, workload.priority) == (3600, "normal")  # checked first, so nothing changed
+    response = patch(api_as(bob), workload, {"priority": "high", "lease_hours": 2})
+    assert response.status_code == 200
+    assert (response.json()["priority"], response.json()["lease_hours"]) == ("high", 2)

@@ -4,6 +4,7 @@ server, the workload page grows an Open notebook button by itself (htmx), and Ju
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from portal.worker import tasks
 from portal.workloads.models import Workload
@@ -38,7 +39,17 @@ def test_launch_a_notebook_and_open_it(browser_page, gridlane, cast):
     assert "JupyterLab" in page.title()
     screenshot(page, "notebook-jupyterlab")
 
+    # Extend the lease from the page, with the keyboard: the new end is recorded and said at once.
     page.goto(f"{gridlane}{workload.get_absolute_url()}")
+    ends = Workload.objects.get(pk=workload.pk).lease_ends_at
+    assert ends is not None
+    page.get_by_label("Extend the lease by (hours)").fill("2")
+    page.get_by_label("Extend the lease by (hours)").press("Enter")
+    page.get_by_text("Extended: the lease now ends at").wait_for()
+    assert Workload.objects.get(pk=workload.pk).lease_ends_at == ends + timedelta(hours=2)
+    page.get_by_text(f"it ends at {ends + timedelta(hours=2):%Y-%m-%d %H:%M} UTC").wait_for()  # the page refreshed
+    screenshot(page, "notebook-extended")
+
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Cancel").click()
     wait_until(lambda: (tasks.cycle(), Workload.objects.get(pk=workload.pk).state == State.CANCELLED)[1], timeout=30)

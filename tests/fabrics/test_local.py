@@ -4,16 +4,29 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from fabrics.base import FabricConfig, JobSpec, JobState, JobStatus, Resources, TemplateError
+from fabrics.base import (
+    CANNOT_EXTEND,
+    FabricConfig,
+    FabricError,
+    JobSpec,
+    JobState,
+    JobStatus,
+    Resources,
+    TemplateError,
+    can_extend,
+    extend,
+)
 from fabrics.local.fabric import SUPERVISOR_LOST, LocalFabric, spawn_supervisor
 from fabrics.local.supervisor import GRACE_ENV, group_alive
 from fabrics.registry import fabric_class
@@ -148,6 +161,39 @@ def test_the_runtime_limit_ends_the_job_timed_out(fabric):
     assert status.state is JobState.TIMED_OUT
     assert status.exit_code == 128 + signal.SIGTERM
     assert not group_alive(pgid)
+
+
+def test_an_extended_deadline_keeps_a_job_alive_past_its_limit_until_the_new_end(fabric):
+    external_id = fabric.submit(job("sleep 300", runtime_limit_s=2))
+    pgid = child_pgid(fabric, external_id)
+    started = time.monotonic()
+    fabric.extend(external_id, datetime.now(UTC) + timedelta(seconds=5))
+    time.sleep(max(0.0, started + 3 - time.monotonic()))  # past the 2 s it was started with
+    assert fabric.poll([external_id])[external_id].state is JobState.RUNNING
+    assert group_alive(pgid)
+    status = finished(fabric, external_id)
+    assert status.state is JobState.TIMED_OUT
+    assert 4 <= time.monotonic() - started < 8
+    limit = re.fullmatch(r"stopped at the (\d+) s limit", status.reason)
+    assert limit is not None
+    assert int(limit[1]) in (5, 6)  # counted from the job's start, a moment before extend was called
+
+
+def test_extend_refuses_what_is_not_running_and_a_fabric_without_extend_says_so(fabric):
+    with pytest.raises(FabricError, match="not running"):
+        fabric.extend(str(uuid.uuid4()), datetime.now(UTC))
+    external_id = fabric.submit(job("true"))
+    finished(fabric, external_id)
+    with pytest.raises(FabricError, match="already ended"):
+        fabric.extend(external_id, datetime.now(UTC) + timedelta(hours=1))
+    assert can_extend(fabric)
+
+    class Plain:
+        pass
+
+    with pytest.raises(FabricError, match=CANNOT_EXTEND) as refused:
+        extend(Plain(), "x", datetime.now(UTC))  # type: ignore[arg-type]
+    assert not refused.value.retryable
 
 
 def test_submitting_twice_and_racing_two_supervisors_runs_the_command_once(fabric, tmp_path):
