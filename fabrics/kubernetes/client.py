@@ -126,6 +126,15 @@ class KubeClient:
             raise
         return True
 
+    def read_job(self, name: str) -> dict[str, Any]:
+        """The Job of that name; KubeError with code 404 when there is none."""
+        return self._json(self.batch.read_namespaced_job, name, self.namespace)
+
+    def patch_job(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch of the Job (e.g. its spec.activeDeadlineSeconds, which may change while it runs)."""
+        call = self.batch.patch_namespaced_job
+        return self._json(call, name, self.namespace, patch, _content_type="application/merge-patch+json")
+
     def set_owner(self, kind: str, name: str, owner: dict[str, Any]) -> None:
         """Make `owner` the object's owner, so the garbage collector deletes it with the owner."""
         patch = {"metadata": {"ownerReferences": [owner]}}

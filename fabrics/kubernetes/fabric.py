@@ -12,9 +12,11 @@ without loading it.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -173,6 +175,22 @@ class KubernetesFabric(Batched):
         client.delete("services", external_id)
         if self.settings.volcano:
             client.delete("podgroups", external_id)
+
+    def extend(self, external_id: str, ends_at: datetime) -> None:
+        """Let the Job run until `ends_at`: its activeDeadlineSeconds counts from its own start time, so the
+        new deadline is ends_at less that (one GET, one PATCH). A Job already finished or gone stays so."""
+        client = self.client
+        try:
+            job = client.read_job(external_id)
+        except KubeError as error:
+            if error.code == 404:
+                raise FabricError("its Job is gone", retryable=False) from error
+            raise
+        if parse.finished(job):
+            raise FabricError("its Job has already ended", retryable=False)
+        started = parse.parse_time((job.get("status") or {}).get("startTime")) or datetime.now(UTC)
+        deadline = max(1, math.ceil((ends_at - started).total_seconds()))
+        client.patch_job(external_id, {"spec": {"activeDeadlineSeconds": deadline}})
 
     def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
         """The end of rank 0's log (the latest attempt), or "" while no container has started."""

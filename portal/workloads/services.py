@@ -474,7 +474,7 @@ def do_extend(user: Any, extension: Extension) -> Workload:
         try:
             fabric_base.extend(connect(w.fabric.to_config()), w.external_id, ends_at)
         except fabric_base.FabricError as error:
-            raise CannotExtend(f"The fabric {w.fabric.name} could not extend it: {error}.") from error
+            raise CannotExtend(f"The fabric {w.fabric.name} could not extend it: {str(error).rstrip('.')}.") from error
     now = timezone.now()
     values: dict[str, Any] = {"lease_s": lease_s, "runtime_limit_s": lease_s, "updated_at": now}
     by = f"lease extended by {_hours(float(extension.hours) * 3600)} hours"

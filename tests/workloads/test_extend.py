@@ -138,9 +138,9 @@ def test_a_lease_that_is_not_pending_or_running_cannot_be_extended(alice, submit
 
 
 def test_a_fabric_that_cannot_extend_says_so_and_nothing_changes(alice, submit):
-    Fabric.objects.create(name="cluster", kind="kubernetes")
-    w = running(notebook(submit, alice), "cluster", external_id="job-1")
-    with pytest.raises(services.CannotExtend, match=r"The fabric cluster \(kubernetes\) cannot extend a lease"):
+    Fabric.objects.create(name="cluster", kind="slurm")  # a user may not lengthen a Slurm job's time limit
+    w = running(notebook(submit, alice), "cluster", external_id="1234")
+    with pytest.raises(services.CannotExtend, match=r"The fabric cluster \(slurm\) cannot extend a lease"):
         services.extend(alice, w, Decimal(1))
     assert Workload.objects.get(pk=w.pk).lease_s == 3600
 

@@ -62,7 +62,9 @@ def k8s(cast, kubeconfig):
         ("k8s-notebooks", ["notebook"], NOTEBOOK_TEMPLATE),
         ("k8s-kueue", ["training"], KUEUE_TEMPLATE),
     ):
-        queue = Queue.objects.create(slug=slug, name=slug, kinds=kinds, default_runtime_minutes=30)
+        queue = Queue.objects.create(
+            slug=slug, name=slug, kinds=kinds, default_runtime_minutes=30, max_runtime_minutes=8 * 60
+        )
         queue.allowed_groups.add(vision)
         target = QueueTarget(queue=queue, fabric=fabric, template=template)
         target.full_clean()
@@ -126,6 +128,29 @@ def test_a_notebook_gets_its_connect_url_and_cancel_deletes_its_job(alice, submi
     assert double.objects("jobs", NAMESPACE) == []
     wait_until(lambda: not double.objects("pods", NAMESPACE) and not double.objects("services", NAMESPACE), timeout=5)
     assert double.calls("DELETE", f"/jobs/gl-{workload.pk}$")[0].query == {"propagationPolicy": "Background"}
+
+
+def test_a_notebooks_lease_extends_by_moving_its_jobs_active_deadline(alice, submit, k8s, double):
+    from decimal import Decimal
+
+    from fabrics.base import FabricError, extend
+
+    workload = submit(alice, queue="k8s-notebooks", kind="notebook", command="", lease_hours=Decimal(1),
+                      runtime_limit_minutes=60)  # fmt: skip
+    run_until(workload, State.RUNNING)
+    assert double.objects("jobs", NAMESPACE)[0]["spec"]["activeDeadlineSeconds"] == 3600
+    services.extend(alice, workload, Decimal("1.5"))
+    (job,) = double.objects("jobs", NAMESPACE)
+    # From the Job's own start, which is a moment before the portal saw it running.
+    assert 9000 <= job["spec"]["activeDeadlineSeconds"] <= 9000 + 15
+    assert double.calls("PATCH", f"/jobs/gl-{workload.pk}$")
+    workload.refresh_from_db()
+    assert workload.lease_s == 9000
+    assert workload.state == State.RUNNING
+    services.do_cancel(alice, workload)
+    run_until(workload, State.CANCELLED)
+    with pytest.raises(FabricError, match="gone"):
+        extend(connections.fabric_for(k8s), workload.external_id, workload.lease_ends_at)
 
 
 def test_cancel_stops_a_running_training_job(alice, submit, k8s, double):
