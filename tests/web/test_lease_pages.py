@@ -67,12 +67,12 @@ def test_a_refused_extension_says_why_with_422(alice_client, alice, submit, hour
 def test_a_fabric_that_cannot_extend_is_named_on_the_page(alice_client, alice, submit):
     from portal.queues.models import Fabric
 
-    fabric = Fabric.objects.create(name="cluster", kind="kubernetes")
+    fabric = Fabric.objects.create(name="cluster", kind="slurm")
     w = notebook(submit, alice)
     Workload.objects.filter(pk=w.pk).update(state=State.RUNNING, fabric=fabric, started_at=timezone.now())
     response = alice_client.post(f"{w.get_absolute_url()}extend/", {"hours": "1"}, **HTMX)
     assert response.status_code == 422
-    assert "The fabric cluster (kubernetes) cannot extend a lease" in response.content.decode()
+    assert "The fabric cluster (slurm) cannot extend a lease" in response.content.decode()
 
 
 def test_without_htmx_extend_goes_back_to_the_page_with_a_message(alice_client, alice, submit):
