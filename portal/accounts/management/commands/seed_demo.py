@@ -59,11 +59,11 @@ class Command(BaseCommand):
                 "memory_mib": 64 * 1024,
             },
         )
-        queues = (
-            ("train", "Training and batch", ["training", "batch"], 60, 24 * 60),
-            ("notebooks", "Notebooks", ["notebook"], 8 * 60, 24 * 60),
+        queues = (  # slug, name, kinds, default and maximum runtime, idle notebooks stopped after (minutes)
+            ("train", "Training and batch", ["training", "batch"], 60, 24 * 60, None),
+            ("notebooks", "Notebooks", ["notebook"], 8 * 60, 24 * 60, 120),
         )
-        for slug, name, kinds, default_minutes, max_minutes in queues:
+        for slug, name, kinds, default_minutes, max_minutes, idle_minutes in queues:
             queue, _ = Queue.objects.get_or_create(
                 slug=slug,
                 defaults={
@@ -71,6 +71,7 @@ class Command(BaseCommand):
                     "kinds": kinds,
                     "default_runtime_minutes": default_minutes,
                     "max_runtime_minutes": max_minutes,
+                    "notebook_idle_minutes": idle_minutes,
                 },
             )
             queue.allowed_groups.add(vision, fraud)
