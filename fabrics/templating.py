@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 import string
 from collections.abc import Mapping, Set
+from urllib.parse import urlsplit
 
 from fabrics.base import TemplateError
 
@@ -129,3 +130,25 @@ def _skip_heredocs(template: str, i: int, heredocs: list[tuple[str, bool, bool]]
 def _unsafe(template: str, i: int, what: str) -> None:
     line = template.count("\n", 0, i) + 1
     raise TemplateError(f"line {line}: {what}; values come quoted, so put placeholders bare in the script")
+
+
+def check_url_template(template: object, fields: Set[str], *, setting: str, example: str) -> None:
+    """A fabric's connect-URL template (where a notebook is opened): an http(s) URL whose only {fields} are
+    `fields`. ValueError naming the setting, with `example`, otherwise."""
+    if not isinstance(template, str):
+        raise ValueError(f"settings.{setting}: text such as {example}")
+    try:
+        used = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError as exc:
+        raise ValueError(f"settings.{setting} does not parse: {exc}") from exc
+    unknown = used - fields
+    if unknown:
+        allowed = ", ".join("{" + f + "}" for f in sorted(fields))
+        raise ValueError(f"settings.{setting} may use {allowed}; not {', '.join(sorted(unknown)) or '{}'}")
+    try:
+        sample = template.format(**dict.fromkeys(fields, "x"))
+    except (IndexError, KeyError, ValueError) as exc:
+        raise ValueError(f"settings.{setting} does not fill in: {exc}") from exc
+    parts = urlsplit(sample)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"settings.{setting} must be an http(s) URL, e.g. {example}")

@@ -31,11 +31,11 @@ what the scheduler counted:
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+
+from fabrics import templating
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -178,21 +178,9 @@ def _entry(flavor: str, value: Any) -> GpuResource:
 
 
 def check_url_template(template: str) -> None:
-    """A connect-URL template: http(s), with only the known {fields}."""
-    try:
-        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
-    except ValueError as exc:
-        raise ValueError(f"notebook_url does not parse: {exc}") from exc
-    unknown = fields - URL_FIELDS
-    if unknown:
-        raise ValueError(
-            f"notebook_url may use {', '.join('{' + f + '}' for f in sorted(URL_FIELDS))}; "
-            f"not {', '.join(sorted(unknown))}"
-        )
-    sample = template.format(**dict.fromkeys(URL_FIELDS, "x"))
-    parts = urlsplit(sample)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError("notebook_url must be an http(s) URL, e.g. https://jupyter.example.org/{namespace}/{name}/")
+    """A Kubernetes fabric's `notebook_url`: http(s), with only the URL_FIELDS."""
+    example = "https://jupyter.example.org/{namespace}/{name}/"
+    templating.check_url_template(template, URL_FIELDS, setting="notebook_url", example=example)
 
 
 def _text(settings: Mapping[str, Any], key: str) -> str:

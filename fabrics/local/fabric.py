@@ -107,14 +107,12 @@ class LocalFabric:
         root = settings.get("root")
         if not isinstance(root, str) or not root.strip():
             raise ValueError("the local fabric needs settings.root, the directory its jobs live in")
-        url = settings.get("connect_url_template", NOTEBOOK_CONNECT_URL)
-        try:
-            url.format(host="h", port=1, token="t")  # noqa: S106 (a sample, to try the template)
-        except (AttributeError, KeyError, IndexError, ValueError) as exc:
-            raise ValueError(
-                "settings.connect_url_template must be text with only {host}, {port} and {token}, e.g. "
-                + NOTEBOOK_CONNECT_URL
-            ) from exc
+        templating.check_url_template(
+            settings.get("connect_url_template", NOTEBOOK_CONNECT_URL),
+            {"host", "port", "token"},
+            setting="connect_url_template",
+            example=NOTEBOOK_CONNECT_URL,
+        )
 
     def render(self, job: JobSpec) -> str:
         template = job.template or (NOTEBOOK_TEMPLATE if job.kind == "notebook" else DEFAULT_TEMPLATE)

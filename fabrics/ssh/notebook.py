@@ -15,10 +15,11 @@ environment before it starts, and out of the copy of the script Gridlane keeps f
 from __future__ import annotations
 
 import shlex
-import string
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
+
+from fabrics import templating
 
 ENDPOINT_URL_ENV = "GRIDLANE_ENDPOINT_URL"  # where the job reports its server
 ENDPOINT_SECRET_ENV = "GRIDLANE_ENDPOINT_SECRET"  # noqa: S105 (a name: the per-workload secret it reports with)
@@ -98,21 +99,8 @@ FUNCTION += f"_gl_notebook_report={shlex.quote(REPORT)}\n"
 
 
 def check_url_template(template: Any) -> None:
-    """A fabric's `notebook_url`: http(s), with only {host}, {port} and {token}; ValueError otherwise."""
-    if not isinstance(template, str):
-        raise ValueError(f"settings.notebook_url: text such as {CONNECT_URL}")
-    try:
-        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
-    except ValueError as exc:
-        raise ValueError(f"settings.notebook_url does not parse: {exc}") from exc
-    unknown = fields - URL_FIELDS
-    if unknown:
-        raise ValueError(
-            f"settings.notebook_url may use {{host}}, {{port}} and {{token}}; not {', '.join(sorted(unknown))}"
-        )
-    parts = urlsplit(template.format(host="node1", port=8888, token="t"))  # noqa: S106 (a sample)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"settings.notebook_url must be an http(s) URL, e.g. {CONNECT_URL}")
+    """A Slurm or PBS fabric's `notebook_url`: http(s), with only {host}, {port} and {token}."""
+    templating.check_url_template(template, URL_FIELDS, setting="notebook_url", example=CONNECT_URL)
 
 
 def connect_url(settings: Mapping[str, Any], host: str, port: int, token: str) -> str:
