@@ -104,21 +104,7 @@ class PbsFabric(Batched):
         """Each job's PBS job id: the one its workload's record names, else a new one; one SSH command
         under the submit lock (a batch orphaned by a dropped connection ends first). The records are
         the only look-up, and cost nothing, so `fresh` changes nothing here."""
-        results: dict[UUID, str | FabricError] = {}
-        steps: list[batch.Step] = []
-        keys: list[UUID] = []
-        for job in jobs:
-            if job.workload_id in results or job.workload_id in keys:
-                continue  # one job per workload, however often it is asked for
-            try:
-                script = self._script(job)
-            except TemplateError as exc:
-                results[job.workload_id] = FabricError(f"the job script does not render: {exc}", retryable=False)
-                continue
-            path = self._path(f"{job.workload_id}.pbs")
-            argv = [self._bin("qsub"), "-o", "/dev/null", "-e", "/dev/null", path]
-            steps.append(self._step(job.workload_id, argv, script, write_to=path))
-            keys.append(job.workload_id)
+        steps, keys, results = batch.keyed_steps(jobs, self._qsub_step)
         if not steps:
             return results
         try:
@@ -141,6 +127,13 @@ class PbsFabric(Batched):
                 transient = re.search(r"cannot connect|connection refused|timed out|try again|problem", said, re.I)
                 results[key] = FabricError(f"PBS refused the job: {said}", retryable=bool(transient))
         return results
+
+    def _qsub_step(self, job: JobSpec) -> batch.Step:
+        """qsub of the job's script, written first where the Torque wrappers read it (no script on stdin)."""
+        script = self._script(job)
+        path = self._path(f"{job.workload_id}.pbs")
+        argv = [self._bin("qsub"), "-o", "/dev/null", "-e", "/dev/null", path]
+        return self._step(job.workload_id, argv, script, write_to=path)
 
     def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
         """All the jobs in one SSH command (a workload whose record names a job is not submitted again)."""

@@ -299,19 +299,7 @@ class SlurmFabric(Batched):
 
     def _place(self, jobs: Sequence[JobSpec], *, look_up: Sequence[UUID]) -> dict[UUID, str | FabricError]:
         """Submit each job that neither its record nor squeue (asked about `look_up` only) says has a job."""
-        results: dict[UUID, str | FabricError] = {}
-        steps: list[batch.Step] = []
-        keys: list[UUID] = []
-        for job in jobs:
-            if job.workload_id in results or job.workload_id in keys:
-                continue  # one job per workload, however often it is asked for
-            try:
-                script = self._script(job)
-            except TemplateError as exc:
-                results[job.workload_id] = FabricError(f"the job script does not render: {exc}", retryable=False)
-                continue
-            steps.append(self._step(job.workload_id, script))
-            keys.append(job.workload_id)
+        steps, keys, results = batch.keyed_steps(jobs, lambda job: self._step(job.workload_id, self._script(job)))
         if not steps:
             return results
         try:

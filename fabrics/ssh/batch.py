@@ -26,8 +26,11 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from uuid import UUID
+
+from fabrics.base import FabricError, JobSpec, TemplateError
 
 LOCK_WAIT_S = 300  # a batch of thousands of sbatch calls ends well within this
 KEY = re.compile(r"[A-Za-z0-9._:+-]+")  # what a key may be (lookup lines with other keys are ignored)
@@ -156,6 +159,26 @@ _gl_report() {  # MARKER COUNT: one line per step, with builtins only (no proces
   done
 }
 """
+
+
+def keyed_steps(
+    jobs: Sequence[JobSpec], step_of: Callable[[JobSpec], Step]
+) -> tuple[list[Step], list[UUID], dict[UUID, str | FabricError]]:
+    """One step per workload (repeats of one are dropped: one job per workload), the workload ids in step
+    order, and a non-retryable error for each job whose script does not render (step_of raised)."""
+    steps: list[Step] = []
+    keys: list[UUID] = []
+    refused: dict[UUID, str | FabricError] = {}
+    for job in jobs:
+        if job.workload_id in refused or job.workload_id in keys:
+            continue
+        try:
+            steps.append(step_of(job))
+        except TemplateError as exc:
+            refused[job.workload_id] = FabricError(f"the job script does not render: {exc}", retryable=False)
+            continue
+        keys.append(job.workload_id)
+    return steps, keys, refused
 
 
 def script(
