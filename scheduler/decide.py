@@ -16,7 +16,7 @@ from typing import NamedTuple
 from scheduler import reasons
 from scheduler.backfill import Shadow, shadow
 from scheduler.estimates import Profile
-from scheduler.ledger import Amount, Ledger, add, fits, need_on, sub
+from scheduler.ledger import Amount, Ledger, add, amount, fits, need_on, sub
 from scheduler.model import Admit, Decisions, Job, Preempt, Snapshot, Waiting
 from scheduler.preemption import victims
 from scheduler.priority import ordered
@@ -125,8 +125,9 @@ class _Cycle:
         need = need_on(job, fabric.gpu_sharing)
         if not fabric.healthy:
             return _Why(reasons.fabric_unavailable(fabric.name), None)
-        if not fits(need, ledger.capacity[fid]):
-            return _Why(reasons.too_big(fabric.name, ledger.capacity[fid], need), None)
+        size = ledger.capacity[fid] if fabric.size is None else amount(fabric.size)
+        if not fits(need, size):
+            return _Why(reasons.too_big(fabric.name, size, need), None)
         limited = self._limit_reason(job, fid, need)
         if limited is not None:
             return limited

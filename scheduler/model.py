@@ -31,9 +31,12 @@ class Weights:
 class FabricState:
     id: int
     name: str
-    capacity: Resources
+    capacity: Resources  # what it has now: IT's declaration, lowered to what the fabric last reported
     healthy: bool = True
     gpu_sharing: bool = True  # False: a fraction of a GPU takes a whole one (no MIG or time slicing there)
+    # What it holds in all when everything is up (IT's declaration); None: the same as `capacity`. Work larger
+    # than `capacity` but within `size` waits for capacity instead of being told it can never run.
+    size: Resources | None = None
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,9 @@ def owner_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> Reason
 
 def no_capacity(fabric: str, free: Amount, need: Amount) -> Reason:
     def say() -> str:
-        return f"Waiting for capacity on {fabric}: needs {_describe(need)}; free now {_describe(free)}."
+        # Free is below zero where the fabric reports less than the work already on it holds (nodes went down).
+        now = (max(0, free[0]), max(0, free[1]), max(0, free[2]))
+        return f"Waiting for capacity on {fabric}: needs {_describe(need)}; free now {_describe(now)}."
 
     return Reason(NO_CAPACITY, make=say)
 

@@ -148,13 +148,14 @@ class AgentFabric:
         return (log or "")[-max_bytes:]
 
     def capacity(self) -> Capacity:
-        """What the online hosts offer; a lost host's capacity is no longer counted."""
+        """What the online hosts offer; a lost host's capacity is no longer counted. With none online the pool
+        is empty, not broken: work waits for capacity there, and runs once an agent comes back."""
         hosts = AgentHost.objects.filter(fabric__name=self.config.name).filter(Q(state=AgentHost.HostState.ONLINE))
         total = Resources()
         for h in hosts:
             total = total + Resources(h.gpus * 1000, h.cpus * 1000, h.memory_mib)
         names = ", ".join(h.name for h in hosts) or "none"
-        return Capacity(total, healthy=bool(hosts), detail=f"online agent hosts: {names}")
+        return Capacity(total, healthy=True, detail=f"online agent hosts: {names}")
 
 
 def _claim(row: FabricRow, workload: Workload, job: JobSpec) -> Claim:

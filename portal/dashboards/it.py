@@ -8,12 +8,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import F, Sum
+from django.utils import timezone
 
+from fabrics.base import Resources
 from portal.dashboards import figures
 from portal.dashboards.data import WINDOWS
 from portal.queues.models import Fabric, Queue, QueueTarget
 from portal.usage.models import UsageRollup
 from portal.usage.rollup import HOUR, hour_of, hours_between
+from portal.worker.capacity import fresh
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE
 from portal.workloads.stats import QueueFigures, queue_figures
@@ -46,10 +49,29 @@ def queue_rows() -> list[QueueRow]:
 class FabricRow:
     fabric: Fabric
     gpus_in_use: float
+    fresh: bool = False  # the fabric's last answer is recent enough for the scheduler to plan with
 
     @property
     def gpus(self) -> float:
+        """As IT declared."""
         return self.fabric.gpus_milli / 1000
+
+    @property
+    def observed(self) -> Resources | None:
+        """What the fabric last reported, or None before its first answer."""
+        return self.fabric.observed
+
+    @property
+    def observed_gpus(self) -> float | None:
+        return None if self.observed is None else self.observed.gpus_milli / 1000
+
+    @property
+    def observed_cpus(self) -> float | None:
+        return None if self.observed is None else self.observed.cpus_milli / 1000
+
+    @property
+    def observed_memory_gb(self) -> float | None:
+        return None if self.observed is None else self.observed.memory_mib / 1024
 
     @property
     def use_percent(self) -> float:
@@ -57,14 +79,15 @@ class FabricRow:
 
 
 def fabric_rows() -> list[FabricRow]:
-    """Capacity, GPUs held by active work, health: two queries."""
+    """Declared and observed capacity, GPUs held by active work, health: two queries."""
+    now = timezone.now()
     held = dict(
         Workload.objects.filter(state__in=ACTIVE, fabric__isnull=False)
         .values("fabric_id")
         .annotate(held=Sum(F("gpus_milli") * F("nodes")))
         .values_list("fabric_id", "held")
     )
-    return [FabricRow(f, (held.get(f.pk) or 0) / 1000) for f in Fabric.objects.order_by("name")]
+    return [FabricRow(f, (held.get(f.pk) or 0) / 1000, fresh(f, now)) for f in Fabric.objects.order_by("name")]
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,13 @@ class Fabric(models.Model):
     settings = models.JSONField(default=dict, blank=True, help_text="Connection settings for this kind of fabric.")
     healthy = models.BooleanField(default=True, editable=False)
     health_detail = models.CharField(max_length=300, blank=True, editable=False)
+    # What the fabric itself last reported (capacity(): nodes up, agents online), read by the worker every
+    # GRIDLANE_CAPACITY_SECONDS; null until it first answers. Planning lowers the declaration to it, never raises it.
+    observed_gpus_milli = models.PositiveIntegerField("Observed GPUs (milli)", null=True, editable=False)
+    observed_cpus_milli = models.PositiveIntegerField("Observed CPUs (milli)", null=True, editable=False)
+    observed_memory_mib = models.PositiveBigIntegerField("Observed memory (MiB)", null=True, editable=False)
+    observed_at = models.DateTimeField(null=True, editable=False)
+    observed_detail = models.CharField(max_length=300, blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]
@@ -52,7 +59,15 @@ class Fabric(models.Model):
 
     @property
     def capacity(self) -> Resources:
+        """What IT declared: the most Gridlane may hand out here."""
         return Resources(self.gpus_milli, self.cpus_milli, self.memory_mib)
+
+    @property
+    def observed(self) -> Resources | None:
+        """What the fabric last reported; None before its first answer."""
+        if self.observed_at is None:
+            return None
+        return Resources(self.observed_gpus_milli or 0, self.observed_cpus_milli or 0, self.observed_memory_mib or 0)
 
     def clean(self) -> None:
         if self.kind not in KINDS:

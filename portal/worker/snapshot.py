@@ -13,6 +13,7 @@ from django.db.models.functions import RowNumber
 from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup, ServiceIdentity
 from portal.queues.models import Fabric, Queue, Quota
+from portal.worker.capacity import planned
 from portal.worker.models import GroupUsage
 from portal.worker.usage import average_gpus
 from portal.workloads.models import Workload
@@ -80,8 +81,9 @@ def weights() -> model.Weights:
 
 def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
     """The snapshot, and the pending and holding workloads it was built from, by id (for applying decisions)."""
+    # Each fabric as it is now: what IT declared, lowered to what it last reported (capacity.planned).
     fabrics = {
-        f.pk: model.FabricState(f.pk, f.name, f.capacity, f.healthy, f.gpu_sharing)
+        f.pk: model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity)
         for f in Fabric.objects.filter(enabled=True)
     }
     queues = {

@@ -11,6 +11,7 @@ from portal.queues.models import Fabric as FabricRow
 from portal.queues.models import WorkloadKind
 from portal.worker import idle, stats
 from portal.worker.connections import fabric_for
+from portal.worker.health import set_health as _set_health
 from portal.workloads import services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -196,9 +197,3 @@ def _ask_cancel(row: FabricRow, w: Workload) -> None:
         fabric.cancel(external_id)
     except FabricError as error:
         log.warning("cancel of %s on %s failed, will retry: %s", w.pk, row.name, error)
-
-
-def _set_health(row: FabricRow, *, healthy: bool, detail: str) -> None:
-    if row.healthy != healthy or row.health_detail != detail[:300]:
-        FabricRow.objects.filter(pk=row.pk).update(healthy=healthy, health_detail=detail[:300])
-        row.healthy, row.health_detail = healthy, detail[:300]

@@ -1,12 +1,13 @@
 """The worker's steps, each under a lock of its own, and the periodic cycle that runs them in order.
 
     sync      bring fabric status in (finished work frees its capacity)       skipped while another syncs
+    capacity  ask fabrics what they have now, every GRIDLANE_CAPACITY_SECONDS  skipped while another asks
     admit     snapshot -> decide() -> apply, about 10 ms on a small site       waits for another admission
     dispatch  hand admitted work to its fabric                                asks a running dispatch to go again
     rollup    hourly rollups for the dashboards                               skipped while another rolls up
 
 A kick (a submit, a cancel) runs admit and dispatch at once, without waiting for a slow fabric's sync; the
-periodic cycle runs all four. Stale status can only make admit see more in use than there is, never less.
+periodic cycle runs them all. Stale status can only make admit see more in use than there is, never less.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from django.utils import timezone
 
 from portal.usage import rollup
-from portal.worker import apply, snapshot, stats, sync, usage
+from portal.worker import apply, capacity, snapshot, stats, sync, usage
 from portal.worker import dispatch as dispatching
 from portal.worker.lock import cycle_lock
 from scheduler import decide
@@ -31,9 +32,10 @@ ADMIT_WAIT_S = 5.0
 
 
 def cycle() -> dict[str, Any]:
-    """The periodic cycle (django-q2 runs it every GRIDLANE_CYCLE_SECONDS): all four steps in order."""
+    """The periodic cycle (django-q2 runs it every GRIDLANE_CYCLE_SECONDS): every step in order."""
     started = time.perf_counter()
     synced = sync_fabrics()
+    observe_capacity()
     summary = {"synced": synced} | admit() | {"dispatched": dispatch()}
     with cycle_lock("rollup") as held:
         if held:
@@ -58,6 +60,12 @@ def follow_up() -> dict[str, Any]:
 def sync_fabrics() -> int:
     with cycle_lock("sync") as held:
         return sync.sync_all() if held else 0
+
+
+def observe_capacity() -> int:
+    """The periodic cycle's only: kicks never wait on a fabric's answer (an SSH round trip, say)."""
+    with cycle_lock("capacity") as held:
+        return capacity.observe_all(timezone.now()) if held else 0
 
 
 def admit(wait_s: float = ADMIT_WAIT_S) -> dict[str, Any]:

@@ -50,9 +50,12 @@ def hosts(cast: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def cycling() -> Iterator[None]:
-    """The worker's cycle, over and over, in a thread (its own database connection)."""
+def cycling(settings: Any) -> Iterator[None]:
+    """The worker's cycle, over and over, in a thread (its own database connection); it asks the pool what
+    agents are online about as often as they heartbeat."""
     from django.db import connection
+
+    settings.GRIDLANE_CAPACITY_SECONDS = 0.3
 
     from portal.worker import connections, tasks
 

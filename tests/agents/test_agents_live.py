@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from portal.agents import services as agents
 from portal.agents.models import AgentHost, Claim
 from portal.usage.models import UsageSample
 from portal.workloads import services
@@ -35,6 +36,11 @@ def all_claimable(workloads: list[Workload]) -> bool:
     return Claim.objects.filter(workload__in=workloads, state="claimable").count() == len(workloads)
 
 
+def online_already(hosts: dict, name: str = "host-1") -> None:
+    """The pool counts a host before its agent process starts: an empty pool admits nothing."""
+    agents.register(hosts["fabric"], name, {"queues": ["gpu-a", "gpu-b"], "cpus": 16, "memory_mib": 64 * 1024})
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -47,6 +53,7 @@ def pid_alive(pid: int) -> bool:
 def test_an_agent_serves_its_queues_in_order_and_reports_output_exit_and_usage(
     alice, submit, hosts, cycling, start_agent
 ):
+    online_already(hosts)
     later = [submit(alice, queue="gpu-b", name=f"b{i}", command=f"echo from b{i}") for i in range(3)]
     first = [
         submit(alice, queue="gpu-a", name=f"a{i}", command=f"echo from a{i}; sleep 0.5; exit {i}") for i in range(3)
@@ -103,6 +110,7 @@ def test_cancel_stops_the_whole_process_group(alice, submit, hosts, cycling, sta
 
 
 def test_cancel_before_any_agent_takes_it(alice, submit, hosts, cycling):
+    online_already(hosts)
     w = submit(alice, queue="gpu-a", command="sleep 300")
     wait_until(lambda: all_claimable([w]))
     services.do_cancel(alice, w)

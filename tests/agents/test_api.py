@@ -34,11 +34,12 @@ def other_agent(hosts, it_admin):
 
 @pytest.fixture
 def claimed(alice, submit, hosts):
-    """One workload of gpu-a, dispatched and claimed by host-1 of `hosts`."""
+    """One workload of gpu-a, dispatched and claimed by host-1 of `hosts` (online first: an empty pool admits none)."""
+    client = bearer(hosts["token"])
+    host = {"host": "host-1", "queues": ["gpu-a"], "cpus": 8, "memory_mib": 65536}
+    client.post("/api/v1/agent/register/", host, format="json")
     submit(alice, queue="gpu-a", command="echo hi")
     tasks.cycle()
-    client = bearer(hosts["token"])
-    client.post("/api/v1/agent/register/", {"host": "host-1", "queues": ["gpu-a"]}, format="json")
     answer = client.post("/api/v1/agent/claim/", {"host": "host-1", "wait": 0}, format="json")
     assert answer.status_code == 200
     return client, answer.json()

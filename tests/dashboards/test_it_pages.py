@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -16,6 +17,29 @@ from portal.workloads.models import Workload
 from portal.workloads.states import State
 
 PAGES = ["/it/queues/", "/it/fabrics/", "/it/capacity/"]
+
+
+def test_the_fabrics_page_shows_declared_and_observed_capacity(client, it_admin, django_assert_max_num_queries):
+    Fabric.objects.filter(name="local").update(
+        observed_gpus_milli=3000, observed_cpus_milli=12000, observed_memory_mib=32 * 1024,
+        observed_at=timezone.now() - timedelta(seconds=5), observed_detail="3 of 8 GPUs up",
+    )  # fmt: skip
+    (row,) = it.fabric_rows()
+    assert (row.gpus, row.observed_gpus, row.observed_cpus, row.observed_memory_gb, row.fresh) == (8, 3, 12, 32, True)
+    client.force_login(it_admin)
+    with django_assert_max_num_queries(8):
+        page = client.get("/it/fabrics/").content.decode()
+    assert "GPUs declared" in page
+    assert "GPUs observed" in page
+    assert "<td>8</td>" in page
+    assert re.search(r'<td>3\s*<span class="hint">12 CPUs, 32 GB;', page)
+    assert "3 of 8 GPUs up" in page
+    assert "stale" not in page
+
+    Fabric.objects.filter(name="local").update(observed_at=timezone.now() - timedelta(hours=1))
+    assert "stale: planning with the declared capacity" in client.get("/it/fabrics/").content.decode()
+    Fabric.objects.filter(name="local").update(observed_at=None)
+    assert "not yet" in client.get("/it/fabrics/").content.decode()
 
 
 @pytest.mark.parametrize("url", PAGES)

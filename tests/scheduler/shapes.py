@@ -70,13 +70,17 @@ def running_on(fabric: int, jobs: list[Job], *, started_s_ago: int = 0) -> list[
     ]
 
 
-def fabric(fid: int, n_gpus: float, *, healthy: bool = True, sharing: bool = True) -> FabricState:
+def fabric(
+    fid: int, n_gpus: float, *, healthy: bool = True, sharing: bool = True, declared_gpus: float | None = None
+) -> FabricState:
+    """A fabric with n_gpus up now; `declared_gpus`: what IT declared, when the fabric reports fewer."""
     return FabricState(
         fid,
         {POOL: "pool", SPARE: "spare"}.get(fid, f"f{fid}"),
         Resources(round(n_gpus * 1000), 10**6, 10**7),
         healthy,
         sharing,
+        size=None if declared_gpus is None else Resources(round(declared_gpus * 1000), 10**6, 10**7),
     )
 
 

@@ -222,6 +222,20 @@ CASES = [
         pending=gpu_jobs(VISION, 1, 4, nodes=4),
         want_reasons={"vision-0": r.TOO_BIG},
     ),
+    Case(
+        "a pool of 8 GPUs with all nodes down: GPU work waits for capacity, bigger work is still too big",
+        fabrics=[fabric(POOL, 0, declared_gpus=8)],
+        pending=gpu_jobs(VISION, 1, 2) + gpu_jobs(FRAUD, 1, 4, nodes=4),
+        want_admitted=set(),
+        want_reasons={"vision-0": r.NO_CAPACITY, "fraud-0": r.TOO_BIG},
+    ),
+    Case(
+        "a pool of 8 GPUs with 4 up: four one-GPU jobs run, the fifth waits for capacity",
+        fabrics=[fabric(POOL, 4, declared_gpus=8)],
+        pending=gpu_jobs(VISION, 5),
+        want_admitted={f"vision-{i}" for i in range(4)},
+        want_reasons={"vision-4": r.NO_CAPACITY},
+    ),
 ]
 
 
@@ -253,6 +267,14 @@ def test_every_reason_gives_the_numbers_in_plain_words() -> None:
     waiting = decide(snapshot([fabric(POOL, 2)], gpu_jobs(VISION, 1, 4, nodes=1))).waiting[0]
     assert waiting.reason.message == (
         "pool can never hold this: it has 2 GPUs, 1000 CPUs, 9765.62 GB in all, this needs 4 GPUs, 1 CPUs, 1 GB."
+    )
+
+
+def test_work_on_a_pool_whose_nodes_are_down_says_how_much_is_free() -> None:
+    running = running_on(POOL, gpu_jobs(FRAUD, 3, name="before"))  # started when more nodes were up
+    waiting = decide(snapshot([fabric(POOL, 2, declared_gpus=8)], gpu_jobs(VISION, 1, 1), running)).waiting[0]
+    assert waiting.reason.message == (
+        "Waiting for capacity on pool: needs 1 GPUs, 1 CPUs, 1 GB; free now 0 GPUs, 997 CPUs, 9762.62 GB."
     )
 
 

@@ -1,0 +1,89 @@
+"""What each fabric has now (nodes up, agents online), asked every GRIDLANE_CAPACITY_SECONDS and kept on its row.
+
+The scheduler plans with IT's declaration lowered to the last answer while that answer is fresh (`planned`);
+an answer never raises it: capacity a site keeps for other uses is not Gridlane's to hand out.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+
+from fabrics.base import FabricError, Resources
+from portal.queues.models import Fabric as FabricRow
+from portal.worker.connections import fabric_for
+from portal.worker.health import set_health
+
+log = logging.getLogger("gridlane.worker")
+
+# An answer older than this many observation periods is stale: planning falls back to the declaration.
+FRESH_PERIODS = 3
+
+# When each fabric was last asked, answered or not: a fabric that fails is not asked again every cycle.
+_asked: dict[int, datetime] = {}
+
+
+def period() -> timedelta:
+    return timedelta(seconds=settings.GRIDLANE_CAPACITY_SECONDS)
+
+
+def observe_all(now: datetime) -> int:
+    """Ask each enabled fabric whose answer is older than GRIDLANE_CAPACITY_SECONDS; returns how many answered."""
+    every = period()
+    due = FabricRow.objects.filter(enabled=True).filter(Q(observed_at__isnull=True) | Q(observed_at__lte=now - every))
+    answered = 0
+    for row in due:
+        asked = _asked.get(row.pk)
+        if asked is not None and now - every < asked <= now:
+            continue
+        _asked[row.pk] = now
+        answered += observe(row, now)
+    return answered
+
+
+def observe(row: FabricRow, now: datetime) -> bool:
+    """Ask one fabric and keep its answer; False (nothing kept, the fabric marked unhealthy) when it fails."""
+    try:
+        answer = fabric_for(row).capacity()
+    except FabricError as error:
+        log.warning("capacity of %s unknown: %s", row.name, error)
+        set_health(row, healthy=False, detail=str(error))
+        return False
+    except Exception as error:  # a fabric's bug must not stop the cycle: plan on with what was known
+        log.exception("capacity of %s failed", row.name)
+        set_health(row, healthy=False, detail=f"capacity check failed: {error}")
+        return False
+    total = answer.total
+    fields = {
+        "observed_gpus_milli": max(0, total.gpus_milli),
+        "observed_cpus_milli": max(0, total.cpus_milli),
+        "observed_memory_mib": max(0, total.memory_mib),
+        "observed_at": now,
+        "observed_detail": answer.detail[:300],
+    }
+    FabricRow.objects.filter(pk=row.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(row, name, value)
+    set_health(row, healthy=answer.healthy, detail="" if answer.healthy else answer.detail)
+    return True
+
+
+def fresh(row: FabricRow, now: datetime) -> bool:
+    """Whether the fabric's last answer is recent enough to plan with."""
+    return row.observed_at is not None and now - row.observed_at <= FRESH_PERIODS * period()
+
+
+def planned(row: FabricRow, now: datetime) -> Resources:
+    """The capacity to plan with: the declaration, lowered per resource to a fresh answer, never raised."""
+    declared = row.capacity
+    observed = row.observed
+    if observed is None or not fresh(row, now):
+        return declared
+    return Resources(
+        min(declared.gpus_milli, observed.gpus_milli),
+        min(declared.cpus_milli, observed.cpus_milli),
+        min(declared.memory_mib, observed.memory_mib),
+    )
