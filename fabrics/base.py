@@ -190,9 +190,18 @@ class ExtendableFabric(Fabric, Protocol):
 CANNOT_EXTEND = "this fabric cannot extend a lease"
 
 
-def can_extend(fabric: object) -> bool:
-    """Whether a fabric (or a fabric class) implements `extend`."""
-    return callable(getattr(fabric, "extend", None))
+def can_extend(fabric: object, settings: Mapping[str, Any] | None = None) -> bool:
+    """Whether a fabric (or a fabric class) implements `extend`, and, where that depends on its settings (a
+    classmethod `extends_with(settings)`: Slurm's `extend_time_limit`), whether these settings allow it
+    (an instance's own settings when none are given)."""
+    if not callable(getattr(fabric, "extend", None)):
+        return False
+    extends_with = getattr(fabric, "extends_with", None)
+    if extends_with is None:
+        return True
+    if settings is None:
+        settings = getattr(getattr(fabric, "config", None), "settings", {})
+    return bool(extends_with(settings))
 
 
 def extend(fabric: Fabric, external_id: str, ends_at: datetime) -> None:

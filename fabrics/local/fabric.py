@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ from typing import Any
 from uuid import UUID
 
 import fabrics
-from fabrics import templating
+from fabrics import jupyter, templating
 from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
 from fabrics.local.supervisor import DEADLINE, group_alive, signal_group, write_atomic
 
@@ -57,9 +56,6 @@ export JUPYTER_TOKEN="$$token" JUPYTER_RUNTIME_DIR="$$GRIDLANE_JOB_DIR/jupyter-r
 exec "$$python" -m jupyter_server --no-browser --ip 127.0.0.1 --port "$$port" --allow-root --ServerApp.root_dir="$$PWD"
 """
 NOTEBOOK_CONNECT_URL = "http://{host}:{port}/lab?token={token}"
-NOTEBOOK_PROBE_TIMEOUT_S = 0.5  # per request to a notebook's server
-NOTEBOOK_PROBE_BUDGET_S = 2.0  # for all of one poll's requests: a hung server never stalls the worker
-BUSY_CHECK_AFTER_S = 60.0  # past this long without activity, a notebook's kernels are asked if one is busy
 TEMPLATE_NAMES = frozenset(
     {
         "workload_id",
@@ -174,12 +170,11 @@ class LocalFabric:
                 continue
             if server is not None:
                 servers[external_id] = server
-        give_up_at = time.monotonic() + NOTEBOOK_PROBE_BUDGET_S
+        budget = jupyter.Budget()  # a hung server never stalls the worker
         for external_id, jobdir in servers.items():
-            left = give_up_at - time.monotonic()
-            if left <= 0:
+            if budget.spent:
                 break  # the rest are asked next time; meanwhile nothing changes for them
-            url, last_activity = self._notebook(jobdir, timeout=min(NOTEBOOK_PROBE_TIMEOUT_S, left))
+            url, last_activity = self._notebook(jobdir, budget)
             statuses[external_id] = replace(statuses[external_id], connect_url=url, last_activity=last_activity)
         return statuses
 
@@ -278,61 +273,18 @@ class LocalFabric:
             return JobStatus(JobState.RUNNING, host=_hostname(), started_at=started_at, reason=reason), None
         return JobStatus(JobState.FAILED, started_at=started_at, reason=SUPERVISOR_LOST), None
 
-    def _notebook(self, jobdir: Path, timeout: float) -> tuple[str, datetime | None]:
+    def _notebook(self, jobdir: Path, budget: jupyter.Budget) -> tuple[str, datetime | None]:
         """The notebook's connect URL and last activity once its server answers; ("", None) before."""
         notebook = _read_json(jobdir / "notebook.json")
         if notebook is None:
             return "", None
         port, token = int(notebook["port"]), str(notebook["token"])
-        answered, last_activity = probe_notebook(port, token, timeout)
+        answered, last_activity = budget.probe("127.0.0.1", port, token)
         if not answered:
             return "", None
         template = self.config.settings.get("connect_url_template", NOTEBOOK_CONNECT_URL)
         url = str(template).format(host="127.0.0.1", port=port, token=urllib.parse.quote(token, safe=""))
         return url, last_activity
-
-
-def probe_notebook(
-    port: int, token: str, timeout: float, busy_check_after_s: float = BUSY_CHECK_AFTER_S
-) -> tuple[bool, datetime | None]:
-    """Ask a Jupyter server on this host how it is used: (whether it answered, its last activity).
-
-    Its status API is the readiness signal and the measure of use. It does not count itself as activity,
-    and neither does a request marked no_track_activity. A kernel busy with a long silent computation
-    sends nothing, so past `busy_check_after_s` of quiet the kernels are asked too: a busy one is use now.
-    """
-    base, headers = f"http://127.0.0.1:{port}/api", {"Authorization": f"token {token}"}
-    started = time.monotonic()
-    # {"started": "...", "last_activity": "2025-05-01T12:00:00.123456Z", "kernels": 1, "connections": 1}
-    status = _get_json(f"{base}/status", headers, timeout)
-    if not isinstance(status, dict):
-        return False, None
-    try:
-        last_activity = _parse_time(status.get("last_activity"))
-    except ValueError:
-        last_activity = None
-    now = datetime.now(UTC)
-    quiet = last_activity is not None and (now - last_activity).total_seconds() > busy_check_after_s
-    left = timeout - (time.monotonic() - started)
-    if quiet and status.get("kernels") and left > 0:
-        # [{"id": "...", "execution_state": "busy", "last_activity": "...", "connections": 1}, ...]
-        kernels = _get_json(f"{base}/kernels?no_track_activity=1", headers, left)
-        if isinstance(kernels, list) and any(isinstance(k, dict) and k.get("execution_state") == "busy"
-                                             for k in kernels):  # fmt: skip
-            last_activity = now
-    return True, last_activity
-
-
-def _get_json(url: str, headers: Mapping[str, str], timeout: float) -> Any:
-    """The JSON a loopback URL answers with 200; None for any other answer, or none in time."""
-    request = urllib.request.Request(url, headers=dict(headers))  # noqa: S310 (http on 127.0.0.1 only)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 (as above)
-            if answer.status != 200:
-                return None
-            return json.loads(answer.read(65_536))
-    except (OSError, ValueError):  # refused, timed out, an HTTP error, or not JSON
-        return None
 
 
 def template_values(job: JobSpec) -> dict[str, object]:

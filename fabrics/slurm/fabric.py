@@ -4,7 +4,7 @@ Settings (JSON, checked by `check_settings`), the SSH ones as in fabrics.ssh.set
 
     {"partition": "cpu", "gpu_partition": "gpu", "gpu_request": "gres", "gpu_type": "",
      "workdir": ".gridlane", "bin_dir": "", "submit_parallelism": 8, "accounting": true,
-     "notebook_url": "http://{host}:{port}/lab?token={token}"}
+     "notebook_url": "http://{host}:{port}/lab?token={token}", "extend_time_limit": false}
 
 Round trips: `place_many`, the dispatcher's, is one SSH command per batch: under the submit lock,
 one squeue (by job name) and the records of earlier batches say which workloads already have a
@@ -18,19 +18,36 @@ instead of submitting a second one.
 Notebooks: the script starts the queue template's Jupyter with `gridlane_notebook`, which reports
 the server's host, port and token to the portal (fabrics.ssh.notebook); `notebook_url` turns them
 into the link the user opens.
+
+Leases: a Slurm user may shorten a job's time limit but not lengthen it; an operator may. With
+`"extend_time_limit": true` (the submit account is a Slurm operator: `sacctmgr modify user <user>
+set AdminLevel=Operator`), `extend` reads the running job's start (one squeue) and sets its TimeLimit
+to the minutes from then to the new end (`scontrol update`). Without it, a running lease ends as planned.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import posixpath
 import re
 from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from fabrics import templating
-from fabrics.base import Batched, Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
+from fabrics.base import (
+    CANNOT_EXTEND,
+    Batched,
+    Capacity,
+    FabricConfig,
+    FabricError,
+    JobSpec,
+    JobState,
+    JobStatus,
+    TemplateError,
+)
 from fabrics.slurm import parse, reasons
 from fabrics.slurm.render import GPU_REQUESTS, NAME_PREFIX, TAG_PREFIX, Options, render
 from fabrics.ssh import batch, notebook
@@ -101,6 +118,8 @@ class SlurmFabric(Batched):
             raise ValueError("settings.submit_parallelism: a whole number from 1 to 64")
         if not isinstance(settings.get("accounting", True), bool):
             raise ValueError("settings.accounting: true when the cluster has slurmdbd (sacct), else false")
+        if not isinstance(settings.get("extend_time_limit", False), bool):
+            raise ValueError("settings.extend_time_limit: true when the account is a Slurm operator, else false")
         notebook.check_url_template(settings.get("notebook_url", notebook.CONNECT_URL))
 
     def render(self, job: JobSpec) -> str:
@@ -171,6 +190,33 @@ class SlurmFabric(Batched):
             else:
                 log.warning("sacct failed on %s: %s", self.config.name, result.message())
         return statuses
+
+    @classmethod
+    def extends_with(cls, settings: Mapping[str, Any]) -> bool:
+        """Whether leases extend here: only an operator may lengthen a job's time limit (`extend_time_limit`)."""
+        return settings.get("extend_time_limit", False) is True
+
+    def extend(self, external_id: str, ends_at: datetime) -> None:
+        """Let a running job run until `ends_at`: its TimeLimit, in whole minutes from its start, rounded up."""
+        if ends_at.tzinfo is None:
+            raise ValueError("ends_at must be an aware datetime")
+        if not self.extends_with(self.config.settings):
+            raise FabricError(CANNOT_EXTEND, retryable=False)
+        if not external_id.isdigit():
+            raise FabricError(f"{external_id!r} is no Slurm job id", retryable=False)
+        result = self._run(self._squeue(f"--jobs={external_id}"), retry=True)
+        if not result.ok:
+            raise FabricError(f"squeue --jobs={external_id} failed: {result.message()}", retryable=True)
+        job = next((j for j in parse.squeue(result.stdout) if j.job_id == external_id), None)
+        if job is None or job.status().state is not JobState.RUNNING or job.started_at is None:
+            said = f"it is {job.state}" if job is not None else "Slurm no longer holds it"
+            raise FabricError(f"Slurm job {external_id} is not running: {said}", retryable=False)
+        minutes = max(1, math.ceil((ends_at - job.started_at).total_seconds() / 60))
+        argv = [self._bin("scontrol"), "update", f"JobId={external_id}", f"TimeLimit={minutes}"]
+        result = self._run(argv, retry=True)  # the same limit twice is the same limit
+        if not result.ok:
+            raise FabricError(f"scontrol refused TimeLimit={minutes}: {result.message()}", retryable=False)
+        log.info("Slurm job %s on %s: TimeLimit=%s", external_id, self.config.name, minutes)
 
     def cancel(self, external_id: str) -> None:
         if not external_id.isdigit():

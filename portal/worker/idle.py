@@ -1,18 +1,21 @@
 """Idle notebooks: warned once as they near their queue's idle limit, stopped past it, unless used again.
 
 `decide` is a pure function of times; `follow` applies it to one running notebook through the services.
-Activity is what the notebook's own server reports (kernel, terminal and API use), via its fabric's poll.
+Activity is what the notebook's own server reports (kernel, terminal and API use), via its fabric's poll;
+where the fabric cannot know (Slurm, PBS), `ask_server` asks the server its job reported, as batchspawner's
+hub does, within the cycle's budget.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
+from fabrics import jupyter
 from fabrics.base import JobStatus
 from portal.workloads import services
 from portal.workloads.models import Workload
@@ -78,6 +81,23 @@ def limit_of(w: Workload) -> timedelta | None:
 
 def _minutes(span: timedelta) -> int:
     return int(span.total_seconds() // settings.GRIDLANE_IDLE_MINUTE_S)
+
+
+def ask_server(w: Workload, status: JobStatus, budget: jupyter.Budget) -> JobStatus:
+    """The status with the last activity the notebook's server reports, when the fabric's status has none and
+    the job reported its server (notebook_endpoint); as it was when the server does not answer in time or the
+    budget is spent (then nothing is decided about it until a later cycle)."""
+    server = w.notebook_endpoint
+    if status.last_activity is not None or not isinstance(server, dict):
+        return status
+    if limit_of(w) is None and w.idle_stop_at is None:
+        return status  # nothing would be done with the answer
+    try:
+        host, port, token = str(server["host"]), int(server["port"]), str(server["token"])
+    except (KeyError, TypeError, ValueError):
+        return status
+    answered, last_activity = budget.probe(host, port, token)
+    return replace(status, last_activity=last_activity) if answered else status
 
 
 def follow(w: Workload, status: JobStatus) -> bool:

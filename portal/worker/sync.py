@@ -6,6 +6,7 @@ import logging
 import time
 from collections import defaultdict
 
+from fabrics import jupyter
 from fabrics.base import FabricError, JobState, JobStatus
 from portal.queues.models import Fabric as FabricRow
 from portal.queues.models import WorkloadKind
@@ -41,12 +42,13 @@ def sync_all() -> int:
             by_fabric[w.fabric.pk].append(w)
             fabrics[w.fabric.pk] = w.fabric
     changed = 0
+    budget = jupyter.Budget()  # for asking notebooks' servers (idle.ask_server) in this cycle
     for fabric_id, workloads in by_fabric.items():
-        changed += _sync_fabric(fabrics[fabric_id], workloads)
+        changed += _sync_fabric(fabrics[fabric_id], workloads, budget)
     return changed
 
 
-def _sync_fabric(row: FabricRow, workloads: list[Workload]) -> int:
+def _sync_fabric(row: FabricRow, workloads: list[Workload], budget: jupyter.Budget | None = None) -> int:
     fabric = fabric_for(row)
     for w in workloads:
         if w.state in (State.CANCELLING, State.PREEMPTED):
@@ -63,7 +65,7 @@ def _sync_fabric(row: FabricRow, workloads: list[Workload]) -> int:
         status = statuses.get(w.external_id, JobStatus(JobState.UNDETERMINED))
         if w.external_id and status.state in (JobState.RUNNING, JobState.QUEUED):
             _update_tail(fabric_tail(row, w), w)
-        changed += _follow(row, w, status)
+        changed += _follow(row, w, status, budget)
     return changed
 
 
@@ -92,7 +94,7 @@ def _update_tail(tail: str, w: Workload) -> None:
         w.log_tail = tail
 
 
-def _follow(row: FabricRow, w: Workload, status: JobStatus) -> int:
+def _follow(row: FabricRow, w: Workload, status: JobStatus, budget: jupyter.Budget | None = None) -> int:
     """Apply one job's status to its workload; 1 if the workload changed state."""
     state = State(w.state)
     if state == State.PREEMPTED:
@@ -103,6 +105,7 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus) -> int:
     if status.state == JobState.RUNNING and state == State.DISPATCHING:
         return _started(row, w, status)
     if status.state == JobState.RUNNING and state == State.RUNNING and w.kind == WorkloadKind.NOTEBOOK:
+        status = idle.ask_server(w, status, budget or jupyter.Budget())  # where the fabric cannot know its use
         return int(idle.follow(w, status))  # stopped when idle past its queue's limit, after a warning
     if status.state == JobState.QUEUED and state == State.DISPATCHING:
         _waiting_on_fabric(w, status)
@@ -128,6 +131,7 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus) -> int:
                 finished_at=status.finished_at,
                 log_tail=tail,
                 host=status.host or w.host,
+                notebook_endpoint=None,  # its server is gone, and its token with it
             )
         )
     if status.state == JobState.MISSING:
@@ -175,7 +179,7 @@ def _requeue(w: Workload) -> int:
         services.transition(
             w, State.PENDING, reason="back in line after preemption", attempt=w.attempt + 1,
             fabric_id=None, target_id=None, external_id="", rendered="", host="", connect_url="",
-            admitted_at=None, started_at=None, exit_code=None, idle_stop_at=None,
+            notebook_endpoint=None, admitted_at=None, started_at=None, exit_code=None, idle_stop_at=None,
         )
     )  # fmt: skip
 

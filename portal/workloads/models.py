@@ -58,6 +58,9 @@ class Workload(models.Model):
     rendered = models.TextField(blank=True, help_text="The script or manifest sent to the fabric.")
     host = models.CharField(max_length=200, blank=True)
     connect_url = models.URLField(max_length=500, blank=True)
+    # Notebooks on a batch cluster: {"host", "port", "token"} of the Jupyter server its job reported, for the
+    # worker to ask how it is used. The token is a secret: never shown (not editable, so not in the admin).
+    notebook_endpoint = models.JSONField(null=True, blank=True, editable=False)
     exit_code = models.IntegerField(null=True, blank=True)
     log_tail = models.TextField(blank=True)
 

@@ -5,7 +5,9 @@ derived, never stored: HMAC-SHA256 of the portal's SECRET_KEY over a purpose and
 id, which is fresh after each preemption, so the job of an earlier attempt cannot speak for the
 current one. The job POSTs host, port and token; `check_report` reads them strictly and `do_report`
 stores the link the fabric's `notebook_url` makes of them, while the notebook is being started or
-runs. Sync leaves that link alone: it only writes a connect URL a fabric's poll knows.
+runs. Sync leaves that link alone: it only writes a connect URL a fabric's poll knows. `do_report`
+also keeps host, port and token apart (`Workload.notebook_endpoint`, shown to no one), so the worker
+can ask the server how it is used (portal.worker.idle): the fabric cannot know.
 """
 
 from __future__ import annotations
@@ -113,8 +115,9 @@ def do_report(w: Workload, endpoint: Endpoint) -> str:
     url = str(make_url(w.fabric.settings, endpoint.host, endpoint.port, endpoint.token))
     if len(url) > Workload._meta.get_field("connect_url").max_length:  # type: ignore[operator]
         raise Refused("The link this makes is too long to keep; ask IT to shorten the fabric's notebook_url.")
+    server = {"host": endpoint.host, "port": endpoint.port, "token": endpoint.token}
     moved = Workload.objects.filter(pk=w.pk, kind=WorkloadKind.NOTEBOOK, state__in=REPORTING).update(
-        connect_url=url, updated_at=timezone.now()
+        connect_url=url, notebook_endpoint=server, updated_at=timezone.now()
     )
     if moved != 1:
         state = w.get_state_display().lower()

@@ -454,7 +454,7 @@ def check_extend(user: Any, workload: Workload, hours: Decimal) -> Extension:
     ends_at = None
     if state == State.RUNNING:
         fabric = workload.fabric
-        if fabric is None or not fabric_base.can_extend(fabric_class(fabric.kind)):
+        if fabric is None or not fabric_base.can_extend(fabric_class(fabric.kind), fabric.resolved_settings()):
             where = f"The fabric {fabric.name} ({fabric.kind})" if fabric is not None else "Its fabric"
             raise CannotExtend(f"{where} cannot extend a lease: this one ends as planned.")
         ends_at = (workload.started_at or timezone.now()) + timedelta(seconds=lease_s)

@@ -192,3 +192,21 @@ def test_sync_keeps_the_reported_link_when_the_fabric_knows_none(notebook):
     sync._follow(notebook.fabric, notebook, JobStatus(JobState.RUNNING, host="node17"))  # Slurm's poll: no URL
     notebook.refresh_from_db()
     assert (notebook.state, notebook.connect_url) == (State.RUNNING, link)
+
+
+def test_the_reported_server_is_kept_for_the_worker_and_shown_to_no_one(notebook, api_as, alice, bob, client, cast):
+    assert report(notebook.pk, secret_of(notebook)).status_code == 204
+    notebook.refresh_from_db()
+    assert notebook.notebook_endpoint == {"host": "node17.hpc.example.org", "port": 8888, "token": TOKEN}
+
+    mine = api_as(alice).get(f"/api/v1/workloads/{notebook.pk}/").json()
+    assert "notebook_endpoint" not in mine
+    assert TOKEN not in str(mine | {"connect_url": ""})  # only in the owner's own link
+    assert TOKEN not in api_as(bob).get(f"/api/v1/workloads/{notebook.pk}/").content.decode()
+    client.force_login(cast["it"])
+    listed = client.get("/admin/workloads/workload/")
+    assert listed.status_code == 200
+    assert TOKEN not in listed.content.decode()
+    shown = client.get(f"/admin/workloads/workload/{notebook.pk}/change/")
+    assert shown.status_code == 200
+    assert TOKEN not in shown.content.decode().replace(notebook.connect_url, "")  # the link, as before; no field

@@ -19,7 +19,8 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 
 from fabrics.base import FabricConfig, JobSpec, Resources
-from fabrics.local.fabric import LocalFabric, probe_notebook
+from fabrics.jupyter import probe
+from fabrics.local.fabric import LocalFabric
 from fabrics.local.supervisor import GRACE_ENV
 from portal.queues.models import Queue
 from portal.worker import tasks
@@ -91,7 +92,7 @@ def test_a_kernel_busy_with_a_silent_computation_counts_as_use(tmp_path, monkeyp
         record = jobdir / "notebook.json"
         server = wait_until(lambda: record.exists() and json.loads(record.read_text()), timeout=30, every=0.2)
         port, token = server["port"], server["token"]
-        wait_until(lambda: probe_notebook(port, token, 2)[0], timeout=60, every=0.3)
+        wait_until(lambda: probe("127.0.0.1", port, token, 2)[0], timeout=60, every=0.3)
         started = urllib.request.Request(f"http://127.0.0.1:{port}/api/kernels", data=b"{}", method="POST",
                                          headers={"Authorization": f"token {token}"})  # fmt: skip
         with urllib.request.urlopen(started, timeout=30) as answer:
@@ -110,8 +111,8 @@ def test_a_kernel_busy_with_a_silent_computation_counts_as_use(tmp_path, monkeyp
 
         wait_until(busy, timeout=30, every=0.2)
         time.sleep(2)  # quiet: the kernel computes and says nothing
-        _, heard = probe_notebook(port, token, 2, busy_check_after_s=3600)
-        _, asked = probe_notebook(port, token, 2, busy_check_after_s=1)
+        _, heard = probe("127.0.0.1", port, token, 2, busy_check_after_s=3600)
+        _, asked = probe("127.0.0.1", port, token, 2, busy_check_after_s=1)
         now = datetime.now(UTC)
         assert heard is not None
         assert asked is not None

@@ -1,4 +1,5 @@
-"""A notebook on the real Slurm cluster: submit, sbatch, Jupyter on the node, its report, and the link opens.
+"""A notebook on the real Slurm cluster: submit, sbatch, Jupyter on the node, its report, and the link opens;
+and, idle, it is warned and stopped: the worker asks the server the job reported how it is used.
 
 The portal is a live server the job reaches over loopback (GRIDLANE_PUBLIC_URL). The node's Jupyter is
 Debian's jupyter-server, which tests/services/slurm/up.sh installs: the job runs as the cluster account,
@@ -8,6 +9,7 @@ which cannot read the portal's own virtualenv, just as a real cluster's nodes ha
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ from portal.accounts.models import ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget
 from portal.worker import connections, tasks
 from portal.workloads import notebook_endpoint, services
-from portal.workloads.models import Workload
+from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
 from tests.conftest import wait_until
 from tests.fabrics.slurm.test_worker import adapter, run_until
@@ -82,3 +84,31 @@ def test_a_notebook_on_slurm_reports_its_server_and_its_link_opens(alice, submit
         services.do_cancel(alice, workload)
     run_until(workload, State.CANCELLED)
     assert adapter(notebooks).poll([workload.external_id])[workload.external_id].state is JobState.CANCELLED
+
+
+def test_an_idle_notebook_on_slurm_is_warned_then_stopped_as_its_own_server_says(
+    alice, submit, notebooks, live_server, settings
+):
+    settings.GRIDLANE_PUBLIC_URL = live_server.url
+    settings.GRIDLANE_IDLE_MINUTE_S = 0.5  # an 8-minute limit takes 4 s
+    settings.GRIDLANE_NOTEBOOK_IDLE_WARNING_MINUTES = 2  # at most a sixth of 8: warned 1.33 "minutes" ahead
+    Queue.objects.filter(slug="hpc-nb").update(notebook_idle_minutes=8)
+    workload: Workload = submit(alice, queue="hpc-nb", kind="notebook", name="idle", command="", memory_gb=1)
+    try:
+        run_until(workload, State.CANCELLING, State.CANCELLED, timeout=120)
+    finally:
+        services.do_cancel(alice, workload)  # a no-op once it is cancelling
+    run_until(workload, State.CANCELLED)
+
+    events = list(WorkloadEvent.objects.filter(workload=workload).values_list("to_state", "reason"))
+    warned, stopped, cancelled = events[-3:]
+    assert warned[0] == State.RUNNING
+    assert re.fullmatch(r"Idle for \d+ min: this notebook stops at \d\d:\d\d UTC unless it is used", warned[1])
+    assert stopped[0] == State.CANCELLING
+    assert re.fullmatch(r"stopped: idle for \d+ minutes \(the queue's limit is 8\)", stopped[1])
+    assert cancelled[0] == State.CANCELLED
+    assert workload.notebook_endpoint is None  # its server and its token are gone
+    slurm = adapter(notebooks)
+    assert slurm.poll([workload.external_id])[workload.external_id].state is JobState.CANCELLED
+    alive = slurm.ssh.run(["squeue", "--noheader", "--states=pending,running", "--jobs", workload.external_id])
+    assert alive.stdout.strip() == ""

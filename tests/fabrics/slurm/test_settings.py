@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from fabrics.base import CANNOT_EXTEND, FabricConfig, FabricError, Resources, can_extend
+from fabrics.local.fabric import LocalFabric
 from fabrics.pbs.fabric import PbsFabric
 from fabrics.registry import fabric_class
 from fabrics.slurm.fabric import SlurmFabric
@@ -46,6 +49,7 @@ def test_good_settings_pass_for_both():
         ({"workdir": "my jobs"}, "settings.workdir"),
         ({"submit_parallelism": 0}, "settings.submit_parallelism"),
         ({"accounting": "yes"}, "settings.accounting"),
+        ({"extend_time_limit": "yes"}, "settings.extend_time_limit"),
     ],
 )
 def test_slurm_settings_name_what_is_wrong(change, complaint):
@@ -64,3 +68,21 @@ def test_slurm_settings_name_what_is_wrong(change, complaint):
 def test_pbs_settings_name_what_is_wrong(change, complaint):
     with pytest.raises(ValueError, match=complaint):
         PbsFabric.check_settings(GOOD | change)
+
+
+def test_a_slurm_fabric_extends_a_lease_only_when_its_account_is_an_operator():
+    assert not can_extend(SlurmFabric)
+    assert not can_extend(SlurmFabric, GOOD)
+    assert can_extend(SlurmFabric, GOOD | {"extend_time_limit": True})
+    assert not can_extend(PbsFabric, GOOD | {"extend_time_limit": True})
+    assert can_extend(LocalFabric, {})  # the others decide by their class alone, as before
+
+
+def test_without_the_setting_a_slurm_fabric_refuses_before_asking_the_cluster():
+    fabric = SlurmFabric(FabricConfig("hpc", "slurm", Resources(0, 1000, 1024), GOOD))  # never connects
+    assert not can_extend(fabric)
+    with pytest.raises(FabricError, match=CANNOT_EXTEND) as refused:
+        fabric.extend("42", datetime(2026, 5, 4, 14, 0, tzinfo=UTC))
+    assert not refused.value.retryable
+    operator = SlurmFabric(FabricConfig("hpc", "slurm", Resources(0, 1000, 1024), GOOD | {"extend_time_limit": True}))
+    assert can_extend(operator)

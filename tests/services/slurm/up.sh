@@ -118,7 +118,8 @@ start_cluster() {
   sacctmgr -i add cluster gridlanetest >/dev/null
   sacctmgr -i add account gridlane Cluster=gridlanetest Description=gridlane Organization=gridlane >/dev/null
   sacctmgr -i add user root Account=gridlane >/dev/null
-  sacctmgr -i add user "$SUBMIT_USER" Account=gridlane >/dev/null
+  # An operator may lengthen a running job's time limit (the fabric setting extend_time_limit).
+  sacctmgr -i add user "$SUBMIT_USER" Account=gridlane AdminLevel=Operator >/dev/null
 
   /usr/sbin/slurmctld -c 9>&-  # -c: no jobs or node state from an earlier run
   wait_for 60 slurmctld bash -c "scontrol ping | grep -q 'is UP'"  # slurmd registers only once it is UP
