@@ -29,6 +29,8 @@ class WorkloadAdmin(admin.ModelAdmin[Workload]):
     search_fields = ["name", "id", "owner__username", "external_id"]
     list_select_related = ["queue", "group", "owner", "fabric"]
     inlines = [WorkloadEventInline]
+    # A notebook's link and reported server carry its token: that is its owner's, not IT's.
+    exclude = ["connect_url", "notebook_endpoint"]
 
     def has_add_permission(self, request: object) -> bool:
         return False
