@@ -44,6 +44,9 @@ TAIL_LINES = 500
 
 
 class KubernetesFabric(Batched):
+    # What does not fit now waits in the fabric's own queue, which says why (see portal/worker/capacity.py).
+    queues_work = True
+
     def __init__(self, config: FabricConfig) -> None:
         self.config = config
         self.settings = KubeSettings.parse(config.settings)

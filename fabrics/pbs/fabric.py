@@ -48,6 +48,9 @@ JOB_ID_RE = r"^[0-9]+(\.[A-Za-z0-9.-]+)?$"  # JOB_ID for bash, matched against w
 
 
 class PbsFabric(Batched):
+    # What does not fit now waits in the fabric's own queue, which says why (see portal/worker/capacity.py).
+    queues_work = True
+
     def __init__(self, config: FabricConfig) -> None:
         self.check_settings(config.settings)
         self.config = config

@@ -65,6 +65,9 @@ JOB_ID = r"^[0-9]+(;[^[:space:]]+)?$"  # what `sbatch --parsable` prints: 42, or
 
 
 class SlurmFabric(Batched):
+    # What does not fit now waits in the fabric's own queue, which says why (see portal/worker/capacity.py).
+    queues_work = True
+
     def __init__(self, config: FabricConfig) -> None:
         self.check_settings(config.settings)
         self.config = config

@@ -1,7 +1,10 @@
 """What each fabric has now (nodes up, agents online), asked every GRIDLANE_CAPACITY_SECONDS and kept on its row.
 
 The scheduler plans with IT's declaration lowered to the last answer while that answer is fresh (`planned`);
-an answer never raises it: capacity a site keeps for other uses is not Gridlane's to hand out.
+an answer never raises it: capacity a site keeps for other uses is not Gridlane's to hand out. A fabric that
+keeps a queue of its own (Slurm, PBS, Kubernetes: `queues_work`) is planned with the declaration alone: work
+that does not fit now waits in that queue, which says why (Gridlane shows it), and a Kubernetes autoscaler
+only adds nodes for pods that wait. Its answer still shows on the IT pages and sets its health.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from fabrics.base import FabricError, Resources
+from fabrics.registry import fabric_class
 from portal.queues.models import Fabric as FabricRow
 from portal.worker.connections import fabric_for
 from portal.worker.health import set_health
@@ -76,11 +80,19 @@ def fresh(row: FabricRow, now: datetime) -> bool:
     return row.observed_at is not None and now - row.observed_at <= FRESH_PERIODS * period()
 
 
+def queues_work(kind: str) -> bool:
+    """Whether fabrics of this kind hold work that does not fit yet in a queue of their own."""
+    try:
+        return bool(getattr(fabric_class(kind), "queues_work", False))
+    except (KeyError, ValueError):
+        return False
+
+
 def planned(row: FabricRow, now: datetime) -> Resources:
     """The capacity to plan with: the declaration, lowered per resource to a fresh answer, never raised."""
     declared = row.capacity
     observed = row.observed
-    if observed is None or not fresh(row, now):
+    if observed is None or not fresh(row, now) or queues_work(row.kind):
         return declared
     return Resources(
         min(declared.gpus_milli, observed.gpus_milli),

@@ -130,3 +130,22 @@ def test_a_failing_fabric_with_a_fresh_answer_keeps_planning_with_that_answer(mo
     monkeypatch.setattr(LocalFabric, "capacity", down)
     assert capacity.observe_all(timezone.now()) == 0
     assert planned_for_local() == Resources(4000, 16000, 64 * 1024)
+
+
+@pytest.mark.parametrize("kind", ["slurm", "pbs", "kubernetes"])
+def test_a_fabric_with_a_queue_of_its_own_is_planned_with_what_it_was_declared(kind):
+    """Work that does not fit now waits in Slurm's (PBS's, Kubernetes') own queue, which says why; an
+    autoscaler only adds nodes for pods that wait. Its answer informs the IT pages, not the plan."""
+    now = timezone.now()
+    row = Fabric.objects.create(
+        name=f"{kind}-pool", kind=kind, gpus_milli=8000, cpus_milli=16000, memory_mib=65536,
+        observed_gpus_milli=0, observed_cpus_milli=4000, observed_memory_mib=1024, observed_at=now,
+    )  # fmt: skip
+    assert capacity.queues_work(kind)
+    assert capacity.planned(row, now) == Resources(8000, 16000, 65536)
+
+
+def test_pools_without_a_queue_of_their_own_are_planned_with_what_they_report():
+    assert not capacity.queues_work("agent")
+    assert not capacity.queues_work("local")
+    assert not capacity.queues_work("no-such-kind")
