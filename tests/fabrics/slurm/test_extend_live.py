@@ -13,11 +13,12 @@ import pytest
 
 from fabrics.base import FabricError
 from portal.accounts.models import ResourceGroup
-from portal.queues.models import Fabric, Queue, QueueTarget
+from portal.queues.models import Fabric
 from portal.worker import connections
 from portal.workloads import services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
+from tests.fabrics.slurm.conftest import fabric_behind_queue
 from tests.fabrics.slurm.test_worker import adapter, run_until
 
 
@@ -25,20 +26,10 @@ from tests.fabrics.slurm.test_worker import adapter, run_until
 def boxes(cast: dict[str, Any], cluster_lock: None, slurm_settings: dict[str, Any]) -> Iterator[Fabric]:
     """A Slurm fabric whose account is an operator, behind a VM queue with leases of up to 10 hours."""
     connections.forget_all()
-    fabric = Fabric(
-        name="hpc",
-        kind="slurm",
-        gpus_milli=8000,
-        cpus_milli=32000,
-        memory_mib=64000,
-        gpu_sharing=False,
-        settings=slurm_settings | {"extend_time_limit": True},
-    )
-    fabric.full_clean()
-    fabric.save()
-    queue = Queue.objects.create(slug="hpc-vm", name="HPC boxes", kinds=["vm"], max_runtime_minutes=600)
-    queue.allowed_groups.add(*ResourceGroup.objects.all())
-    QueueTarget.objects.create(queue=queue, fabric=fabric)
+    fabric = fabric_behind_queue(
+        slurm_settings | {"extend_time_limit": True}, groups=ResourceGroup.objects.all(),
+        slug="hpc-vm", name="HPC boxes", kinds=["vm"], max_runtime_minutes=600,
+    )  # fmt: skip
     yield fabric
     connections.forget_all()
 

@@ -19,12 +19,13 @@ import pytest
 
 from fabrics.base import JobState
 from portal.accounts.models import ResourceGroup
-from portal.queues.models import Fabric, Queue, QueueTarget
+from portal.queues.models import Fabric, Queue
 from portal.worker import connections, tasks
 from portal.workloads import notebook_endpoint, services
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
 from tests.conftest import wait_until
+from tests.fabrics.slurm.conftest import fabric_behind_queue
 from tests.fabrics.slurm.test_worker import adapter, run_until
 
 # IT's template for this queue: the node's Jupyter; the connect link opens the server's status (token needed).
@@ -35,22 +36,10 @@ NOTEBOOK_URL = "http://{host}:{port}/api/status?token={token}"
 @pytest.fixture
 def notebooks(cast: dict[str, Any], cluster_lock: None, slurm_settings: dict[str, Any]) -> Iterator[Fabric]:
     connections.forget_all()
-    fabric = Fabric(
-        name="hpc",
-        kind="slurm",
-        gpus_milli=8000,
-        cpus_milli=32000,
-        memory_mib=64000,
-        gpu_sharing=False,
-        settings=slurm_settings | {"notebook_url": NOTEBOOK_URL},
-    )
-    fabric.full_clean()
-    fabric.save()
-    queue = Queue.objects.create(
-        slug="hpc-nb", name="HPC notebooks", kinds=["notebook"], default_runtime_minutes=10, max_runtime_minutes=60
-    )
-    queue.allowed_groups.add(*ResourceGroup.objects.all())
-    QueueTarget.objects.create(queue=queue, fabric=fabric, template=TEMPLATE)
+    fabric = fabric_behind_queue(
+        slurm_settings | {"notebook_url": NOTEBOOK_URL}, groups=ResourceGroup.objects.all(), template=TEMPLATE,
+        slug="hpc-nb", name="HPC notebooks", kinds=["notebook"], default_runtime_minutes=10, max_runtime_minutes=60,
+    )  # fmt: skip
     yield fabric
     connections.forget_all()
 

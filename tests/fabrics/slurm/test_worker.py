@@ -12,7 +12,7 @@ import pytest
 from fabrics.base import JobState
 from fabrics.slurm.fabric import SlurmFabric
 from portal.accounts.models import ResourceGroup
-from portal.queues.models import Fabric, Queue, QueueTarget
+from portal.queues.models import Fabric
 from portal.worker import apply, connections, snapshot, tasks
 from portal.worker.dispatch import job_spec
 from portal.workloads import services
@@ -20,29 +20,17 @@ from portal.workloads.models import Workload
 from portal.workloads.states import State
 from scheduler import decide, reasons
 from tests.conftest import wait_until
-from tests.fabrics.slurm.conftest import jobs_named
+from tests.fabrics.slurm.conftest import fabric_behind_queue, jobs_named
 
 
 @pytest.fixture
 def hpc(cast: dict[str, Any], cluster_lock: None, slurm_settings: dict[str, Any]) -> Iterator[Fabric]:
     """A Slurm fabric behind a queue `hpc` that both teams may use."""
     connections.forget_all()
-    fabric = Fabric(
-        name="hpc",
-        kind="slurm",
-        gpus_milli=8000,
-        cpus_milli=32000,
-        memory_mib=64000,
-        gpu_sharing=False,
-        settings=slurm_settings,
-    )
-    fabric.full_clean()  # the settings pass SlurmFabric.check_settings, as in the admin
-    fabric.save()
-    queue = Queue.objects.create(
-        slug="hpc", name="HPC", kinds=["training", "batch"], default_runtime_minutes=10, max_runtime_minutes=60
-    )
-    queue.allowed_groups.add(*ResourceGroup.objects.filter(slug__in=["vision", "fraud"]))
-    QueueTarget.objects.create(queue=queue, fabric=fabric)
+    fabric = fabric_behind_queue(
+        slurm_settings, groups=ResourceGroup.objects.filter(slug__in=["vision", "fraud"]),
+        slug="hpc", name="HPC", kinds=["training", "batch"], default_runtime_minutes=10, max_runtime_minutes=60,
+    )  # fmt: skip
     yield fabric
     connections.forget_all()
 
