@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -162,18 +161,8 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         try:
             if priority is not None:
                 services.check_reprioritize(request.user, workload, priority)
-            if lease_hours is not None:
-                more = lease_hours - (workload.lease_hours or Decimal(0))
-                if more <= 0:
-                    raise services.SubmitRejected(
-                        {"lease_hours": [f"A lease can only be made longer: it is {workload.lease_hours} hours now."]}
-                    )
-                try:
-                    services.check_extend(request.user, workload, more)
-                except services.SubmitRejected as rejected:  # it speaks of the hours added; this field is the total
-                    errors = rejected.errors
-                    raise services.SubmitRejected({"lease_hours": errors.pop("hours", [])} | errors) from rejected
-            if lease_hours is not None:  # first: its fabric may still refuse
+            more = None if lease_hours is None else services.check_lease_to(request.user, workload, lease_hours)
+            if more is not None:  # first: its fabric may still refuse
                 services.extend(request.user, workload, more)
             if priority is not None:
                 services.do_reprioritize(request.user, workload, priority)

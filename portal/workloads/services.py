@@ -461,6 +461,21 @@ def check_extend(user: Any, workload: Workload, hours: Decimal) -> Extension:
     return Extension(workload, hours, lease_s, ends_at)
 
 
+def check_lease_to(user: Any, workload: Workload, lease_hours: Decimal) -> Decimal:
+    """The hours to add for a lease of `lease_hours` in all (the API's PATCH): check_extend's checks, with
+    the errors on `lease_hours`; a lease is only ever made longer."""
+    more = lease_hours - Decimal(workload.lease_s or workload.runtime_limit_s) / 3600
+    if more <= 0:
+        now = f"it is {workload.lease_hours} hours now"
+        raise SubmitRejected({"lease_hours": [f"A lease can only be made longer: {now}."]})
+    try:
+        check_extend(user, workload, more)
+    except SubmitRejected as rejected:  # it speaks of the hours added; this field is the total
+        errors = dict(rejected.errors)
+        raise SubmitRejected({"lease_hours": errors.pop("hours", [])} | errors) from rejected
+    return more
+
+
 class _Moved(Exception):
     """The workload changed between the check and the record."""
 
