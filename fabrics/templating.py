@@ -11,7 +11,7 @@ import string
 from collections.abc import Mapping, Set
 from urllib.parse import urlsplit
 
-from fabrics.base import TemplateError
+from fabrics.base import JobSpec, TemplateError
 
 
 def placeholders(template: str) -> set[str]:
@@ -152,3 +152,19 @@ def check_url_template(template: object, fields: Set[str], *, setting: str, exam
     parts = urlsplit(sample)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"settings.{setting} must be an http(s) URL, e.g. {example}")
+
+
+def job_values(job: JobSpec) -> dict[str, object]:
+    """The workload's own values every fabric's template may use; each fabric adds how it counts resources."""
+    return {
+        "workload_id": job.workload_id,
+        "name": job.name,
+        "owner": job.owner,
+        "group": job.group,
+        "queue": job.queue,
+        "command": job.command,
+        "image": job.image,
+        "nodes": job.nodes,
+        "memory_mib": job.per_node.memory_mib,
+        "runtime_limit_s": job.runtime_limit_s,
+    }

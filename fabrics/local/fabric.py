@@ -288,19 +288,9 @@ class LocalFabric:
 
 
 def template_values(job: JobSpec) -> dict[str, object]:
-    return {
-        "workload_id": job.workload_id,
-        "name": job.name,
-        "owner": job.owner,
-        "group": job.group,
-        "queue": job.queue,
-        "command": job.command,
-        "image": job.image,
-        "nodes": job.nodes,
+    return templating.job_values(job) | {
         "gpus": _milli(job.per_node.gpus_milli),
         "cpus": _milli(job.per_node.cpus_milli),
-        "memory_mib": job.per_node.memory_mib,
-        "runtime_limit_s": job.runtime_limit_s,
         "python": sys.executable,  # notebooks run the portal's own Jupyter server
     }
 

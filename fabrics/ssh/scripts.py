@@ -13,6 +13,7 @@ import re
 import shlex
 from collections.abc import Mapping
 
+from fabrics import templating
 from fabrics.base import JobSpec, TemplateError
 from fabrics.ssh.notebook import FUNCTION, MASKED, SECRET_ENV
 
@@ -89,21 +90,13 @@ def check_image(placeholders: set[str], job: JobSpec) -> None:
 
 
 def template_values(job: JobSpec) -> Mapping[str, object]:
-    return {
-        "workload_id": job.workload_id,
-        "name": job.name,
-        "owner": job.owner,
-        "group": job.group,
-        "queue": job.queue,
-        "command": job.command,
-        "image": job.image,
+    """A batch script's values: whole GPUs and CPUs (a batch system counts no fractions), and the image as
+    Apptainer and Enroot name it."""
+    return templating.job_values(job) | {
         "image_docker": docker_uri(job.image),
         "image_enroot": enroot_uri(job.image),
-        "nodes": job.nodes,
         "gpus": whole(job.per_node.gpus_milli),
         "cpus": whole(job.per_node.cpus_milli),
-        "memory_mib": job.per_node.memory_mib,
-        "runtime_limit_s": job.runtime_limit_s,
     }
 
 
