@@ -9,6 +9,21 @@ from typing import Any
 
 import pytest
 
+# The new-training-run page's form, filled in as alice would (queue `train` of the demo).
+TRAINING_FORM = {
+    "queue": "train",
+    "kind": "training",
+    "name": "resnet",
+    "command": "python train.py",
+    "gpus": "1",
+    "cpus": "4",
+    "memory_gb": "16",
+    "nodes": "1",
+    "runtime_limit_minutes": "60",
+    "priority": "normal",
+    "group": "",
+}
+
 
 @pytest.fixture
 def cast(db: Any, settings: Any, tmp_path: Any) -> dict[str, Any]:

@@ -20,23 +20,12 @@ from rest_framework.test import APIClient
 
 from portal.accounts.models import ApiToken, ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget
+from tests.conftest import TRAINING_FORM
 
 LOGIN = "login"  # a redirect to the sign-in page
 WHO = ("alice", "bob", "charlie", "it", "agent", "anon")
 
-FORM = {
-    "queue": "train",
-    "kind": "training",
-    "name": "resnet",
-    "command": "python train.py",
-    "gpus": "1",
-    "cpus": "4",
-    "memory_gb": "16",
-    "nodes": "1",
-    "runtime_limit_minutes": "60",
-    "priority": "normal",
-    "group": "",
-}
+FORM = TRAINING_FORM
 AGENT_FORM = {
     "description": "changed",
     "expires_on": (timezone.localdate() + timedelta(days=20)).isoformat(),

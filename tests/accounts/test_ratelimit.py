@@ -8,21 +8,10 @@ import time_machine
 
 from portal.accounts import ratelimit
 from portal.accounts.models import AuditEvent, RateLimitWindow, ServiceIdentity
+from tests.conftest import TRAINING_FORM
 
 JOB = {"queue": "train", "kind": "training", "name": "job", "command": "true"}
-FORM = {
-    "queue": "train",
-    "kind": "training",
-    "name": "resnet",
-    "command": "python train.py",
-    "gpus": "1",
-    "cpus": "4",
-    "memory_gb": "16",
-    "nodes": "1",
-    "runtime_limit_minutes": "60",
-    "priority": "normal",
-    "group": "",
-}
+FORM = TRAINING_FORM
 START = datetime(2026, 12, 1, 9, 0, 10, tzinfo=UTC)
 
 

@@ -6,20 +6,9 @@ import pytest
 
 from portal.workloads.models import Workload
 from portal.workloads.states import State
+from tests.conftest import TRAINING_FORM
 
-FORM = {
-    "queue": "train",
-    "kind": "training",
-    "name": "resnet",
-    "command": "python train.py",
-    "gpus": "1",
-    "cpus": "4",
-    "memory_gb": "16",
-    "nodes": "1",
-    "runtime_limit_minutes": "60",
-    "priority": "normal",
-    "group": "",
-}
+FORM = TRAINING_FORM
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
