@@ -91,7 +91,7 @@ def submit(cast: dict[str, Any]) -> Callable[..., Any]:
     return do
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, every: float = 0.05) -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.05) -> Any:
     """Poll until predicate() is truthy; fail the test with a clear message at the deadline."""
     deadline = time.monotonic() + timeout
     while True:

@@ -56,7 +56,7 @@ def sshd(tmp_path: Path) -> Iterator[dict[str, Any]]:
         with socket.socket() as s:
             return s.connect_ex(("127.0.0.1", port)) == 0
 
-    wait_until(listening, timeout=10)
+    wait_until(listening, timeout=60)
     yield {"port": port, "authorized_keys": keys, "host_key": paramiko.Ed25519Key.from_private_key_file(host_key)}
     proc.terminate()
     proc.wait(timeout=10)
@@ -131,7 +131,7 @@ def test_an_extended_lease_keeps_access_past_its_first_end(alice, submit, hosts,
     assert Claim.objects.get(run_id=w.pk).lease_ends_at == w.lease_ends_at
     # The agent learns the new end from its heartbeat and writes it into the key's line.
     wait_until(lambda: f'expiry-time="{w.lease_ends_at:%Y%m%d%H%M%SZ}"' in sshd["authorized_keys"].read_text())
-    wait_until(lambda: timezone.now() > first_end + timedelta(seconds=1), timeout=15)
+    wait_until(lambda: timezone.now() > first_end + timedelta(seconds=1), timeout=60)
     assert state_of(w) == State.RUNNING
     assert logs_in(sshd, user_key)
 

@@ -32,7 +32,7 @@ from fabrics.local.supervisor import GRACE_ENV, group_alive
 from fabrics.registry import fabric_class
 
 T = TypeVar("T")
-DEADLINE_S = 15.0
+DEADLINE_S = 60.0
 
 
 def wait_for(check: Callable[[], T | None], what: str, timeout: float = DEADLINE_S) -> T:
@@ -173,7 +173,7 @@ def test_an_extended_deadline_keeps_a_job_alive_past_its_limit_until_the_new_end
     assert group_alive(pgid)
     status = finished(fabric, external_id)
     assert status.state is JobState.TIMED_OUT
-    assert 4 <= time.monotonic() - started < 8
+    assert time.monotonic() - started >= 4  # it outlived its first limit (a slow machine only adds)
     limit = re.fullmatch(r"stopped at the (\d+) s limit", status.reason)
     assert limit is not None
     assert int(limit[1]) in (5, 6)  # counted from the job's start, a moment before extend was called

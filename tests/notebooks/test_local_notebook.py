@@ -81,4 +81,4 @@ def test_a_notebook_runs_a_real_jupyter_server_and_stops_when_cancelled(cast):
             return True
         return False
 
-    wait_until(refused, timeout=15)
+    wait_until(refused, timeout=60)

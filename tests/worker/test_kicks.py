@@ -68,9 +68,9 @@ def test_the_worker_admits_a_submit_at_once_not_at_its_next_tick(transactional_d
         wait_until(lambda: worker.poll() is None and cycles() >= 2 and listening(), timeout=60, every=0.2)
         settings.GRIDLANE_KICK_WORKER = True
         workload = submit(alice, command="true")
-        wait_until(lambda: Workload.objects.get(pk=workload.pk).admitted_at is not None, timeout=20)
+        wait_until(lambda: Workload.objects.get(pk=workload.pk).admitted_at is not None, timeout=60)
         # The follow-up thread dispatches it too.
-        wait_until(lambda: Workload.objects.get(pk=workload.pk).external_id != "", timeout=20)
+        wait_until(lambda: Workload.objects.get(pk=workload.pk).external_id != "", timeout=60)
         assert Workload.objects.get(pk=workload.pk).state in (State.DISPATCHING, State.RUNNING, State.SUCCEEDED)
         assert cycles() >= 3
     finally:

@@ -130,7 +130,7 @@ def double():
 
 
 def job_when(double: ApiDouble, name: str, predicate) -> dict[str, Any]:
-    return wait_until(lambda: (j := call(double, "GET", f"{JOBS}/{name}")[1]) and predicate(j) and j, timeout=10)
+    return wait_until(lambda: (j := call(double, "GET", f"{JOBS}/{name}")[1]) and predicate(j) and j, timeout=60)
 
 
 def pod_of(double: ApiDouble, job: str, predicate) -> dict[str, Any]:
@@ -139,7 +139,7 @@ def pod_of(double: ApiDouble, job: str, predicate) -> dict[str, Any]:
         found = next((p for p in items if predicate(p)), None)
         return found and call(double, "GET", f"{PODS}/{found['metadata']['name']}")[1]  # a GET carries kind
 
-    return wait_until(found, timeout=10)
+    return wait_until(found, timeout=60)
 
 
 def test_version_is_what_a_cluster_says(double):
@@ -299,7 +299,7 @@ def test_deleting_a_job_orphans_its_pods_by_default_and_background_takes_them(do
         pod_of(double, name, lambda p: p["status"]["phase"] == "Running")
     call(double, "DELETE", f"{JOBS}/orphaning")
     call(double, "DELETE", f"{JOBS}/background?propagationPolicy=Background")
-    wait_until(lambda: not double.objects("pods", selector="job-name=background"), timeout=5)
+    wait_until(lambda: not double.objects("pods", selector="job-name=background"), timeout=60)
     time.sleep(0.1)
     (orphan,) = double.objects("pods", selector="job-name=orphaning")
     assert "ownerReferences" not in orphan["metadata"]
@@ -311,7 +311,7 @@ def test_foreground_deletion_keeps_the_job_until_its_pods_are_gone(double):
     code, body = call(double, "DELETE", f"{JOBS}/fg?propagationPolicy=Foreground")
     assert code == 200
     assert body["metadata"]["finalizers"] == ["foregroundDeletion"]
-    wait_until(lambda: call(double, "GET", f"{JOBS}/fg")[0] == 404, timeout=5)
+    wait_until(lambda: call(double, "GET", f"{JOBS}/fg")[0] == 404, timeout=60)
     assert not double.objects("pods", selector="job-name=fg")
 
 
@@ -330,8 +330,8 @@ def test_an_indexed_job_runs_one_pod_per_index_with_hostnames_and_rank_env(doubl
 
 def test_a_finished_job_goes_after_its_ttl(double):
     call(double, "POST", JOBS, job_body("brief", "true", ttlSecondsAfterFinished=0))
-    wait_until(lambda: call(double, "GET", f"{JOBS}/brief")[0] == 404, timeout=5)
-    wait_until(lambda: not double.objects("pods", "default"), timeout=5)
+    wait_until(lambda: call(double, "GET", f"{JOBS}/brief")[0] == 404, timeout=60)
+    wait_until(lambda: not double.objects("pods", "default"), timeout=60)
 
 
 def test_kueue_admission_unsuspends_the_job_and_records_it_on_the_workload(double):
@@ -350,7 +350,7 @@ def test_pod_logs_honour_tail_lines_and_wait_for_the_container(double):
     path = f"{PODS}/{pod['metadata']['name']}/log"
     early = call(double, "GET", path)
     assert early[0] in (200, 400)
-    wait_until(lambda: call(double, "GET", path) == (200, "one\ntwo\nthree\n"), timeout=5)
+    wait_until(lambda: call(double, "GET", path) == (200, "one\ntwo\nthree\n"), timeout=60)
     assert call(double, "GET", path + "?tailLines=2") == (200, "two\nthree\n")
 
 

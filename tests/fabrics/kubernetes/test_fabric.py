@@ -86,7 +86,7 @@ def test_cancel_deletes_the_job_its_pods_and_its_service(fabric, double):
     fabric.cancel(name)
     assert double.calls("DELETE", f"/jobs/{name}$")[0].query == {"propagationPolicy": "Background"}
     assert status_when(fabric, name, JobState.MISSING)
-    wait_until(lambda: not double.objects("pods", NAMESPACE) and not double.objects("services", NAMESPACE), timeout=5)
+    wait_until(lambda: not double.objects("pods", NAMESPACE) and not double.objects("services", NAMESPACE), timeout=60)
     fabric.cancel(name)  # again: nothing left, no error
 
 
@@ -110,7 +110,7 @@ def test_the_runtime_limit_is_the_deadline_and_ends_timed_out(fabric):
 
 def test_an_image_that_does_not_exist_is_a_readable_reason(fabric):
     name = fabric.submit(spec("true", image="registry.example.org/team/does-not-exist:1"))
-    waiting = wait_until(lambda: "cannot be pulled" in (s := fabric.poll([name])[name]).reason and s, timeout=5)
+    waiting = wait_until(lambda: "cannot be pulled" in (s := fabric.poll([name])[name]).reason and s, timeout=60)
     assert waiting.state is JobState.QUEUED
     assert "registry.example.org/team/does-not-exist:1" in waiting.reason
     assert fabric.tail(name) == ""
@@ -118,7 +118,7 @@ def test_an_image_that_does_not_exist_is_a_readable_reason(fabric):
 
 def test_work_no_node_can_hold_waits_with_the_schedulers_words(fabric):
     name = fabric.submit(spec("true", per_node=Resources(9000, 1000, 1024)))
-    waiting = wait_until(lambda: "no node" in (s := fabric.poll([name])[name]).reason and s, timeout=5)
+    waiting = wait_until(lambda: "no node" in (s := fabric.poll([name])[name]).reason and s, timeout=60)
     assert "Insufficient nvidia.com/gpu" in waiting.reason
 
 
@@ -151,7 +151,7 @@ def test_what_render_recorded_is_what_submit_sends(fabric, double):
 def test_a_gang_volcano_cannot_place_says_so(k8s_settings):
     fabric = connect(k8s_settings | {"volcano": True})
     name = fabric.submit(spec("true", nodes=3, per_node=Resources(8000, 1000, 1024)))  # two nodes of 8
-    waiting = wait_until(lambda: "Volcano" in (s := fabric.poll([name])[name]).reason and s, timeout=5)
+    waiting = wait_until(lambda: "Volcano" in (s := fabric.poll([name])[name]).reason and s, timeout=60)
     assert waiting.state is JobState.QUEUED
     assert "3/3 tasks in gang unschedulable" in waiting.reason
 
@@ -261,7 +261,7 @@ def test_capacity_from_nodes_counts_other_peoples_pods_out(fabric, double):
         },
     }
     fabric.client.create("jobs", other)
-    wait_until(lambda: fabric.capacity().total.gpus_milli == 13000, timeout=5)
+    wait_until(lambda: fabric.capacity().total.gpus_milli == 13000, timeout=60)
     assert "3 held by pods outside Gridlane, 2 by Gridlane's" in fabric.capacity().detail
 
 

@@ -120,13 +120,13 @@ def test_a_two_node_gang_runs_to_completion(alice, submit, k8s, double):
 def test_a_notebook_gets_its_connect_url_and_cancel_deletes_its_job(alice, submit, k8s, double):
     workload = submit(alice, queue="k8s-notebooks", kind="notebook", command="", gpus=1)
     run_until(workload, State.RUNNING)
-    wait_until(lambda: tasks.cycle() and Workload.objects.get(pk=workload.pk).connect_url, timeout=5)
+    wait_until(lambda: tasks.cycle() and Workload.objects.get(pk=workload.pk).connect_url, timeout=60)
     workload.refresh_from_db()
     assert workload.connect_url == f"https://jupyter.example.org/{NAMESPACE}/gl-{workload.pk}/"
     services.do_cancel(alice, workload)
     run_until(workload, State.CANCELLED)
     assert double.objects("jobs", NAMESPACE) == []
-    wait_until(lambda: not double.objects("pods", NAMESPACE) and not double.objects("services", NAMESPACE), timeout=5)
+    wait_until(lambda: not double.objects("pods", NAMESPACE) and not double.objects("services", NAMESPACE), timeout=60)
     assert double.calls("DELETE", f"/jobs/gl-{workload.pk}$")[0].query == {"propagationPolicy": "Background"}
 
 
@@ -159,7 +159,7 @@ def test_cancel_stops_a_running_training_job(alice, submit, k8s, double):
     services.do_cancel(alice, workload)
     run_until(workload, State.CANCELLED)
     assert [e.to_state for e in workload.events.all()][-2:] == ["cancelling", "cancelled"]
-    wait_until(lambda: not double.objects("pods", NAMESPACE), timeout=5)
+    wait_until(lambda: not double.objects("pods", NAMESPACE), timeout=60)
 
 
 def test_kueue_holds_it_suspended_with_a_reason_until_it_admits_it(alice, submit, k8s, double):
