@@ -1,0 +1,1 @@
+"""Cloud providers for burst pools: launch, describe and terminate instances by tag. No Django here."""
