@@ -85,12 +85,19 @@ def _context() -> tuple[Any, str]:
 
 def record(action: str, target: Any = "", *, actor: Any = _FROM_CONTEXT, **detail: Any) -> AuditEvent:
     """Write one audit event. The actor defaults to the one in context; `via` joins the detail."""
+    event = build(action, target, actor=actor, **detail)
+    event.save(force_insert=True)
+    return event
+
+
+def build(action: str, target: Any = "", *, actor: Any = _FROM_CONTEXT, **detail: Any) -> AuditEvent:
+    """The event record() would write, unsaved (for a caller that writes it inside a statement of its own)."""
     context_actor, via = _context()
     if actor is _FROM_CONTEXT:
         actor = context_actor
     if via and "via" not in detail:
         detail["via"] = via
-    return AuditEvent.objects.create(
+    return AuditEvent(
         actor=actor if actor is not None and actor.pk is not None else None,
         actor_name=actor.get_username() if actor is not None else "",
         action=action,

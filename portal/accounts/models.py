@@ -14,6 +14,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q, Sum
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 
 class ResourceGroup(models.Model):
@@ -198,15 +199,32 @@ class ServiceIdentity(models.Model):
 
 
 TOKEN_PREFIX = "glt_"  # noqa: S105 (a public prefix that lets scanners spot leaked tokens)
+TOKEN_DIGEST_SALT = "gridlane.accounts.ApiToken"  # noqa: S105 (the HMAC's salt, not a secret)
 
 
-def _digest(plaintext: str) -> str:
-    # Tokens carry 256 random bits, so one fast hash is enough; a slow KDF would only slow every request.
+def _digest(plaintext: str, key: str | None = None) -> str:
+    """HMAC-SHA256 of the token under a key derived from the secret key (or one of its fallbacks).
+
+    Tokens carry 256 random bits, so one keyed fast hash is enough; a slow KDF would only slow every
+    request. The key means a stolen copy of the table cannot be checked against guesses offline.
+    """
+    return salted_hmac(TOKEN_DIGEST_SALT, plaintext, secret=key, algorithm="sha256").hexdigest()
+
+
+def _legacy_digest(plaintext: str) -> str:
+    """How tokens issued before keyed digests are stored: a bare SHA-256 (rewritten at their next use)."""
     return hashlib.sha256(plaintext.encode()).hexdigest()
 
 
+def _candidate_digests(plaintext: str) -> list[str]:
+    """Every digest this token may be stored under: the current key's first, then the fallback keys'
+    (a rotated secret key), then the legacy bare SHA-256."""
+    keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    return [_digest(plaintext, key) for key in keys] + [_legacy_digest(plaintext)]
+
+
 class ApiToken(models.Model):
-    """A bearer token, stored as its SHA-256 digest: the plaintext is shown once and never kept.
+    """A bearer token, stored as its HMAC-SHA256 digest: the plaintext is shown once and never kept.
 
     It acts as its user: a person (a personal token) or a service identity's user row (an agent's token).
     """
@@ -252,15 +270,21 @@ class ApiToken(models.Model):
     def lookup(cls, plaintext: str) -> ApiToken | None:
         """The live token for this plaintext, or None when it is unknown, revoked or expired.
 
-        The user's service identity (or its absence) comes in the same query.
+        One indexed query finds it under any digest it may be stored under, with its user and the user's
+        service identity (or its absence). A token found under an older digest (a fallback secret key, or
+        the bare SHA-256 of tokens issued before keyed digests) is rewritten under the current one, once.
         """
         if not plaintext.startswith(TOKEN_PREFIX):
             return None
-        token = cls.objects.select_related("user", "user__service_identity").filter(digest=_digest(plaintext)).first()
+        digests = _candidate_digests(plaintext)
+        token = cls.objects.select_related("user", "user__service_identity").filter(digest__in=digests).first()
         if token is None or token.revoked_at is not None:
             return None
         if token.expires_at is not None and token.expires_at <= timezone.now():
             return None
+        if token.digest != digests[0]:
+            cls.objects.filter(pk=token.pk, digest=token.digest).update(digest=digests[0])
+            token.digest = digests[0]
         return token
 
 

@@ -1,7 +1,7 @@
 """Fixed-window rate limits kept in the database, so every web process and worker counts together.
 
-A window is a row (key, window start, count): the first hit in a window inserts it, the others add one.
-Costs two or three small queries per hit; old windows of the same key are deleted as new ones open.
+A window is a row (key, window start, count): one upsert per hit inserts it or adds one and returns the
+count; old windows of the same key are deleted in the same statement (on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import connection
 from django.utils import timezone
 
 from portal import access
@@ -35,23 +34,35 @@ def hit(key: str, limit: int, window_s: int, now: datetime | None = None) -> int
     now = now or timezone.now()
     epoch = int(now.timestamp())
     start = datetime.fromtimestamp(epoch - epoch % window_s, tz=now.tzinfo)
-    window = RateLimitWindow.objects.filter(key=key, window_start=start)
-    with transaction.atomic():
-        if not window.update(count=F("count") + 1):
-            try:
-                with transaction.atomic():
-                    RateLimitWindow.objects.create(key=key, window_start=start, count=1)
-            except IntegrityError:  # another process opened the window first
-                window.update(count=F("count") + 1)
-            else:
-                RateLimitWindow.objects.filter(key=key, window_start__lt=start).delete()
-        count = window.values_list("count", flat=True).get()
+    count = _count_one(key, start)
     if count <= limit:
         return None
     retry_after = max(1, math.ceil((start + timedelta(seconds=window_s) - now).total_seconds()))
     if count == limit + 1:  # record the first refusal in a window, not every one
         audit.record("ratelimit.exceeded", key, limit=limit, window_s=window_s)
     return retry_after
+
+
+def _count_one(key: str, start: datetime) -> int:
+    """Add one to the window's count, opening it if needed, and drop the key's older windows; returns the new
+    count. On PostgreSQL one statement (an upsert with RETURNING beside a DELETE); concurrent callers are
+    serialised on the row, so each sees its own count. SQLite (3.35+) takes the upsert, and the delete apart.
+    """
+    table = connection.ops.quote_name(RateLimitWindow._meta.db_table)
+    when = connection.ops.adapt_datetimefield_value(start)
+    upsert = (
+        f'INSERT INTO {table} ("key", "window_start", "count") VALUES (%s, %s, 1) '  # noqa: S608 (our table)
+        f'ON CONFLICT ("key", "window_start") DO UPDATE SET "count" = {table}."count" + 1 RETURNING "count"'
+    )
+    older = f'DELETE FROM {table} WHERE "key" = %s AND "window_start" < %s'  # noqa: S608 (our table)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"WITH old AS ({older}) {upsert}", [key, when, key, when])
+        else:
+            cursor.execute(older, [key, when])
+            cursor.execute(upsert, [key, when])
+        row = cursor.fetchone()
+    return int(row[0]) if row is not None else 1  # an upsert with RETURNING always returns its row
 
 
 def submit_limit(user: Any) -> int:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.http import HttpRequest
 from django.utils import timezone
 
+from portal import sql
 from portal.accounts import audit
 from portal.accounts.models import ApiToken
 
@@ -37,13 +39,17 @@ def revoke(token: ApiToken, by: Any) -> bool:
 
 
 def note_use(token: ApiToken, request: HttpRequest) -> None:
-    """Record the token's use: its last-used time and an audit event, at most once a minute per token."""
+    """Record the token's use: its last-used time and an audit event, at most once a minute per token.
+
+    The audit of token use is sampled this way rather than one row per request. The write is a
+    compare-and-swap on the time the lookup read, so web processes serving the same token at once record one
+    use between them; on PostgreSQL the update and the audit event are one statement.
+    """
     now = timezone.now()
-    if token.last_used_at is not None and now - token.last_used_at <= LAST_USED_RESOLUTION:
+    seen = token.last_used_at
+    if seen is not None and now - seen <= LAST_USED_RESOLUTION:
         return
-    ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    token.last_used_at = now
-    audit.record(
+    event = audit.build(
         "token.used",
         label(token),
         actor=token.user,
@@ -51,3 +57,20 @@ def note_use(token: ApiToken, request: HttpRequest) -> None:
         path=request.path,
         ip=audit.client_ip(request),
     )
+    same = ApiToken.objects.filter(pk=token.pk, last_used_at=seen)
+    if connection.vendor == "postgresql":
+        table = connection.ops.quote_name(ApiToken._meta.db_table)
+        insert, params = sql.insert_select_sql(event, "u")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"WITH u AS (UPDATE {table} SET last_used_at = %s WHERE id = %s "  # noqa: S608 (our table)
+                f"AND last_used_at IS NOT DISTINCT FROM %s RETURNING 1) {insert} RETURNING 1",
+                [now, token.pk, seen, *params],
+            )
+            won = cursor.fetchone() is not None
+    else:
+        won = bool(same.update(last_used_at=now))
+        if won:
+            event.save(force_insert=True)
+    if won:
+        token.last_used_at = now

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from datetime import timedelta
@@ -12,7 +11,7 @@ import time_machine
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from portal.accounts.models import ApiToken, AuditEvent
+from portal.accounts.models import ApiToken, AuditEvent, _digest
 
 TOKEN_RE = re.compile(r"glt_[A-Za-z0-9_-]{43}")
 
@@ -40,7 +39,7 @@ def test_a_personal_token_is_shown_once_and_kept_only_as_a_digest(alice_client, 
     response, plaintext = create_token(alice_client)
     assert response["Cache-Control"] == "no-store"
     token = ApiToken.objects.get(user=alice)
-    assert token.digest == hashlib.sha256(plaintext.encode()).hexdigest()
+    assert token.digest == _digest(plaintext)  # HMAC-SHA256 under a key derived from the secret key
     assert plaintext not in json.dumps(list(ApiToken.objects.values()), default=str)
     assert token.expires_at is not None
     assert timedelta(days=29) < token.expires_at - timezone.now() <= timedelta(days=30)
