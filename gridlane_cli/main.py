@@ -6,11 +6,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from fabrics.agent import agent as agent_program
 from fabrics.agent.client import Api, ApiError
 from gridlane_cli.config import config_path, resolve
+
+BULK = 1000  # the most workloads the API takes in one bulk request
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,8 +23,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the API's JSON as it came")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    submit = commands.add_parser("submit", help="submit a workload: gridlane submit --queue Q -- python train.py")
-    submit.add_argument("--queue", required=True)
+    submit = commands.add_parser(
+        "submit", help="submit a workload: gridlane submit --queue Q -- python train.py; or many: --from-file F"
+    )
+    submit.add_argument("--queue")
+    submit.add_argument(
+        "--from-file", metavar="JSONL",
+        help="submit many: one API workload body per line (with an optional idempotency_key), '-' for stdin; "
+        f"sent {BULK} at a time, each request all or nothing",
+    )  # fmt: skip
     submit.add_argument("--kind", default="batch", choices=["notebook", "training", "batch", "vm"])
     submit.add_argument("--name", default="job")
     submit.add_argument("--gpus", default="0")
@@ -68,11 +78,52 @@ def submit_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    """The workload bodies of a JSON Lines file (blank lines skipped); raises ApiError naming a bad line."""
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    bodies = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            body = json.loads(line)
+        except ValueError as error:
+            raise ApiError(0, f"{path}, line {number}: not JSON ({error})") from None
+        if not isinstance(body, dict):
+            raise ApiError(0, f"{path}, line {number}: not a JSON object")
+        bodies.append(body)
+    return bodies
+
+
+def submit_file(args: argparse.Namespace, api: Api) -> int:
+    """POST workloads/bulk/ in requests of up to BULK items; prints each workload's id in the file's order.
+
+    A request that is refused stops the run: the requests before it stand (give items idempotency keys to
+    send the file again safely)."""
+    bodies = read_jsonl(args.from_file)
+    for start in range(0, len(bodies), BULK):
+        try:
+            out = api.post("workloads/bulk/", {"items": bodies[start : start + BULK]})
+        except ApiError as error:
+            if start:
+                raise ApiError(
+                    error.status, f"{error} (items {start + 1} on were not sent; the {start} before stand)"
+                ) from None
+            raise
+        for item in out["items"]:
+            print(json.dumps(item) if args.json else item["id"])
+    return 0
+
+
 def run(args: argparse.Namespace, api: Api) -> int:
     out: Any
     if args.command == "agent":
         return agent_program.main(args, api)
+    if args.command == "submit" and args.from_file:
+        return submit_file(args, api)
     if args.command == "submit":
+        if not args.queue:
+            raise ApiError(0, "give --queue (or --from-file)")
         out = api.post("workloads/", submit_body(args))
         if not args.json:
             print(out["id"])

@@ -47,9 +47,19 @@ class Api:
 
 
 def _message(raw: bytes) -> str:
-    """The API's errors as one line: `{"errors": {"queue": ["..."]}}` -> "queue: ..."."""
+    """The API's errors as one line: `{"errors": {"queue": ["..."]}}` -> "queue: ..."; a bulk submit's
+    `{"errors": {"items": {"3": {"name": ["..."]}}}}` -> "items.3.name: ..."."""
     try:
-        errors = json.loads(raw)["errors"]
-        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in errors.items())
+        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in _fields(json.loads(raw)["errors"]))
     except (ValueError, KeyError, TypeError, AttributeError):
         return raw.decode("utf-8", "replace")[:300]
+
+
+def _fields(errors: dict[str, Any], prefix: str = "") -> list[tuple[str, list[str]]]:
+    out: list[tuple[str, list[str]]] = []
+    for field, value in errors.items():
+        if isinstance(value, dict):
+            out += _fields(value, f"{prefix}{field}.")
+        else:
+            out.append((f"{prefix}{field}", [str(v) for v in value]))
+    return out

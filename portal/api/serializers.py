@@ -7,8 +7,9 @@ from typing import Any
 
 from rest_framework import serializers
 
+from portal.api.errors import flatten
 from portal.workloads.models import Priority, Workload, WorkloadEvent
-from portal.workloads.services import SubmitRequest
+from portal.workloads.services import MAX_BULK, SubmitRequest
 
 
 def _number(value: Decimal) -> int | float:
@@ -64,6 +65,39 @@ class WorkloadIn(serializers.Serializer[Any]):
             lease_hours=d.get("lease_hours"),
             group=d.get("group"),
         )
+
+
+class BulkItemIn(WorkloadIn):
+    idempotency_key = serializers.RegexField(
+        r"^[\x21-\x7e]{1,200}$", required=False, allow_null=True, help_text="1-200 printable ASCII characters."
+    )
+
+
+class BulkIn(serializers.Serializer[Any]):
+    items = serializers.ListField(child=serializers.DictField(), allow_empty=False, max_length=MAX_BULK)
+
+    def requests(self) -> tuple[list[tuple[int, SubmitRequest, str | None]], dict[int, dict[str, list[str]]]]:
+        """Each item that parses as (its index, its request, its key); the others' errors by index."""
+        items: list[tuple[int, SubmitRequest, str | None]] = []
+        errors: dict[int, dict[str, list[str]]] = {}
+        for index, data in enumerate(self.validated_data["items"]):
+            item = BulkItemIn(data=data)
+            if not item.is_valid():
+                errors[index] = flatten(item.errors)
+                continue
+            items.append((index, item.to_request(), item.validated_data.get("idempotency_key")))
+        return items, errors
+
+
+class BulkItemOut(serializers.Serializer[Any]):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    state = serializers.CharField()
+    created = serializers.BooleanField(help_text="False: an earlier workload with the same idempotency key.")
+
+
+class BulkOut(serializers.Serializer[Any]):
+    items = BulkItemOut(many=True, help_text="In the order sent.")
 
 
 class EventOut(serializers.ModelSerializer[WorkloadEvent]):

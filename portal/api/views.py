@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from portal import access
 from portal.accounts import ratelimit
-from portal.api.serializers import QueueOut, WorkloadDetailOut, WorkloadIn, WorkloadOut
+from portal.api.serializers import BulkIn, BulkOut, QueueOut, WorkloadDetailOut, WorkloadIn, WorkloadOut
 from portal.workloads import services
 from portal.workloads.models import Priority, Workload
 from portal.workloads.states import State
@@ -27,6 +27,9 @@ IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
 # Every error answer: {"errors": {"field": ["message", ...]}} (see portal.api.errors).
 MESSAGES = {"type": "array", "items": {"type": "string"}}
 ERRORS = {"type": "object", "properties": {"errors": {"type": "object", "additionalProperties": MESSAGES}}}
+# A bulk submit's bad items, by index: {"errors": {"items": {"3": {"name": ["..."]}}}}.
+ITEM_ERRORS = {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": MESSAGES}}
+BULK_ERRORS = {"type": "object", "properties": {"errors": {"type": "object", "properties": {"items": ITEM_ERRORS}}}}
 
 
 class QueueViewSet(viewsets.ViewSet):
@@ -145,7 +148,47 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
             raise PermissionDenied(str(forbidden)) from forbidden
         except services.IdempotencyConflict as conflict:
             return Response({"errors": {"Idempotency-Key": [str(conflict)]}}, status=422)
-        return self._detail(workload.pk, status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        if not created:
+            return self._detail(workload.pk, status.HTTP_200_OK)
+        # A new workload is answered from memory: its queue, team, owner and first event came with it.
+        return Response(WorkloadDetailOut(workload, context={"request": request}).data, status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=BulkIn,
+        responses={201: BulkOut, 200: BulkOut, 400: BULK_ERRORS, 403: BULK_ERRORS, 429: ERRORS},
+    )
+    @action(detail=False, methods=["post"])
+    def bulk(self, request: Request) -> Response:
+        """Submit up to 1,000 workloads at once: every item is checked first, then all are recorded in one
+        transaction, or none. Each item may carry its own `idempotency_key` (a repeat answers with the earlier
+        workload; a key twice in one request is refused). Bad items are reported by index:
+        `{"errors": {"items": {"3": {"resources.gpus": ["..."]}}}}`. 201 when anything was created, else 200.
+        The batch counts as one request against the submit rate limit."""
+        try:
+            ratelimit.check_submit(request.user)
+        except ratelimit.RateLimited as limited:
+            return Response(
+                {"errors": {"detail": [str(limited)]}}, status=429, headers={"Retry-After": str(limited.retry_after)}
+            )
+        incoming = BulkIn(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        parsed, errors = incoming.requests()
+        items = [(req, key) for _, req, key in parsed]
+        try:
+            if errors:  # still check the items that parsed, so that every bad item is named at once
+                services.check_submit_many(request.user, items)
+                return Response({"errors": {"items": errors}}, status=status.HTTP_400_BAD_REQUEST)
+            done = services.submit_many(request.user, items)
+        except services.SubmitRejected as rejected:
+            raise ValidationError(rejected.errors) from rejected
+        except services.BulkRejected as rejected:
+            found = {parsed[i][0]: e for i, e in rejected.errors.items()} | errors
+            return Response(
+                {"errors": {"items": dict(sorted(found.items()))}}, status=400 if errors else rejected.status
+            )
+        created = any(new for _, new in done)
+        rows = [{"id": w.pk, "name": w.name, "state": w.state, "created": new} for w, new in done]
+        return Response({"items": rows}, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(request=PatchIn, responses={200: WorkloadDetailOut, 400: ERRORS, 403: ERRORS, 409: ERRORS})
     def partial_update(self, request: Request, pk: str) -> Response:

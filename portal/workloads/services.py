@@ -17,14 +17,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from fabrics import base as fabric_base
 from fabrics.registry import connect, fabric_class
-from portal import access
+from portal import access, sql
 from portal.accounts import audit
-from portal.queues.models import Queue, WorkloadKind
+from portal.queues.models import Queue, QueueTarget, WorkloadKind
 from portal.worker import wake
 from portal.workloads.models import Priority, Workload, WorkloadEvent
 from portal.workloads.states import FINISHED, State, can_move
@@ -102,23 +102,49 @@ def _text_errors(value: str, field: str, max_bytes: int) -> list[str]:
     return []
 
 
-def check_submit(user: Any, req: SubmitRequest) -> Workload:
+@dataclass(frozen=True)
+class SubmitContext:
+    """What a submission to one queue reads from the database, once: the queue with its targets and their
+    fabrics, the teams the user may submit to it as, and which of those the user leads. Submit-time checks
+    are plain functions over this (and the request), so a submit stays within its statement budget."""
+
+    queue: Queue
+    groups: list[Any]
+    leads: frozenset[int]
+
+
+def submit_context(user: Any, slug: str) -> SubmitContext:
+    """The queue (targets and fabrics in the same query) and the user's entitlement to it (one more).
+
+    Raises SubmitRejected when there is no such enabled queue, QueueForbidden when the user may not use it.
+    """
+    targets = list(QueueTarget.objects.filter(queue__slug=slug, queue__enabled=True).select_related("queue", "fabric"))
+    queue = targets[0].queue if targets else Queue.objects.filter(slug=slug, enabled=True).first()
+    if queue is None:
+        raise SubmitRejected({"queue": [f"There is no queue called {slug!r}."]})
+    for target in targets:
+        target.queue = queue
+    sql.prefetched(queue, "targets", targets)
+    groups, leads = access.submit_entitlement(user, queue)
+    if not groups and not access.is_it(user):
+        raise QueueForbidden(f"You may not use the queue {queue.slug!r}.")
+    return SubmitContext(queue, groups, leads)
+
+
+def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = None) -> Workload:
     """Validate a submission for this user and return the unsaved workload.
 
     Raises SubmitRejected with every field error at once, or QueueForbidden when the user
-    may not use the queue.
+    may not use the queue. `context` is what submit_context(user, req.queue) returned, when the caller
+    has it already (a bulk submit reads it once per queue).
     """
     errors: dict[str, list[str]] = {}
 
     def err(field: str, message: str) -> None:
         errors.setdefault(field, []).append(message)
 
-    queue = Queue.objects.filter(slug=req.queue, enabled=True).prefetch_related("targets__fabric").first()
-    if queue is None:
-        raise SubmitRejected({"queue": [f"There is no queue called {req.queue!r}."]})
-    groups = list(access.submit_groups(user, queue))
-    if not groups and not access.is_it(user):
-        raise QueueForbidden(f"You may not use the queue {queue.slug!r}.")
+    ctx = context or submit_context(user, req.queue)
+    queue, groups = ctx.queue, ctx.groups
     if req.group is not None:
         group = next((g for g in groups if g.slug == req.group), None)
         if group is None:
@@ -173,7 +199,7 @@ def check_submit(user: Any, req: SubmitRequest) -> Workload:
 
     if req.priority not in Priority.values:
         err("priority", f"Choose one of: {', '.join(Priority.values)}.")
-    elif group is not None and not access.may_set_priority(user, group, req.priority):
+    elif group is not None and not access.may_set_priority(user, group, req.priority, ctx.leads):
         err("priority", "Only a team lead or IT may submit at high priority.")
 
     lease_s = None
@@ -246,21 +272,28 @@ def submit(user: Any, req: SubmitRequest, idempotency_key: str | None = None) ->
 
     With an idempotency key, a repeat of the same request returns the first workload; the same
     key with a different request raises IdempotencyConflict.
+
+    On PostgreSQL this costs three statements: the queue with its targets and fabrics, the user's teams
+    for it, and one that inserts the workload with its first event and sends the kick (a repeated key:
+    one more, reading the first workload). The returned workload carries its queue, team, owner and event.
     """
-    if idempotency_key:
-        existing = _replay(user, req, idempotency_key)
-        if existing is not None:
-            return existing, False
-    workload = check_submit(user, req)
-    workload.idempotency_key = idempotency_key or None
     try:
-        return do_submit(workload), True
-    except IntegrityError:
-        # Another request with the same key won the race: answer with its workload.
+        workload = check_submit(user, req)
+    except (SubmitRejected, QueueForbidden):
+        # A repeat of a request accepted once is answered with its workload, even if it would be refused
+        # now (its queue disabled since, say).
         existing = _replay(user, req, idempotency_key) if idempotency_key else None
         if existing is None:
             raise
         return existing, False
+    workload.idempotency_key = idempotency_key or None
+    if _insert(workload):
+        return workload, True
+    # The key was used before (or by a request that won the race): answer with its workload.
+    existing = _replay(user, req, idempotency_key) if idempotency_key else None
+    if existing is None:
+        raise IntegrityError(f"workload {workload.pk} was not inserted and no earlier one has its key")
+    return existing, False
 
 
 def _replay(user: Any, req: SubmitRequest, key: str) -> Workload | None:
@@ -272,15 +305,174 @@ def _replay(user: Any, req: SubmitRequest, key: str) -> Workload | None:
 
 
 def do_submit(workload: Workload) -> Workload:
-    with transaction.atomic():
-        workload.submitted_at = workload.updated_at = timezone.now()
-        workload.save(force_insert=True)
-        WorkloadEvent.objects.create(
-            workload=workload, actor=workload.owner, to_state=State.PENDING, reason="submitted"
-        )
-        kick_worker()
-    log.info("workload %s submitted to %s by %s", workload.pk, workload.queue.slug, workload.owner)
+    """Record a checked workload (see check_submit). Raises IntegrityError when its idempotency key is taken."""
+    if not _insert(workload):
+        raise IntegrityError(f"the idempotency key {workload.idempotency_key!r} is taken")
     return workload
+
+
+def _first_event(workload: Workload) -> WorkloadEvent:
+    return WorkloadEvent(
+        workload=workload, at=workload.submitted_at, actor=workload.owner, to_state=State.PENDING, reason="submitted"
+    )
+
+
+def _insert(workload: Workload) -> bool:
+    """Insert the workload with its first event and kick the worker; False (nothing written) when another
+    workload of the same owner has its idempotency key.
+
+    On PostgreSQL, one statement (a round trip, atomic on its own): the workload's insert, the event's
+    insert from what it returned, and the NOTIFY, delivered when it commits. Elsewhere, a transaction.
+    """
+    workload.submitted_at = workload.updated_at = timezone.now()
+    event = _first_event(workload)
+    if connection.vendor == "postgresql":
+        w_sql, w_params = sql.insert_sql(workload, ignore_conflicts=True)
+        # The event's row comes from the workload's RETURNING: no workload inserted, no event either.
+        e_sql, e_params = sql.insert_select_sql(event, "w")
+        kick = ", pg_notify(%s, '')" if settings.GRIDLANE_KICK_WORKER else ""
+        statement = f"WITH w AS ({w_sql} RETURNING 1), e AS ({e_sql} RETURNING id) SELECT e.id{kick} FROM e"  # noqa: S608
+        with connection.cursor() as cursor:
+            cursor.execute(statement, [*w_params, *e_params] + ([wake.CHANNEL] if kick else []))
+            row = cursor.fetchone()
+        if row is None:
+            return False
+        event.pk = row[0]
+        for saved in (workload, event):  # as save() leaves them: a later save() updates
+            saved._state.adding, saved._state.db = False, connection.alias
+    else:
+        try:
+            with transaction.atomic():
+                workload.save(force_insert=True)
+                event.save(force_insert=True)
+                kick_worker()
+        except IntegrityError:
+            if workload.idempotency_key is None:
+                raise
+            return False
+    _remember_events(workload, [event])
+    log.info("workload %s submitted to %s by %s", workload.pk, workload.queue.slug, workload.owner)
+    return True
+
+
+def _remember_events(workload: Workload, events: list[WorkloadEvent]) -> None:
+    """Let `workload.events.all()` answer from memory (the API's answer to a submit)."""
+    sql.prefetched(workload, "events", events)
+
+
+# --- Bulk submit ----------------------------------------------------------------------------------------
+
+MAX_BULK = 1000
+
+
+class BulkRejected(Exception):
+    """Some items of a bulk submit are not valid: `errors` maps each bad item's index to its field errors.
+    Nothing was recorded. `status` is 403 when the only problem is queues the user may not use."""
+
+    def __init__(self, errors: dict[int, dict[str, list[str]]], status: int = 400) -> None:
+        super().__init__(errors)
+        self.errors = errors
+        self.status = status
+
+
+def check_submit_many(
+    user: Any, items: list[tuple[SubmitRequest, str | None]]
+) -> list[tuple[Workload, Workload | None]]:
+    """Validate every item of a bulk submit before anything is recorded; returns, for each item, its unsaved
+    workload and the earlier workload of its idempotency key (None when the key is new or absent).
+
+    Raises BulkRejected with every bad item's errors (by index): invalid fields, a queue the user may not use,
+    a key used twice in the batch, or a key used before for a different request; SubmitRejected (on "items")
+    for no items or more than MAX_BULK. Reads each queue once, and
+    the earlier keys in one query.
+    """
+    if not 1 <= len(items) <= MAX_BULK:
+        raise SubmitRejected({"items": [f"Send 1 to {MAX_BULK} workloads in one request."]})
+    errors: dict[int, dict[str, list[str]]] = {}
+    contexts: dict[str, SubmitContext | SubmitRejected | QueueForbidden] = {}
+    forbidden_only = True
+    first_with_key: dict[str, int] = {}
+    for index, (_, key) in enumerate(items):
+        if key is None:
+            continue
+        if key in first_with_key:
+            errors[index] = {"idempotency_key": [f"Item {first_with_key[key]} has the same key."]}
+        else:
+            first_with_key[key] = index
+    earlier = {
+        w.idempotency_key: w for w in Workload.objects.filter(owner=user, idempotency_key__in=list(first_with_key))
+    } if first_with_key else {}  # fmt: skip
+    checked: list[tuple[Workload, Workload | None]] = []
+    for index, (req, key) in enumerate(items):
+        if index in errors:
+            forbidden_only = False
+            continue
+        if req.queue not in contexts:
+            try:
+                contexts[req.queue] = submit_context(user, req.queue)
+            except (SubmitRejected, QueueForbidden) as refused:
+                contexts[req.queue] = refused
+        found = earlier.get(key) if key is not None else None
+        if found is not None:
+            if found.request_fingerprint != req.fingerprint():
+                errors[index] = {"idempotency_key": ["This key was already used for a different request."]}
+                forbidden_only = False
+            else:
+                checked.append((found, found))  # replayed, as a single submit would be
+            continue
+        ctx = contexts[req.queue]
+        try:
+            if isinstance(ctx, Exception):
+                raise ctx
+            workload = check_submit(user, req, ctx)
+        except QueueForbidden as forbidden:
+            errors[index] = {"queue": [str(forbidden)]}
+            continue
+        except SubmitRejected as rejected:
+            errors[index] = rejected.errors
+            forbidden_only = False
+            continue
+        workload.idempotency_key = key
+        checked.append((workload, None))
+    if errors:
+        raise BulkRejected(errors, status=403 if forbidden_only else 400)
+    return checked
+
+
+def do_submit_many(checked: list[tuple[Workload, Workload | None]]) -> list[tuple[Workload, bool]]:
+    """Record the new workloads of a checked bulk submit in one transaction (all or nothing) with their first
+    events, and kick the worker once. Returns each item's workload and whether it was created now.
+
+    Raises IntegrityError when a key was taken meanwhile (by a concurrent request): nothing is recorded.
+    """
+    new = [w for w, earlier in checked if earlier is None]
+    now = timezone.now()
+    for w in new:
+        w.submitted_at = w.updated_at = now
+    events = [_first_event(w) for w in new]
+    if new:
+        with transaction.atomic():
+            Workload.objects.bulk_create(new, batch_size=BULK_BATCH)
+            WorkloadEvent.objects.bulk_create(events, batch_size=BULK_BATCH)
+            kick_worker()
+    for w, event in zip(new, events, strict=True):
+        _remember_events(w, [event])
+    if new:
+        log.info("%d workloads submitted in bulk by %s", len(new), new[0].owner)
+    return [(w, earlier is None) for w, earlier in checked]
+
+
+# Rows per INSERT: well inside PostgreSQL's 65,535 parameters per statement for a workload's ~35 columns.
+BULK_BATCH = 500
+
+
+def submit_many(user: Any, items: list[tuple[SubmitRequest, str | None]]) -> list[tuple[Workload, bool]]:
+    """Check every item, then record them all in one transaction, or none (see check_submit_many and
+    do_submit_many). A key taken by a concurrent request meanwhile: checked again once, then replayed."""
+    try:
+        return do_submit_many(check_submit_many(user, items))
+    except IntegrityError:
+        return do_submit_many(check_submit_many(user, items))
 
 
 def transition(

@@ -78,3 +78,27 @@ def test_a_bad_token_is_refused(gridlane):
     answer = gridlane("ls", GRIDLANE_TOKEN="glt_not-a-token")
     assert answer.returncode == 1
     assert "401" in answer.stderr
+
+
+def test_submit_from_a_jsonl_file_sends_them_in_one_request_and_prints_the_ids_in_order(gridlane, tmp_path):
+    lines = [{"queue": "train", "kind": "batch", "name": f"line-{i}", "command": f"echo {i}"} for i in range(3)]
+    lines[1]["idempotency_key"] = "line-1"
+    (tmp_path / "jobs.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n\n")
+    answer = gridlane("submit", "--from-file", "jobs.jsonl")
+    assert answer.returncode == 0, answer.stderr
+    ids = answer.stdout.split()
+    assert [Workload.objects.get(pk=i).name for i in ids] == ["line-0", "line-1", "line-2"]
+    assert Workload.objects.get(pk=ids[1]).idempotency_key == "line-1"
+
+
+def test_a_bad_line_in_the_file_names_the_item_and_creates_nothing(gridlane, tmp_path):
+    lines = [{"queue": "train", "kind": "batch", "name": "ok", "command": "true"},
+             {"queue": "train", "kind": "batch", "name": "", "command": "true"}]  # fmt: skip
+    (tmp_path / "jobs.jsonl").write_text("\n".join(json.dumps(line) for line in lines))
+    answer = gridlane("submit", "--from-file", "jobs.jsonl")
+    assert answer.returncode == 1
+    assert "items.1.name:" in answer.stderr
+    assert Workload.objects.count() == 0
+    (tmp_path / "broken.jsonl").write_text("{not json\n")
+    broken = gridlane("submit", "--from-file", "broken.jsonl")
+    assert (broken.returncode, "broken.jsonl, line 1: not JSON" in broken.stderr) == (1, True)
