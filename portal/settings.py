@@ -262,7 +262,15 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"routine_tasks": {"()": "portal.worker.logs.RoutineToDebug"}},
     "loggers": {
         "gridlane": {"handlers": ["console"], "level": os.environ.get("GRIDLANE_LOG_LEVEL", "INFO")},
+        # django-q2's lines for every task it runs are DEBUG (see portal/worker/logs.py).
+        "django-q": {
+            "handlers": ["console"],
+            "level": os.environ.get("GRIDLANE_LOG_LEVEL", "INFO"),
+            "filters": ["routine_tasks"],
+            "propagate": False,
+        },
     },
 }

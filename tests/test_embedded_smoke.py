@@ -65,9 +65,16 @@ def test_make_run_serves_the_portal_and_a_job_reaches_succeeded(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = open(tmp_path / "portal.log", "wb")  # noqa: SIM115 (closed below)
+    # In a session of its own, as a terminal starts it: Ctrl-C goes to its whole foreground process group.
     portal = subprocess.Popen(
-        [*manage, "run_portal", "--port", str(port)], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+        [*manage, "run_portal", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
+    started: list[int] = []
     try:
         wait_until(lambda: up(f"{base}/healthz"), timeout=30, every=0.2)
         created = call(
@@ -88,8 +95,10 @@ def test_make_run_serves_the_portal_and_a_job_reaches_succeeded(tmp_path):
         assert done["exit_code"] == 0
         assert done["fabric"] == "local"
         assert f"smoke-ok on {created['id']}" in call(url + "logs/", token)["tail"]
+        # The web server, the worker, its django-q2 cluster and the cluster's processes.
+        started = wait_until(lambda: len(found := descendants(portal.pid)) >= 5 and found, timeout=30)
     finally:
-        portal.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        os.killpg(portal.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
         try:
             code = portal.wait(timeout=30)
         finally:
@@ -100,3 +109,35 @@ def test_make_run_serves_the_portal_and_a_job_reaches_succeeded(tmp_path):
     assert f"Gridlane is up at {base}/" in output
     assert "alice, bob, charlie, it" in output
     assert code == 0, output[-3000:]
+    # Ctrl-C stopped every process it started (local jobs' supervisors, in sessions of their own, are not
+    # among them: the job here had finished).
+    assert [pid for pid in started if alive(pid)] == []
+    # Quiet: no warning about a static folder, no routine line for every cycle of the worker.
+    assert "No directory at" not in output
+    for routine in ("Enqueued [", "processing 'cycle'", "Processed 'portal.worker.tasks.cycle'"):
+        assert routine not in output, routine
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from /proc (the ppid field of /proc/N/stat)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether the process still runs (a zombie waiting for its parent counts as ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -1,7 +1,15 @@
-"""`make run`: the web server and the worker side by side on 127.0.0.1; Ctrl-C stops both."""
+"""`make run`: the web server and the worker side by side on 127.0.0.1; Ctrl-C stops both, and everything
+they started (the worker's django-q2 cluster and its processes).
+
+Each child runs in a process group of its own, so a Ctrl-C reaches this command alone, which then stops the
+children in order: the leader first (the worker stops its cluster cleanly), then anything left in its group.
+Local jobs are not in those groups: their supervisors run in sessions of their own and keep running, and the
+next start follows them to their end (see README.md).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +20,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+
+LEADER_GRACE_S = 20.0  # for a child to stop by itself (the worker waits up to 15 s for its cluster)
+GROUP_GRACE_S = 5.0  # for what is left in its group after SIGTERM, before SIGKILL
 
 
 class Command(BaseCommand):
@@ -24,10 +35,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         address = f"{options['host']}:{options['port']}"
-        children = [
-            subprocess.Popen([sys.executable, manage, "runserver", "--noreload", address]),  # noqa: S603
-            subprocess.Popen([sys.executable, manage, "gridlane_worker"]),  # noqa: S603
-        ]
+        # Static files are served from the apps (WHITENOISE_USE_FINDERS); an absent STATIC_ROOT only draws a
+        # warning from WhiteNoise on every start.
+        Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
         stopping = False
 
         def stop(*_: Any) -> None:
@@ -36,6 +46,10 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
+        children = [
+            subprocess.Popen([sys.executable, manage, "runserver", "--noreload", address], start_new_session=True),  # noqa: S603
+            subprocess.Popen([sys.executable, manage, "gridlane_worker"], start_new_session=True),  # noqa: S603
+        ]
         self.stdout.write(
             f"\nGridlane is up at http://{address}/\n"
             + ("Demo sign-ins: alice, bob, charlie, it (password: gridlane-demo)\n" if settings.DEMO else "")
@@ -49,10 +63,36 @@ class Command(BaseCommand):
                 if child.poll() is None:
                     child.send_signal(signal.SIGTERM)
             for child in children:
-                try:
-                    child.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    child.kill()
+                stop_group(child)
         failed = [c for c in children if c.returncode not in (0, -signal.SIGTERM, None)]
         if failed and not stopping:
             raise SystemExit(f"a portal process exited with {failed[0].returncode}")
+
+
+def stop_group(child: subprocess.Popen[bytes]) -> None:
+    """Wait for a child that was asked to stop, then end whatever is left of its process group (its own
+    children that outlived it), politely first. The group's id is the child's pid (start_new_session)."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=LEADER_GRACE_S)
+    for signum, grace in ((signal.SIGTERM, GROUP_GRACE_S), (signal.SIGKILL, GROUP_GRACE_S)):
+        if not _group_alive(child.pid):
+            break
+        try:
+            os.killpg(child.pid, signum)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while _group_alive(child.pid) and time.monotonic() < deadline:
+            child.poll()  # reap the leader, if it is the one left
+            time.sleep(0.1)
+    child.poll()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover (a group member we may not signal still exists)
+        return True
+    return True
