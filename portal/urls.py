@@ -3,7 +3,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 
 from portal.accounts.urls import oidc_urlpatterns
-from portal.accounts.views import login_view, logout_view
+from portal.accounts.views import admin_login_view, login_view, logout_view
 from portal.metrics import metrics
 
 
@@ -17,7 +17,7 @@ urlpatterns = [
     path("accounts/logout/", logout_view, name="logout"),
     path("accounts/", include("portal.accounts.urls")),
     path("oidc/", include(oidc_urlpatterns)),
-    path("admin/login/", login_view),  # the admin signs in like everyone else (no local passwords outside demo)
+    path("admin/login/", admin_login_view),  # the admin signs in like everyone else (no local passwords outside demo)
     path("admin/logout/", logout_view),
     path("admin/", admin.site.urls),
     path("teams/", include("portal.dashboards.urls")),

@@ -24,12 +24,20 @@ def login_view(request: HttpRequest, extra_context: dict[str, object] | None = N
     if settings.DEMO:
         context = {"demo": True, "oidc": oidc.enabled(), "provider_name": settings.GRIDLANE_OIDC["PROVIDER_NAME"]}
         return auth_views.LoginView.as_view(extra_context=context)(request)
-    if request.user.is_authenticated:  # e.g. a person who is not IT sent here by the admin: no sign-in loop
+    if request.user.is_authenticated:  # a signed-in person sent to sign in again: no sign-in loop
         return render(request, "registration/not_allowed.html", status=403)
     if oidc.enabled():
         query = urlencode({"next": request.GET["next"]}) if request.GET.get("next") else ""
         return redirect(reverse("oidc_authentication_init") + (f"?{query}" if query else ""))
     return render(request, "registration/no_local_login.html", status=403)
+
+
+def admin_login_view(request: HttpRequest, extra_context: dict[str, object] | None = None) -> HttpResponseBase:
+    """The admin's sign-in: a signed-in person who is not IT gets a plain "IT only" page, not a sign-in form
+    that would only lead back here."""
+    if request.user.is_authenticated:
+        return render(request, "registration/it_only.html", status=403)
+    return login_view(request, extra_context)
 
 
 @require_POST
