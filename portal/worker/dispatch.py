@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
-from django.db.models import Q
+from django.db import transaction
+from django.db.models import Case, Q, Value, When
 
 from fabrics.base import Fabric, FabricError, JobSpec, place_many
 from portal.queues.models import Fabric as FabricRow
@@ -63,41 +64,64 @@ def dispatch(row: FabricRow, workloads: list[Workload]) -> int:
     fabric = fabric_for(row)
     # 1. Record intent. Those moved from admitted just now were never sent anywhere: nothing to look up.
     admitted = {w.pk for w in workloads if w.state == State.ADMITTED}
-    ready = {w.run_id: w for w in workloads if _record_intent(row, fabric, w)}
+    ready = {w.run_id: w for w in _record_intents(row, fabric, workloads)}
     if not ready:
         return 0
     fresh = {run_id for run_id, w in ready.items() if w.pk in admitted}
     # 2. Find jobs a previous attempt already submitted, 3. and submit the rest: in one round trip where
     # the fabric can (Slurm, PBS: one script under the login node's submit lock), else in two.
     placed = place_many(fabric, [job_spec(w) for w in ready.values()], fresh=fresh)
-    done = 0
-    for run_id, outcome in placed.items():
-        done += _record_outcome(row, ready[run_id], outcome)
-    return done
+    return _record_outcomes(row, {ready[run_id]: outcome for run_id, outcome in placed.items()})
 
 
-def _record_intent(row: FabricRow, fabric: Fabric, w: Workload) -> bool:
-    """admitted -> dispatching with the rendered script; True when the workload is ours to dispatch."""
-    if w.state != State.ADMITTED:
-        return True  # dispatching already: a previous attempt recorded the intent
-    try:
-        rendered = fabric.render(job_spec(w))
-    except Exception as error:  # a template IT saved that cannot render this job
-        services.transition(w, State.DISPATCHING, reason="dispatching")
-        services.transition(w, State.FAILED, reason=f"could not render the job for {row.name}: {error}")
-        return False
-    return services.transition(w, State.DISPATCHING, reason=f"dispatching to {row.name}", rendered=rendered)
+def _record_intents(row: FabricRow, fabric: Fabric, workloads: list[Workload]) -> list[Workload]:
+    """admitted -> dispatching with each one's rendered script, all in one transaction (a few statements for a
+    whole batch); returns those that are ours to dispatch, with those whose intent a previous attempt recorded."""
+    ours = [w for w in workloads if w.state != State.ADMITTED]
+    rendered: dict[Workload, str] = {}
+    for w in workloads:
+        if w.state != State.ADMITTED:
+            continue
+        try:
+            rendered[w] = fabric.render(job_spec(w))
+        except Exception as error:  # a template IT saved that cannot render this job
+            services.transition(w, State.DISPATCHING, reason="dispatching")
+            services.transition(w, State.FAILED, reason=f"could not render the job for {row.name}: {error}")
+    if not rendered:
+        return ours
+    with transaction.atomic():
+        moved = set(services.transition_many([w.pk for w in rendered], State.ADMITTED, State.DISPATCHING,
+                                             reason=f"dispatching to {row.name}"))  # fmt: skip
+        won = [w for w in rendered if w.pk in moved]  # the others moved on meanwhile (a cancel)
+        for w in won:
+            w.state, w.rendered = State.DISPATCHING, rendered[w]
+        Workload.objects.bulk_update(won, ["rendered"], batch_size=BATCH)
+    keep = {w.pk for w in ours + won}
+    return [w for w in workloads if w.pk in keep]  # in the order given (oldest admission first)
 
 
-def _record_outcome(row: FabricRow, w: Workload, outcome: str | FabricError) -> int:
-    if isinstance(outcome, FabricError):
-        if outcome.retryable:
+def _record_outcomes(row: FabricRow, outcomes: dict[Workload, str | FabricError]) -> int:
+    """Remember where each job is (whatever state its workload is in now: a cancel may have come), in a few
+    statements for the whole batch; a refused job fails its workload, a retryable error waits for the next try."""
+    placed: dict[Workload, str] = {}
+    for w, outcome in outcomes.items():
+        if not isinstance(outcome, FabricError):
+            placed[w] = outcome
+        elif outcome.retryable:
             log.warning("dispatch of %s to %s will be retried: %s", w.pk, row.name, outcome)
         else:
             services.transition(w, State.FAILED, reason=f"{row.name} refused the job: {outcome}")
-        return 0
-    # Whatever state it is in now (a cancel may have come), remember where the job is.
-    Workload.objects.filter(pk=w.pk, external_id="").update(external_id=outcome)
-    w.external_id = outcome
-    log.info("workload %s dispatched to %s as %s", w.pk, row.name, outcome)
-    return 1
+    chunk = list(placed.items())
+    for start in range(0, len(chunk), BATCH):
+        part = chunk[start : start + BATCH]
+        Workload.objects.filter(pk__in=[w.pk for w, _ in part], external_id="").update(
+            external_id=Case(*(When(pk=w.pk, then=Value(job)) for w, job in part), default=Value(""))
+        )
+    for w, job in placed.items():
+        w.external_id = job
+        log.info("workload %s dispatched to %s as %s", w.pk, row.name, job)
+    return len(placed)
+
+
+# Workloads per UPDATE when a batch's scripts and job ids are recorded.
+BATCH = 500

@@ -1,0 +1,148 @@
+"""Kicks are coalesced: a burst of submits wakes one admission, an admission wakes one dispatch, and a dispatch
+asked for while another process dispatches is run by that one. Whatever the interleaving of submits and worker
+steps, every submitted workload reaches its fabric without waiting for the periodic cycle."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from portal.worker import dispatch as dispatching
+from portal.worker import stats, tasks
+from portal.worker.models import WorkerStats
+from portal.workloads import services
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("submit"), st.integers(1, 3)),
+        st.tuples(st.just("bulk"), st.integers(2, 40)),
+        st.tuples(st.sampled_from(["listen", "follow", "other takes dispatch", "other lets go", "cycle"])),
+    ),
+    max_size=25,
+)
+
+
+@pytest.fixture
+def hosts(cast: dict[str, Any]) -> None:
+    """A queue `hosts` on an agent fabric as big as the test needs: dispatch there only makes work claimable."""
+    from django.utils import timezone
+
+    from portal.accounts.models import ResourceGroup
+    from portal.queues.models import Fabric, Queue, QueueTarget
+
+    big = {"gpus_milli": 0, "cpus_milli": 10**9, "memory_mib": 10**10}
+    fabric = Fabric.objects.create(name="hosts", kind="agent", **big)
+    Fabric.objects.filter(pk=fabric.pk).update(
+        observed_gpus_milli=0, observed_cpus_milli=10**9, observed_memory_mib=10**10, observed_at=timezone.now()
+    )
+    queue = Queue.objects.create(slug="hosts", name="Hosts", kinds=["batch"], default_runtime_minutes=10)
+    queue.allowed_groups.add(ResourceGroup.objects.get(slug="vision"))
+    QueueTarget.objects.create(queue=queue, fabric=fabric)
+
+
+class Worker:
+    """The worker as gridlane_worker runs it, one step at a time: the listener admits once per burst of kicks
+    (wake._drain takes them all), then wakes the follow-up thread, which dispatches once however often it was
+    woken. Another process may hold the dispatch lock meanwhile (a periodic cycle), on a connection of its own."""
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+        self.kicks = 0  # NOTIFYs waiting in the listener's connection
+        self.woken = False  # the follow-up thread's event
+        self.other = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+        self.other_holds = False
+        self.submitted: list[Any] = []
+
+    def step(self, name: str, n: int = 0) -> None:
+        if name == "submit":
+            for _ in range(n):
+                req = services.SubmitRequest(queue="hosts", kind="batch", name="one", command="true")
+                self.submitted.append(services.submit(self.user, req)[0].pk)
+                self.kicks += 1
+        elif name == "bulk":
+            req = services.SubmitRequest(queue="hosts", kind="batch", name="many", command="true")
+            self.submitted += [w.pk for w, _ in services.submit_many(self.user, [(req, None)] * n)]
+            self.kicks += 1
+        elif name == "listen" and self.kicks:
+            self.kicks = 0
+            tasks.admit()
+            self.woken = True
+        elif name == "follow" and self.woken:
+            self.woken = False
+            tasks.dispatch()
+        elif name == "other takes dispatch" and not self.other_holds:
+            # Another process takes the lock and reads (and dispatches) what is admitted now; it lets go later.
+            self.other_holds = self.try_lock()
+            if self.other_holds:
+                dispatching.dispatch_all()
+        elif name == "other lets go" and self.other_holds:
+            self.other_lets_go()
+        elif name == "cycle":  # the periodic cycle's admit and dispatch (it syncs and rolls up too)
+            tasks.admit()
+            tasks.dispatch()
+
+    def other_lets_go(self) -> None:
+        """The other process lets go, then goes round again for whoever asked meanwhile, as tasks.dispatch does:
+        what was admitted after it read is dispatched only if someone asked."""
+        while True:
+            self.other.execute("SELECT pg_advisory_unlock(%s)", [KEY])
+            self.other_holds = False
+            if not stats.take_request("dispatch_requested"):
+                return
+            self.other_holds = self.try_lock()
+            if self.other_holds:
+                dispatching.dispatch_all()
+
+    def try_lock(self) -> bool:
+        row = self.other.execute("SELECT pg_try_advisory_lock(%s)", [KEY]).fetchone()
+        return bool(row and row[0])
+
+    def settle(self) -> None:
+        """Let every pending wake-up run (no periodic cycle)."""
+        if self.other_holds:
+            self.other_lets_go()
+        while self.kicks or self.woken:
+            self.step("listen")
+            self.step("follow")
+
+
+KEY = zlib.crc32(b"dispatch")
+
+
+# A dispatch asked for while another process holds the lock, after that process read what to do.
+ASKED_WHILE_HELD = [("submit", 1), ("other takes dispatch",), ("listen",), ("follow",), ("other lets go",)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS)
+@example(steps=ASKED_WHILE_HELD)
+def test_no_interleaving_of_submits_and_worker_steps_loses_a_workload(hosts, alice, steps):
+    worker = Worker(alice)
+    try:
+        for step in steps:
+            worker.step(*step)
+        worker.settle()
+        on_fabric = Workload.objects.filter(pk__in=worker.submitted, state=State.DISPATCHING).exclude(external_id="")
+        assert on_fabric.count() == len(worker.submitted)
+        assert len(set(worker.submitted)) == len(worker.submitted)
+    finally:
+        worker.other.close()
+        Workload.objects.all().delete()
+        WorkerStats.objects.all().delete()
+
+
+def test_a_burst_larger_than_a_cycles_slice_is_admitted_by_one_kick(hosts, alice, settings):
+    settings.GRIDLANE_CANDIDATES_PER_QUEUE = 10
+    req = services.SubmitRequest(queue="hosts", kind="batch", name="many", command="true")
+    services.submit_many(alice, [(req, None)] * 35)
+    assert tasks.admit()["admitted"] == 35
+    assert tasks.dispatch() == 35
+    assert Workload.objects.filter(state=State.DISPATCHING).exclude(external_id="").count() == 35
