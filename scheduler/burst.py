@@ -1,0 +1,374 @@
+"""The burst autoscaler's decision: which instances to launch for the work that waits, which to terminate.
+Pure: no clock (`now` is an argument), no database, no provider.
+
+1. Drop the demand a burst cannot serve: work over its team's limit on the pool, gangs, and work no
+   instance type can hold.
+2. Place the rest on capacity that is there or on its way (instances launched, booting, idle), so the same
+   demand never launches twice.
+3. Pack what is left, the largest shapes first, onto new instances: for each shape the type whose price per
+   workload placed is lowest, so several small workloads share one larger instance where that is cheaper;
+   smaller shapes then fill the room the larger ones left. Within the maximum and both budgets.
+4. Keep the pool's minimum; terminate what never enrolled, what idles past its limit, and everything when the
+   month's budget would be crossed before the next look.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from fabrics.base import Resources
+
+GIB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A workload waiting for capacity that the pool could hold."""
+
+    id: str
+    group_id: int
+    group: str  # the team's name, for the reasons
+    need: Resources  # per node
+    since: datetime
+    nodes: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """An instance type at its price in the pool's market (spot or on-demand), per hour."""
+
+    name: str
+    gpus: int
+    cpus: int
+    memory_mib: int
+    price: float
+
+    @property
+    def capacity(self) -> Resources:
+        return Resources(self.gpus * 1000, self.cpus * 1000, self.memory_mib)
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    """An instance launched or on its way: `free` is what it can still take."""
+
+    id: str
+    instance_type: str
+    state: str  # pending, booting, enrolled, busy, idle
+    price: float
+    free: Resources
+    requested_at: datetime
+    idle_since: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    min_instances: int = 0
+    max_instances: int = 4
+    max_idle: timedelta = timedelta(minutes=10)
+    boot_timeout: timedelta = timedelta(minutes=15)
+    budget_per_hour: float = 0.0
+    budget_per_month: float = 0.0
+    month_spent: float = 0.0  # what instances cost so far this month
+    horizon: timedelta = timedelta(hours=1)  # how far ahead a launch's cost is counted against the month
+
+
+@dataclass(frozen=True)
+class Launch:
+    instance_type: str
+    alternatives: tuple[str, ...]  # other types that hold the same work, cheapest first (capacity fallback)
+    workload_ids: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Terminate:
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    launch: tuple[Launch, ...] = ()
+    terminate: tuple[Terminate, ...] = ()
+    held: tuple[str, ...] = ()  # demand left waiting, and why (budget, maximum, no type holds it)
+    covered: int = 0  # waiting workloads placed on instances already there or on their way
+
+
+COMING = ("pending", "booting")
+STARTING_OR_IDLE = ("pending", "booting", "enrolled", "idle")
+
+
+def plan(
+    now: datetime,
+    pool: Pool,
+    offers: Sequence[Offer],
+    live: Sequence[Live],
+    waiting: Sequence[Waiting],
+    headroom: Mapping[int, Resources] | None = None,
+) -> Plan:
+    """What to launch and terminate now. `headroom`: each team's room under its limits on the pool (a team
+    absent from it has no limit there)."""
+    held: list[str] = []
+    terminate: list[Terminate] = []
+    # Instances that never enrolled within the boot timeout are no capacity at all.
+    alive: list[Live] = []
+    for inst in live:
+        if inst.state in COMING and now - inst.requested_at > pool.boot_timeout:
+            minutes = int(pool.boot_timeout.total_seconds() // 60)
+            terminate.append(Terminate(inst.id, f"never enrolled within the boot timeout of {minutes} min"))
+        else:
+            alive.append(inst)
+
+    # 1. What a burst can serve.
+    offers = sorted(offers, key=lambda o: (o.price, o.name))
+    shapes, dropped = _shapes(waiting, offers, headroom or {})
+    held.extend(dropped)
+
+    # 2. Capacity there or on its way takes the demand first.
+    room = {inst.id: inst.free for inst in alive}
+    wanted: set[str] = set()
+    covered = 0
+    for shape in shapes:
+        for inst in alive:
+            if not shape.jobs:
+                break
+            k = min(_fit(room[inst.id], shape.need), len(shape.jobs))
+            if k:
+                del shape.jobs[:k]
+                room[inst.id] = room[inst.id] - shape.need.times(k)
+                wanted.add(inst.id)
+                covered += k
+
+    # 3. New instances for the rest, within the maximum and the budgets.
+    rate = sum(inst.price for inst in alive)
+    count = len(alive)
+    capacities = [(o, o.capacity) for o in offers]
+    bins: list[_Bin] = []
+    open_bins: list[_Bin] = []  # bins with room left for the smallest shape
+    smallest = _smallest(shapes)
+    stopped: dict[str, list[int]] = {}  # why no more instances start -> [workloads, teams seen]
+    why = ""
+    teams: set[str] = set()
+    for shape in shapes:
+        for b in open_bins:
+            if not shape.jobs:
+                break
+            k = min(_fit(b.free, shape.need), len(shape.jobs))
+            if k:
+                b.take(shape, k)
+        if smallest is not None:
+            open_bins = [b for b in open_bins if smallest.fits_in(b.free)]
+        fitting = [(o, f) for o, cap in capacities if (f := _fit(cap, shape.need))]
+        while shape.jobs and not why:
+            n = len(shape.jobs)
+            choices = sorted((o.price / min(f, n), o.price, o, f) for o, f in fitting)
+            if count >= pool.max_instances:
+                why = f"the pool is at its maximum of {pool.max_instances} instances"
+                break
+            chosen = next((c for c in choices if _affordable(pool, rate, c[2].price)), None)
+            if chosen is None:
+                why = _over_budget(pool, rate, choices[0][2])
+                break
+            offer, fits = chosen[2], chosen[3]
+            b = _Bin(offer, offer.capacity)
+            b.take(shape, min(fits, n))
+            bins.append(b)
+            if smallest is not None and smallest.fits_in(b.free):
+                open_bins.append(b)
+            rate += offer.price
+            count += 1
+        if shape.jobs:
+            stopped.setdefault(why, [0])[0] += len(shape.jobs)
+            teams |= shape.all_groups
+    if why:
+        who = _teams(teams)
+        held.extend(f"{n} waiting workloads of {who} wait: {reason}" for reason, (n,) in stopped.items())
+
+    launches = [b.launch(now, capacities) for b in bins]
+
+    # 4. The pool's minimum, then what has been idle too long.
+    cheapest = offers[0] if offers else None
+    while cheapest is not None and count < pool.min_instances and _affordable(pool, rate, cheapest.price):
+        launches.append(Launch(cheapest.name, (), (), f"launched {cheapest.name} to keep the pool's minimum of "
+                                                      f"{pool.min_instances} instances"))  # fmt: skip
+        rate += cheapest.price
+        count += 1
+    idle = sorted(
+        (i for i in alive if i.state in ("enrolled", "idle") and i.idle_since is not None and i.id not in wanted),
+        key=lambda i: i.idle_since or now,
+    )
+    keep = len(alive) - pool.min_instances
+    for inst in idle:
+        since = inst.idle_since or now
+        if keep <= 0 or now - since < pool.max_idle:
+            continue
+        minutes = int((now - since).total_seconds() // 60)
+        limit = int(pool.max_idle.total_seconds() // 60)
+        terminate.append(Terminate(inst.id, f"idle for {minutes} min, past the pool's limit of {limit} min"))
+        keep -= 1
+    # The month's budget: stop everything before the next look could cross it.
+    live_rate = sum(i.price for i in alive)
+    if pool.month_spent + live_rate * pool.horizon.total_seconds() / 3600 > pool.budget_per_month:
+        gone = {t.id for t in terminate}
+        spent = f"{pool.month_spent:.2f} of the month's budget of {pool.budget_per_month:.2f} spent"
+        terminate.extend(Terminate(i.id, f"{spent}: stopping before it is crossed") for i in alive if i.id not in gone)
+        launches = []
+    return Plan(tuple(launches), tuple(terminate), tuple(held), covered)
+
+
+# -- the pieces ------------------------------------------------------------------------------------------
+@dataclass
+class _Shape:
+    need: Resources
+    jobs: list[Waiting] = field(default_factory=list)
+    all_groups: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Bin:
+    offer: Offer
+    free: Resources
+    jobs: list[Waiting] = field(default_factory=list)
+
+    def take(self, shape: _Shape, k: int) -> None:
+        self.jobs.extend(shape.jobs[:k])
+        del shape.jobs[:k]
+        self.free = self.free - shape.need.times(k)
+
+    def launch(self, now: datetime, capacities: Sequence[tuple[Offer, Resources]]) -> Launch:
+        used = self.offer.capacity - self.free
+        others = tuple(o.name for o, cap in capacities if o.name != self.offer.name and used.fits_in(cap))
+        who = _teams({j.group for j in self.jobs})
+        gpus = sum(j.need.gpus_milli for j in self.jobs) / 1000
+        oldest = min(j.since for j in self.jobs)
+        minutes = max(0, int((now - oldest).total_seconds() // 60))
+        n = len(self.jobs)
+        work = "workload" if n == 1 else "workloads"
+        reason = f"launched {self.offer.name} for {n} waiting {work} of {who}: {gpus:g} GPUs pending for {minutes} min"
+        return Launch(self.offer.name, others, tuple(j.id for j in self.jobs), reason)
+
+
+def _fit(room: Resources, need: Resources) -> int:
+    """How many of `need` fit in `room` (a need of nothing in a resource does not limit it)."""
+    best = 1 << 30
+    if need.gpus_milli > 0:
+        best = room.gpus_milli // need.gpus_milli
+    if need.cpus_milli > 0:
+        best = min(best, room.cpus_milli // need.cpus_milli)
+    if need.memory_mib > 0:
+        best = min(best, room.memory_mib // need.memory_mib)
+    return max(0, best)
+
+
+def _smallest(shapes: Sequence[_Shape]) -> Resources | None:
+    if not shapes:
+        return None
+    return Resources(min(s.need.gpus_milli for s in shapes), min(s.need.cpus_milli for s in shapes),
+                     min(s.need.memory_mib for s in shapes))  # fmt: skip
+
+
+def _teams(names: set[str]) -> str:
+    ordered = sorted(names)
+    return f"team {ordered[0]}" if len(ordered) == 1 else f"teams {', '.join(ordered)}"
+
+
+# CPUs and GiB are rounded up to the next step of this ladder (at most a third more than asked), so that
+# 10,000 waiting workloads make a few hundred shapes, and packing them is quick.
+LADDER = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
+
+
+def _step_up(value: int) -> int:
+    for step in LADDER:
+        if value <= step:
+            return step
+    return value
+
+
+def _whole(need: Resources) -> Resources:
+    """A whole GPU per started GPU (an agent hands out whole devices), whole CPUs and GiB."""
+    return Resources(-(-need.gpus_milli // 1000) * 1000, -(-need.cpus_milli // 1000) * 1000,
+                     -(-need.memory_mib // GIB) * GIB)  # fmt: skip
+
+
+def _key(need: Resources) -> tuple[int, int, int]:
+    """Shapes group needs of the same GPUs whose CPUs and GiB are on the same step of the ladder; a shape then
+    asks for the most any of its members does."""
+    return need.gpus_milli, _step_up(need.cpus_milli // 1000), _step_up(need.memory_mib // GIB)
+
+
+def _shapes(
+    waiting: Sequence[Waiting], offers: Sequence[Offer], headroom: Mapping[int, Resources]
+) -> tuple[list[_Shape], list[str]]:
+    """The burstable demand grouped by shape, largest first, oldest first within a shape."""
+    room = dict(headroom)
+    groups: dict[tuple[int, int, int], _Shape] = {}
+    at_limit: defaultdict[str, int] = defaultdict(int)
+    too_big: defaultdict[Resources, int] = defaultdict(int)
+    gangs = 0
+    capacities = [o.capacity for o in offers]
+    known: dict[Resources, tuple[Resources, tuple[int, int, int]]] = {}
+    for job in sorted(waiting, key=lambda j: j.since):
+        if job.nodes > 1:
+            gangs += 1
+            continue
+        if job.group_id in room:
+            left = room[job.group_id]
+            if not job.need.fits_in(left):
+                at_limit[job.group] += 1
+                continue
+            room[job.group_id] = left - job.need
+        seen = known.get(job.need)
+        if seen is None:  # waiting work comes in few sizes: each is worked out once
+            whole = _whole(job.need)
+            seen = known[job.need] = (whole, _key(whole))
+        need, key = seen
+        shape = groups.get(key)
+        if shape is None:
+            shape = groups[key] = _Shape(need)
+        elif not need.fits_in(shape.need):
+            shape.need = Resources(max(need.gpus_milli, shape.need.gpus_milli),
+                                   max(need.cpus_milli, shape.need.cpus_milli),
+                                   max(need.memory_mib, shape.need.memory_mib))  # fmt: skip
+        shape.jobs.append(job)
+        shape.all_groups.add(job.group)
+    # A shape no type holds splits into its members' own needs; those no type holds either are left out.
+    for key, shape in list(groups.items()):
+        if any(shape.need.fits_in(c) for c in capacities):
+            continue
+        del groups[key]
+        for job in shape.jobs:
+            need = known[job.need][0]
+            if not any(need.fits_in(c) for c in capacities):
+                too_big[need] += 1
+                continue
+            exact = (need.gpus_milli, need.cpus_milli, -1 - need.memory_mib)
+            own = groups.get(exact) or groups.setdefault(exact, _Shape(need))
+            own.jobs.append(job)
+            own.all_groups.add(job.group)
+    held = [f"{n} waiting workloads of team {g} are over its limit on the pool: not bursting for them"
+            for g, n in sorted(at_limit.items())]  # fmt: skip
+    held += [f"{n} waiting workloads need {need.gpus_milli // 1000} GPUs, {need.cpus_milli // 1000} CPUs, "
+             f"{need.memory_mib // GIB} GB: no instance type holds that" for need, n in too_big.items()]  # fmt: skip
+    if gangs:
+        held.append(f"{gangs} waiting gangs (several nodes at once) do not burst: instances serve one node each")
+    shapes = sorted(groups.values(), key=lambda s: (s.need.gpus_milli, s.need.cpus_milli, s.need.memory_mib),
+                    reverse=True)  # fmt: skip
+    return shapes, held
+
+
+def _affordable(pool: Pool, rate: float, price: float) -> bool:
+    """Within the hourly budget, and within the month's counting the next `horizon` at the new rate."""
+    hours = pool.horizon.total_seconds() / 3600
+    return rate + price <= pool.budget_per_hour and pool.month_spent + (rate + price) * hours <= pool.budget_per_month
+
+
+def _over_budget(pool: Pool, rate: float, offer: Offer) -> str:
+    if rate + offer.price > pool.budget_per_hour:
+        return (f"launching {offer.name} ({offer.price:.2f}/h) would take the pool to {rate + offer.price:.2f}/h, "
+                f"over its budget of {pool.budget_per_hour:.2f}/h")  # fmt: skip
+    return f"the month's budget of {pool.budget_per_month:.2f} would be crossed ({pool.month_spent:.2f} spent)"

@@ -1,0 +1,146 @@
+"""The burst autoscaler's decision as tables: demand in, launches and terminations out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from fabrics.base import Resources
+from scheduler.burst import Live, Offer, Pool, Waiting, plan
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+GIB = 1024
+XLARGE = Offer("g5.xlarge", gpus=1, cpus=4, memory_mib=16 * GIB, price=1.01)
+X12 = Offer("g5.12xlarge", gpus=4, cpus=48, memory_mib=192 * GIB, price=5.67)
+X12_CHEAP = Offer("g5.12xlarge", gpus=4, cpus=48, memory_mib=192 * GIB, price=2.50)
+POOL = Pool("burst", max_instances=4, budget_per_hour=100, budget_per_month=10_000)
+
+
+def gpu_jobs(team: str, n: int, gpus: int = 1, waited_min: int = 12, group_id: int = 1) -> list[Waiting]:
+    since = NOW - timedelta(minutes=waited_min)
+    return [Waiting(f"{team}-{i}", group_id, team, Resources(gpus * 1000, 2000, 8 * GIB), since) for i in range(n)]
+
+
+def instance(state: str, offer: Offer = XLARGE, free: bool = True, age_min: int = 1, idle_min: int | None = None,
+             id: str = "i-1") -> Live:  # fmt: skip
+    return Live(id, offer.name, state, offer.price, offer.capacity if free else Resources(), NOW -
+                timedelta(minutes=age_min), None if idle_min is None else NOW - timedelta(minutes=idle_min))  # fmt: skip
+
+
+def test_three_one_gpu_workloads_get_three_small_instances_when_the_large_one_costs_more():
+    p = plan(NOW, POOL, [XLARGE, X12], [], gpu_jobs("vision", 3))
+    assert [launch.instance_type for launch in p.launch] == ["g5.xlarge"] * 3
+    assert [len(launch.workload_ids) for launch in p.launch] == [1, 1, 1]
+
+
+def test_three_one_gpu_workloads_share_one_instance_where_that_is_cheaper():
+    p = plan(NOW, POOL, [XLARGE, X12_CHEAP], [], gpu_jobs("vision", 3))
+    (launch,) = p.launch
+    assert launch.instance_type == "g5.12xlarge"
+    assert launch.workload_ids == ("vision-0", "vision-1", "vision-2")
+    assert launch.reason == "launched g5.12xlarge for 3 waiting workloads of team vision: 3 GPUs pending for 12 min"
+
+
+def test_smaller_work_fills_the_room_larger_work_left():
+    jobs = gpu_jobs("vision", 1, gpus=3) + gpu_jobs("nlp", 1, gpus=1, group_id=2)
+    (launch,) = plan(NOW, POOL, [XLARGE, X12_CHEAP], [], jobs).launch
+    assert launch.instance_type == "g5.12xlarge"
+    assert launch.reason.startswith("launched g5.12xlarge for 2 waiting workloads of teams nlp, vision: 4 GPUs")
+
+
+def test_the_cheapest_type_that_holds_it_with_the_others_as_fallbacks_cheapest_first():
+    big = Offer("p4d.24xlarge", gpus=8, cpus=96, memory_mib=1152 * GIB, price=32.77)
+    (launch,) = plan(NOW, POOL, [big, X12, XLARGE], [], gpu_jobs("vision", 1, gpus=2)).launch
+    assert (launch.instance_type, launch.alternatives) == ("g5.12xlarge", ("p4d.24xlarge",))
+
+
+def test_work_over_its_teams_limit_on_the_pool_never_bursts():
+    headroom = {1: Resources(1000, 10**9, 10**9)}
+    p = plan(NOW, POOL, [XLARGE], [], gpu_jobs("vision", 3), headroom)
+    assert [launch.workload_ids for launch in p.launch] == [("vision-0",)]
+    assert p.held == ("2 waiting workloads of team vision are over its limit on the pool: not bursting for them",)
+
+
+def test_demand_that_capacity_on_its_way_covers_launches_nothing_again():
+    booting = [instance("booting", id="i-1"), instance("pending", id="i-2")]
+    p = plan(NOW, POOL, [XLARGE], booting, gpu_jobs("vision", 2))
+    assert (p.launch, p.covered) == ((), 2)
+    p = plan(NOW, POOL, [XLARGE], booting, gpu_jobs("vision", 3))
+    assert [launch.workload_ids for launch in p.launch] == [("vision-2",)]
+
+
+def test_no_launch_over_the_hourly_budget_and_the_reason_says_so():
+    pool = Pool("burst", max_instances=4, budget_per_hour=2.5, budget_per_month=10_000)
+    p = plan(NOW, pool, [XLARGE], [instance("busy", free=False)], gpu_jobs("vision", 3))
+    assert [launch.instance_type for launch in p.launch] == ["g5.xlarge"]  # 1.01 + 1.01 <= 2.5 < 3.03
+    assert p.held == (
+        "2 waiting workloads of team vision wait: launching g5.xlarge (1.01/h) would take the pool to 3.03/h, "
+        "over its budget of 2.50/h",
+    )
+
+
+def test_no_launch_that_would_cross_the_months_budget():
+    pool = Pool("burst", max_instances=4, budget_per_hour=100, budget_per_month=500, month_spent=499.5)
+    p = plan(NOW, pool, [XLARGE], [], gpu_jobs("vision", 1))
+    assert p.launch == ()
+    assert "the month's budget of 500.00 would be crossed (499.50 spent)" in p.held[0]
+
+
+def test_everything_stops_before_the_months_budget_is_crossed():
+    pool = Pool("burst", budget_per_hour=100, budget_per_month=500, month_spent=499.5)
+    busy = [instance("busy", free=False, id="i-1"), instance("idle", idle_min=1, id="i-2")]
+    p = plan(NOW, pool, [XLARGE], busy, gpu_jobs("vision", 1))
+    assert (p.launch, sorted(t.id for t in p.terminate)) == ((), ["i-1", "i-2"])
+    assert p.terminate[0].reason == "499.50 of the month's budget of 500.00 spent: stopping before it is crossed"
+
+
+def test_at_the_maximum_the_rest_waits():
+    p = plan(NOW, Pool("burst", max_instances=2, budget_per_hour=100, budget_per_month=1000), [XLARGE],
+             [instance("busy", free=False)], gpu_jobs("vision", 3))  # fmt: skip
+    assert len(p.launch) == 1
+    assert p.held == ("2 waiting workloads of team vision wait: the pool is at its maximum of 2 instances",)
+
+
+@pytest.mark.parametrize(
+    ("idle_min", "waiting", "min_instances", "want_terminated"),
+    [
+        (11, 0, 0, True),  # idle past the limit of 10
+        (9, 0, 0, False),  # not yet
+        (11, 1, 0, False),  # waiting work is about to land on it
+        (11, 0, 1, False),  # the pool's minimum
+    ],
+)
+def test_idle_instances_end_past_the_limit_unless_work_or_the_minimum_keeps_them(
+    idle_min, waiting, min_instances, want_terminated
+):
+    pool = Pool("burst", min_instances=min_instances, max_idle=timedelta(minutes=10), budget_per_hour=100,
+                budget_per_month=1000)  # fmt: skip
+    p = plan(NOW, pool, [XLARGE], [instance("idle", idle_min=idle_min)], gpu_jobs("vision", waiting))
+    assert bool(p.terminate) == want_terminated
+    if want_terminated:
+        assert p.terminate[0].reason == "idle for 11 min, past the pool's limit of 10 min"
+
+
+def test_an_instance_that_never_enrolled_within_the_boot_timeout_ends_and_the_demand_launches_again():
+    stuck = instance("booting", age_min=16)
+    p = plan(NOW, Pool("burst", boot_timeout=timedelta(minutes=15), budget_per_hour=10, budget_per_month=100),
+             [XLARGE], [stuck], gpu_jobs("vision", 1))  # fmt: skip
+    assert [(t.id, t.reason) for t in p.terminate] == [("i-1", "never enrolled within the boot timeout of 15 min")]
+    assert [launch.workload_ids for launch in p.launch] == [("vision-0",)]
+
+
+def test_the_minimum_is_kept_with_the_cheapest_type():
+    pool = Pool("burst", min_instances=2, budget_per_hour=100, budget_per_month=1000)
+    p = plan(NOW, pool, [X12, XLARGE], [], [])
+    assert [(launch.instance_type, launch.workload_ids) for launch in p.launch] == [("g5.xlarge", ())] * 2
+
+
+def test_work_no_type_holds_and_gangs_are_held_with_their_reason():
+    gang = Waiting("gang", 1, "vision", Resources(1000, 1000, GIB), NOW, nodes=2)
+    p = plan(NOW, POOL, [XLARGE], [], gpu_jobs("vision", 1, gpus=2) + [gang])
+    assert p.launch == ()
+    assert p.held == (
+        "1 waiting workloads need 2 GPUs, 2 CPUs, 8 GB: no instance type holds that",
+        "1 waiting gangs (several nodes at once) do not burst: instances serve one node each",
+    )
