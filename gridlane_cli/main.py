@@ -155,12 +155,14 @@ def run(args: argparse.Namespace, api: Api) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     server, token = resolve(args.server, args.token)
-    if not server or not token:
+    if args.command == "agent" and args.enroll and server:
+        token = ""  # the agent enrolls first and gets its own token
+    elif not server or not token:
         print(f"gridlane: give --server and --token, set GRIDLANE_URL and GRIDLANE_TOKEN, or write {config_path()}",
               file=sys.stderr)  # fmt: skip
         return 2
     try:
-        return run(args, Api(server, token))
+        return run(args, Api(server, token or ""))
     except ApiError as error:
         print(f"gridlane: {error}", file=sys.stderr)
         return 1

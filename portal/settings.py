@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "portal.usage",
     "portal.dashboards",
     "portal.agents",
+    "portal.burst",
     "portal.api",
 ]
 

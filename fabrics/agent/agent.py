@@ -1,6 +1,7 @@
 """The agent's main loop: register, heartbeat, long-poll for work in the order of its queues, run it.
 
 gridlane agent --server URL --token T --queue a --queue b [--slots N] [--workdir DIR]
+gridlane agent --server URL --enroll ONE-TIME-TOKEN --queue a ...   (a burst instance's boot script)
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sample-every", type=float, default=10.0, help="seconds between usage samples")
     parser.add_argument("--authorized-keys", help="the lease account's authorized_keys; leases need it")
     parser.add_argument("--nvidia-smi", default="nvidia-smi", help="the nvidia-smi program to ask")
+    parser.add_argument("--enroll", help="a one-time enrollment token to exchange for this host's own token")
 
 
 def host_facts(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -88,9 +90,27 @@ class Agent:
         print(f"agent {self.name}: registered with {answer['fabric']}, serving {', '.join(self.queues)}; {note}",
               flush=True)  # fmt: skip
 
+    def enroll(self) -> None:
+        """Trade the one-time enrollment token for this host's own API token (once: the token then is spent)."""
+        answer = self.api.post("agent/enroll/", {"host": self.name, "token": self.args.enroll})
+        self.api.token = str(answer["token"])
+        print(f"agent {self.name}: enrolled with {answer['fabric']}", flush=True)
+
     def serve(self) -> int:
         self.options.workdir.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(_Stopped):
+            if self.args.enroll:
+                while True:
+                    try:
+                        self.enroll()
+                        break
+                    except ApiError as error:
+                        if error.status:  # refused (spent, expired, unknown): trying again cannot help
+                            print(f"agent {self.name}: enrollment refused: {error}", file=sys.stderr, flush=True)
+                            return 1
+                        print(f"agent {self.name}: {error}; retrying", file=sys.stderr, flush=True)
+                        if self.stopping.wait(2.0):
+                            return 1
             self._retrying(self.register)
             threading.Thread(target=self._heartbeats, daemon=True).start()
             self._loop()

@@ -26,7 +26,8 @@ class Api:
         """The decoded JSON answer; None for an empty one (204)."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base + path.lstrip("/"), data=data, method=method)  # noqa: S310
-        request.add_header("Authorization", f"Bearer {self.token}")
+        if self.token:  # none yet while a burst instance enrolls
+            request.add_header("Authorization", f"Bearer {self.token}")
         request.add_header("Accept", "application/json")
         if data is not None:
             request.add_header("Content-Type", "application/json")

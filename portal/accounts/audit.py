@@ -35,6 +35,8 @@ AUDITED: dict[str, list[str] | None] = {
     "accounts.Membership": None,
     "accounts.ClaimMapping": None,
     "accounts.ServiceIdentity": None,
+    "burst.BurstPool": None,
+    "burst.InstanceType": None,
     "auth.User": ["username", "email", "is_active", "is_staff", "is_superuser"],
 }
 SECRET_KEY_RE = re.compile(r"pass|secret|token|private", re.IGNORECASE)

@@ -173,21 +173,25 @@ def mark_lost(fabric_id: int, lost_after: float) -> list[AgentHost]:
     lost = list(
         AgentHost.objects.filter(fabric_id=fabric_id, state=AgentHost.HostState.ONLINE, last_heartbeat__lt=cutoff)
     )
-    for host in lost:
-        if not AgentHost.objects.filter(pk=host.pk, state=AgentHost.HostState.ONLINE).update(
-            state=AgentHost.HostState.LOST
-        ):
-            continue
-        reason = f"agent host {host.name} stopped heartbeating"
-        for claim in Claim.objects.filter(host=host, state__in=LIVE).select_related("workload__queue"):
-            Claim.objects.filter(pk=claim.pk, state=Claim.ClaimState.RUNNING).update(
-                state=Claim.ClaimState.LOST, reason=reason, finished_at=timezone.now()
-            )
-            w = claim.workload
-            if w.queue.preemptible and w.state in (State.DISPATCHING, State.RUNNING):
-                workload_services.transition(w, State.PREEMPTED, reason=f"{reason}; back in line")
-        log.warning("%s: marked lost", reason)
-    return lost
+    return [host for host in lost if lose(host, f"agent host {host.name} stopped heartbeating")]
+
+
+def lose(host: AgentHost, reason: str) -> bool:
+    """Give the host up (its heartbeats stopped, or its instance was reclaimed): the work it ran is lost, and
+    goes back in line where its queue allows. False when it was given up already."""
+    if not AgentHost.objects.filter(pk=host.pk, state=AgentHost.HostState.ONLINE).update(
+        state=AgentHost.HostState.LOST
+    ):
+        return False
+    for claim in Claim.objects.filter(host=host, state__in=LIVE).select_related("workload__queue"):
+        Claim.objects.filter(pk=claim.pk, state=Claim.ClaimState.RUNNING).update(
+            state=Claim.ClaimState.LOST, reason=reason, finished_at=timezone.now()
+        )
+        w = claim.workload
+        if w.queue.preemptible and w.state in (State.DISPATCHING, State.RUNNING):
+            workload_services.transition(w, State.PREEMPTED, reason=f"{reason}; back in line")
+    log.warning("%s: marked lost", reason)
+    return True
 
 
 def workload_for(run_id: UUID, fabric_name: str) -> Workload | None:

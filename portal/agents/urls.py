@@ -1,8 +1,10 @@
 from django.urls import path
 
 from portal.agents import views
+from portal.burst import views as burst
 
 urlpatterns = [
+    path("enroll/", burst.enroll, name="agent-enroll"),
     path("register/", views.register, name="agent-register"),
     path("heartbeat/", views.heartbeat, name="agent-heartbeat"),
     path("claim/", views.claim, name="agent-claim"),

@@ -5,6 +5,7 @@
     admit     snapshot -> decide() -> apply, about 10 ms on a small site       waits for another admission
     dispatch  hand admitted work to its fabric                                asks a running dispatch to go again
     rollup    hourly rollups for the dashboards                               skipped while another rolls up
+    burst     cloud instances for work that waits for capacity, ended idle    skipped while another scales
 
 A kick (a submit, a cancel) runs admit and dispatch at once, without waiting for a slow fabric's sync; the
 periodic cycle runs them all. Stale status can only make admit see more in use than there is, never less.
@@ -19,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from portal.burst import autoscale as scaling
 from portal.usage import rollup
 from portal.worker import apply, capacity, snapshot, stats, sync, usage
 from portal.worker import dispatch as dispatching
@@ -43,6 +45,7 @@ def cycle() -> dict[str, Any]:
     with cycle_lock("rollup") as held:
         if held:
             rollup.step(timezone.now())
+    summary |= autoscale()
     summary["seconds"] = round(time.perf_counter() - started, 4)
     if synced or summary.get("admitted") or summary.get("preempted") or summary["dispatched"]:
         log.info("cycle: %s", summary)
@@ -94,6 +97,12 @@ def admit(wait_s: float = ADMIT_WAIT_S) -> dict[str, Any]:
     stats.count(cycles=rounds, cycle_seconds=seconds, admissions=admitted, preemptions=preempted)
     stats.gauge(last_cycle_seconds=seconds)
     return {"admitted": admitted, "preempted": preempted, "waiting": len(decisions.waiting)}
+
+
+def autoscale() -> dict[str, int]:
+    """The periodic cycle's only, after admit: it reads the reasons admit wrote. Providers answer in seconds."""
+    with cycle_lock("burst") as held:
+        return scaling.step(timezone.now()) if held else {}
 
 
 def dispatch() -> int:

@@ -24,8 +24,9 @@ def gpu_jobs(team: str, n: int, gpus: int = 1, waited_min: int = 12, group_id: i
 
 def instance(state: str, offer: Offer = XLARGE, free: bool = True, age_min: int = 1, idle_min: int | None = None,
              id: str = "i-1") -> Live:  # fmt: skip
-    return Live(id, offer.name, state, offer.price, offer.capacity if free else Resources(), NOW -
-                timedelta(minutes=age_min), None if idle_min is None else NOW - timedelta(minutes=idle_min))  # fmt: skip
+    idle_since = None if idle_min is None else NOW - timedelta(minutes=idle_min)
+    room = offer.capacity if free else Resources()
+    return Live(id, offer.name, state, offer.price, room, NOW - timedelta(minutes=age_min), idle_since)
 
 
 def test_three_one_gpu_workloads_get_three_small_instances_when_the_large_one_costs_more():
@@ -138,7 +139,7 @@ def test_the_minimum_is_kept_with_the_cheapest_type():
 
 def test_work_no_type_holds_and_gangs_are_held_with_their_reason():
     gang = Waiting("gang", 1, "vision", Resources(1000, 1000, GIB), NOW, nodes=2)
-    p = plan(NOW, POOL, [XLARGE], [], gpu_jobs("vision", 1, gpus=2) + [gang])
+    p = plan(NOW, POOL, [XLARGE], [], [*gpu_jobs("vision", 1, gpus=2), gang])
     assert p.launch == ()
     assert p.held == (
         "1 waiting workloads need 2 GPUs, 2 CPUs, 8 GB: no instance type holds that",
