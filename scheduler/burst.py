@@ -166,7 +166,7 @@ def plan(
         fitting = [(o, f) for o, cap in capacities if (f := _fit(cap, shape.need))]
         while shape.jobs and not why:
             n = len(shape.jobs)
-            choices = sorted((o.price / min(f, n), o.price, o, f) for o, f in fitting)
+            choices = sorted(((o.price / min(f, n), o.price, o, f) for o, f in fitting), key=lambda c: c[:2])
             if count >= pool.max_instances:
                 why = f"the pool is at its maximum of {pool.max_instances} instances"
                 break
@@ -290,9 +290,9 @@ def _step_up(value: int) -> int:
 
 
 def _whole(need: Resources) -> Resources:
-    """A whole GPU per started GPU (an agent hands out whole devices), whole CPUs and GiB."""
-    return Resources(-(-need.gpus_milli // 1000) * 1000, -(-need.cpus_milli // 1000) * 1000,
-                     -(-need.memory_mib // GIB) * GIB)  # fmt: skip
+    """Whole CPUs and GiB; GPUs as asked, fractions included: an agent claims work while the GPU milli it
+    declared cover what its jobs ask, so fractional work shares devices on an instance too."""
+    return Resources(need.gpus_milli, -(-need.cpus_milli // 1000) * 1000, -(-need.memory_mib // GIB) * GIB)
 
 
 def _key(need: Resources) -> tuple[int, int, int]:
