@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
 from rest_framework.decorators import api_view, authentication_classes, permission_classes, throttle_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.burst import enrollment
+from portal import access
+from portal.burst import enrollment, pages
 
 
 @api_view(["POST"])
@@ -24,3 +29,13 @@ def enroll(request: Request) -> Response:
     except enrollment.Refused as refused:
         return Response({"errors": {"token": [str(refused)]}}, status=403)
     return Response({"token": api_token, "fabric": instance.pool.fabric.name, "host": instance.host_name})
+
+
+@login_required
+def it_burst(request: HttpRequest) -> HttpResponse:
+    """IT's burst page: the full page, or its rows when htmx refreshes them."""
+    if not access.is_it(request.user):
+        raise Http404("No such page.")
+    context = {"pages": pages.pool_pages(timezone.now())}
+    partial = bool(getattr(request, "htmx", False)) and not request.htmx.boosted  # type: ignore[attr-defined]
+    return render(request, "burst/_it_burst.html" if partial else "burst/it_burst.html", context)

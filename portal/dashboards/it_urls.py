@@ -1,5 +1,6 @@
 from django.urls import path
 
+from portal.burst import views as burst
 from portal.dashboards import views
 
 app_name = "it"
@@ -7,4 +8,5 @@ urlpatterns = [
     path("queues/", views.it_queues, name="queues"),
     path("fabrics/", views.it_fabrics, name="fabrics"),
     path("capacity/", views.it_capacity, name="capacity"),
+    path("burst/", burst.it_burst, name="burst"),
 ]
