@@ -1,0 +1,254 @@
+"""Cloud burst, side by side in one run.
+
+1. The openb trace (../shared/traces) on an on-premises pool too small for its peaks, under three policies:
+   no burst; Gridlane's autoscaler (scheduler.burst.plan: demand placed first on instances there or on their way,
+   the rest packed onto the cheapest types, idle instances ended after 10 minutes); and a naive policy that
+   launches one instance per waiting workload and terminates it when that workload ends. Goal: Gridlane's p95
+   wait within 1.2x the naive policy's, at no more than 0.6x its instance-hours.
+2. The autoscaler's decision alone for 10,000 waiting workloads (shapes drawn from the trace) and 20 instance
+   types: CPU time, goal under 100 ms.
+
+The simulation is event-driven with a virtual clock: the on-premises pool starts waiting work first-fit in
+arrival order, then instances that have booted do; new instances take BOOT_S to boot. CPUs and memory are
+not simulated (GPUs are what the trace's peaks lack); CPU-only tasks never wait.
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from fabrics.base import Resources
+from scheduler.burst import Live, Offer, Pool, Waiting, plan
+from scheduler.simulate import Task, read_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACE = ROOT.parent / "shared" / "traces" / "openb_pod_list_default.csv"
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+ONPREM_GPUS = 40  # the trace's demand peaks well above this
+BOOT_S = 180.0
+CYCLE_S = 60.0
+MAX_IDLE = timedelta(minutes=10)
+GIB = 1024
+# Instance types as a burst pool would list them (GPUs, on-demand price per hour).
+OFFERS = [
+    Offer("g5.xlarge", 1, 4, 16 * GIB, 1.006),
+    Offer("g5.2xlarge", 1, 8, 32 * GIB, 1.212),
+    Offer("g5.12xlarge", 4, 48, 192 * GIB, 5.672),
+    Offer("g5.48xlarge", 8, 192, 768 * GIB, 16.288),
+]
+
+
+def run() -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    path = os.environ.get("GRIDLANE_TRACE", str(TRACE))
+    if not Path(path).exists():
+        print(f"trace: {path} not found; set GRIDLANE_TRACE to an openb pod-list CSV")
+        return {"skipped": path}
+    results["trace"] = trace_policies(path)
+    results["decision"] = decision_time(path)
+    return results
+
+
+# 1 -----------------------------------------------------------------------------------------------------
+@dataclass
+class Machine:
+    id: int
+    offer: Offer
+    launched: float
+    ready: float  # when it has booted
+    free: int  # GPUs milli
+    tasks: set[str] = field(default_factory=set)
+    idle_since: float | None = None
+    ended: float | None = None
+    dedicated: str = ""  # the naive policy's: the one task it was launched for
+
+
+@dataclass
+class Result:
+    waits: list[float] = field(default_factory=list)
+    instance_hours: float = 0.0
+    gpu_hours: float = 0.0
+    cost: float = 0.0
+    launches: int = 0
+    burst_starts: int = 0
+
+
+def simulate(tasks: list[Task], policy: str) -> Result:
+    out = Result()
+    by_name = {t.name: t for t in tasks}
+    onprem_free = ONPREM_GPUS * 1000
+    pending: dict[str, Task] = {}
+    machines: list[Machine] = []
+    ends: list[tuple[float, str]] = []
+    where: dict[str, Machine | None] = {}  # a running task -> its machine (None: on-premises)
+    dedicated: dict[str, Machine] = {}  # the naive policy's: a task -> the instance launched for it
+    i, now, last = 0, 0.0, -math.inf
+    budget = Pool("sim", max_instances=10_000, max_idle=MAX_IDLE, boot_timeout=timedelta(hours=1),
+                  budget_per_hour=1e12, budget_per_month=1e15)  # fmt: skip
+
+    def start(task: Task, machine: Machine | None) -> None:
+        nonlocal onprem_free
+        pending.pop(task.name)
+        where[task.name] = machine
+        if machine is None:
+            onprem_free -= task.gpus_milli
+        else:
+            machine.free -= task.gpus_milli
+            machine.tasks.add(task.name)
+            machine.idle_since = None
+            out.burst_starts += 1
+        heapq.heappush(ends, (now + task.runtime, task.name))
+        out.waits.append(now - task.arrival)
+
+    def end_machine(m: Machine) -> None:
+        m.ended = now
+        hours = (now - m.launched) / 3600
+        out.instance_hours += hours
+        out.gpu_hours += hours * m.offer.gpus
+        out.cost += hours * m.offer.price
+
+    while i < len(tasks) or pending or ends:
+        upcoming = [tasks[i].arrival] if i < len(tasks) else []
+        upcoming += [ends[0][0]] if ends else []
+        upcoming += [m.ready for m in machines if m.ended is None and m.ready > now]
+        upcoming += [m.idle_since + MAX_IDLE.total_seconds() for m in machines
+                     if m.ended is None and m.idle_since is not None and policy == "gridlane"]  # fmt: skip
+        if not upcoming:
+            break
+        now = max(min(upcoming), last + CYCLE_S)
+        last = now
+        while ends and ends[0][0] <= now:
+            _, name = heapq.heappop(ends)
+            machine = where.pop(name)
+            if policy == "naive" and name in dedicated and dedicated[name].ended is None:
+                end_machine(dedicated[name])  # its workload completed (wherever it ran): the instance ends
+            if machine is None:
+                onprem_free += by_name[name].gpus_milli
+            else:
+                machine.free += by_name[name].gpus_milli
+                machine.tasks.discard(name)
+                if not machine.tasks:
+                    machine.idle_since = now
+        while i < len(tasks) and tasks[i].arrival <= now:
+            pending[tasks[i].name] = tasks[i]
+            i += 1
+        # On-premises first, in arrival order; then machines that have booted.
+        for task in sorted(pending.values(), key=lambda t: (t.arrival, t.name)):
+            if task.gpus_milli <= onprem_free:
+                start(task, None)
+        live = [m for m in machines if m.ended is None]
+        for task in sorted(pending.values(), key=lambda t: (t.arrival, t.name)):
+            for m in live:
+                if m.ready <= now and task.gpus_milli <= m.free and (policy != "naive" or m.dedicated == task.name):
+                    start(task, m)
+                    break
+        if policy == "none":
+            continue
+        if policy == "naive":
+            bound = {m.dedicated for m in live}
+            for task in pending.values():
+                if task.name in bound:
+                    continue
+                offer = next(o for o in OFFERS if o.gpus * 1000 >= task.gpus_milli)  # cheapest that fits
+                machines.append(
+                    Machine(len(machines), offer, now, now + BOOT_S, offer.gpus * 1000, dedicated=task.name)
+                )
+                dedicated[task.name] = machines[-1]
+                out.launches += 1
+            continue
+        # Gridlane: the autoscaler's own decision over this moment.
+        clock = EPOCH + timedelta(seconds=now)
+        waiting = [Waiting(t.name, 0, "trace", Resources(t.gpus_milli, 0, 0), EPOCH + timedelta(seconds=t.arrival))
+                   for t in pending.values()]  # fmt: skip
+        state = [
+            Live(str(m.id), m.offer.name, "booting" if m.ready > now else ("idle" if not m.tasks else "busy"),
+                 m.offer.price, Resources(m.free, 10**9, 10**9), EPOCH + timedelta(seconds=m.launched),
+                 EPOCH + timedelta(seconds=m.idle_since) if m.idle_since is not None else None)
+            for m in live
+        ]  # fmt: skip
+        decided = plan(clock, budget, OFFERS, state, waiting)
+        for t in decided.terminate:
+            end_machine(machines[int(t.id)])
+        for launch in decided.launch:
+            offer = next(o for o in OFFERS if o.name == launch.instance_type)
+            machines.append(Machine(len(machines), offer, now, now + BOOT_S, offer.gpus * 1000, idle_since=None))
+            out.launches += 1
+    for m in machines:
+        if m.ended is None:
+            end_machine(m)
+    return out
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def trace_policies(path: str) -> dict[str, Any]:
+    tasks = [t for t in read_trace(path, groups=1) if t.gpus_milli <= 8000]
+    out: dict[str, Any] = {}
+    for policy in ("none", "gridlane", "naive"):
+        started = time.process_time()
+        r = simulate(tasks, policy)
+        out[policy] = {
+            "p50_wait_s": round(_p(r.waits, 0.5), 1),
+            "p95_wait_s": round(_p(r.waits, 0.95), 1),
+            "mean_wait_s": round(sum(r.waits) / max(1, len(r.waits)), 1),
+            "instance_hours": round(r.instance_hours, 1),
+            "gpu_hours": round(r.gpu_hours, 1),
+            "cost": round(r.cost, 2),
+            "launches": r.launches,
+            "burst_starts": r.burst_starts,
+            "sim_cpu_s": round(time.process_time() - started, 2),
+        }
+    ours, naive, none = out["gridlane"], out["naive"], out["none"]
+    wait_ratio = ours["p95_wait_s"] / max(naive["p95_wait_s"], 1e-9)
+    hours_ratio = ours["instance_hours"] / max(naive["instance_hours"], 1e-9)
+    out["p95_wait_ratio_vs_naive"] = round(wait_ratio, 3)
+    out["instance_hours_ratio_vs_naive"] = round(hours_ratio, 3)
+    print(f"trace: {len(tasks)} tasks, {ONPREM_GPUS} GPUs on premises, instances boot in {BOOT_S:.0f} s, "
+          f"idle instances end after {MAX_IDLE.total_seconds() / 60:.0f} min")  # fmt: skip
+    for name in ("none", "gridlane", "naive"):
+        r = out[name]
+        print(f"  {name:<9} p95 wait {r['p95_wait_s']:>10} s  p50 {r['p50_wait_s']:>8} s  instance-hours "
+              f"{r['instance_hours']:>9}  GPU-hours {r['gpu_hours']:>9}  cost {r['cost']:>10}  "
+              f"launches {r['launches']}")  # fmt: skip
+    vs_none = ours["p95_wait_s"] / max(none["p95_wait_s"], 1e-9)
+    print(f"  gridlane vs naive: p95 wait {wait_ratio:.2f}x (goal <= 1.2x), instance-hours {hours_ratio:.2f}x "
+          f"(goal <= 0.6x); vs no burst: p95 wait {vs_none:.3f}x")  # fmt: skip
+    return out
+
+
+# 2 -----------------------------------------------------------------------------------------------------
+def decision_time(path: str, waiting: int = 10_000, types: int = 20) -> dict[str, Any]:
+    """plan() over 10,000 waiting workloads whose requests are the trace's own (GPUs, CPUs, memory)."""
+    shapes = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            gpus = int(row["num_gpu"] or 0) * int(row["gpu_milli"] or 0)
+            if 0 < gpus <= 8000:
+                shapes.append(Resources(gpus, int(row["cpu_milli"]), int(row["memory_mib"])))
+    now = EPOCH + timedelta(days=1)
+    work = [Waiting(f"w{i}", i % 12, f"team{i % 12}", shapes[i % len(shapes)], now - timedelta(seconds=i))
+            for i in range(waiting)]  # fmt: skip
+    offers = [Offer(f"{family}.{size}", gpus, gpus * 12, gpus * 96 * GIB, round(gpus * price, 3))
+              for family, price in (("g5", 1.4), ("g6", 1.1), ("p4d", 4.1), ("p5", 6.9), ("g6e", 1.9))
+              for size, gpus in (("xlarge", 1), ("12xlarge", 4), ("24xlarge", 4), ("48xlarge", 8))][:types]  # fmt: skip
+    pool = Pool("bench", max_instances=200, budget_per_hour=5_000, budget_per_month=1e9)
+    runs = []
+    for _ in range(5):
+        started = time.process_time()
+        decided = plan(now, pool, offers, [], work)
+        runs.append(time.process_time() - started)
+    best = min(runs)
+    print(f"decision: {waiting} waiting workloads, {len(offers)} instance types: {best * 1000:.1f} ms CPU "
+          f"(best of 5; goal < 100 ms); {len(decided.launch)} launches")  # fmt: skip
+    return {"cpu_ms": round(best * 1000, 1), "launches": len(decided.launch), "goal_ms": 100}
