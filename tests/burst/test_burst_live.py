@@ -5,11 +5,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 
 from portal.agents.models import AgentHost
-from portal.burst.models import Decision, Instance
+from portal.burst.models import BurstPool, Decision, Instance
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from tests.conftest import wait_until
@@ -53,3 +54,26 @@ def test_waiting_work_runs_on_an_instance_launched_for_it_which_is_terminated_on
     assert inst.gone_at is not None
     assert inst.cost(inst.gone_at) > 0
     assert Decision.objects.filter(pool=burst_pool, action="launch").count() == 1  # nothing launched twice
+
+
+def test_a_reclaimed_spot_instance_puts_its_work_back_in_line_and_a_new_instance_runs_it(
+    alice, submit, burst_pool, machines, cycling
+):
+    BurstPool.objects.filter(pk=burst_pool.pk).update(spot=True)
+    w = submit(alice, queue="burstable", gpus=1, cpus=2, memory_gb=8,
+               command='echo $$ > "$GRIDLANE_JOB_DIR/job.pid"; echo started; sleep 300')  # fmt: skip
+    wait_until(lambda: state_of(w) == State.RUNNING, timeout=180, every=0.2)
+    first = Instance.objects.get(pool=burst_pool)
+    assert first.spot
+    assert first.price_per_hour == Decimal("0.4024")  # the spot price of g5.xlarge
+
+    machines.client.terminate_instances(InstanceIds=[first.provider_id])  # the provider takes it back
+
+    wait_until(lambda: state_of(w) == State.RUNNING and w.attempt == 1, timeout=240, every=0.2)
+    first.refresh_from_db()
+    assert first.state == "gone"
+    assert first.reason.startswith(f"spot instance {first.provider_id} (g5.xlarge) was reclaimed by the provider")
+    second = Instance.objects.exclude(pk=first.pk).get(pool=burst_pool)
+    assert w.host == second.host_name
+    assert list(w.events.values_list("to_state", flat=True)).count("preempted") == 1
+    assert Decision.objects.filter(pool=burst_pool, action="replace").count() == 1
