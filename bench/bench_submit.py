@@ -1,0 +1,341 @@
+"""Submissions through the API as production serves them: gunicorn on this machine's cores, the worker running.
+
+    echo      bench/echo.py, a bare Django REST framework POST view answering {}: the framework's floor
+    submit    POST /api/v1/workloads/ with a bearer token: authenticated, rate-limited, validated, recorded, kicked
+              (same gunicorn, same worker settings, same `ab -c 16`, alternating with the echo in paired rounds)
+
+for each gunicorn worker class (sync, gthread, uvicorn's ASGI worker); then, under the first class:
+
+    bulk      1,000 workloads in one POST /api/v1/workloads/bulk/, from the request to all 1,000 admitted
+    naive     the same 1,000 as one request each (ab -c 16), from the first request to all admitted
+    lone      one submit at a time on an idle system: submitted_at -> admitted_at, p50 and p95
+
+The workloads go to a queue on an agent fabric with no agents: the worker admits them and makes them claimable
+(its whole road inside the portal), and nothing runs on the two cores the server needs. `ab` comes from Debian's
+apache2-utils, installed here when it is missing. The worker is `manage.py gridlane_worker`, as deployed.
+GRIDLANE_BENCH_CLASSES (e.g. "sync") and GRIDLANE_BENCH_REQUESTS narrow a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.bench_scheduler import django_setup
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+REQUESTS = int(os.environ.get("GRIDLANE_BENCH_REQUESTS", "2000"))
+CONCURRENCY = 16
+ROUNDS = 2
+BULK = 1000
+LONE = 40
+# gunicorn on two cores: processes, or processes with threads, or ASGI processes (design: worker class and
+# count are read from the environment in deploy/gunicorn.conf.py; these are the candidates measured).
+CLASSES: dict[str, list[str]] = {
+    "sync": ["bench.wsgi:application", "--worker-class", "sync", "--workers", "4"],
+    "gthread": ["bench.wsgi:application", "--worker-class", "gthread", "--workers", "2", "--threads", "8"],
+    "uvicorn": [
+        "bench.asgi:application",
+        "--worker-class",
+        "uvicorn_worker.UvicornWorker",
+        "--workers",
+        "4",
+        "--env",
+        "GRIDLANE_BENCH_ASGI=1",
+    ],
+}
+JOB = {"queue": "burst", "kind": "batch", "command": "true", "resources": {"gpus": 0, "cpus": 0.001, "memory_gb": 0.1}}
+
+
+def run() -> dict[str, Any]:
+    ab = ensure_ab()
+    django_setup()
+    token = cast()
+    env = server_env()
+    results: dict[str, Any] = {"requests": REQUESTS, "concurrency": CONCURRENCY, "classes": {}}
+    chosen = os.environ.get("GRIDLANE_BENCH_CLASSES", ",".join(CLASSES)).split(",")  # e.g. "sync" alone
+    with worker(env):
+        for name, argv in ((n, CLASSES[n]) for n in chosen):
+            with gunicorn(argv, env) as url:
+                results["classes"][name] = paired(ab, url, token)
+            print(f"{name}: {results['classes'][name]}", flush=True)
+            clear()
+        with gunicorn(CLASSES["sync"], env) as url:
+            results["bulk"] = bulk(ab, url, token)
+            print(f"bulk: {results['bulk']}", flush=True)
+            clear()
+            results["lone"] = lone(url, token)
+    report(results)
+    return results
+
+
+# --- Set-up -----------------------------------------------------------------------------------------------
+
+
+def ensure_ab() -> str:
+    """ApacheBench, from Debian's apache2-utils when it is not installed yet."""
+    found = shutil.which("ab")
+    if found is None:
+        print("bench submit: installing apache2-utils (ab)", flush=True)
+        install = ["apt-get", "install", "-y", "-q", "apache2-utils"]
+        if subprocess.run(install, capture_output=True).returncode != 0:
+            subprocess.run(["apt-get", "update", "-q"], capture_output=True, check=True)  # noqa: S607
+            subprocess.run(install, capture_output=True, check=True)
+        found = shutil.which("ab")
+    if found is None:
+        raise SystemExit("bench submit: ab is not installed and apache2-utils could not be installed")
+    return found
+
+
+def cast() -> str:
+    """The demo cast, an agent fabric `burst` (no agents: admitted work waits to be claimed) behind a queue
+    `burst` open to alice's team, declared big enough for everything the bench submits. Returns alice's token."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from portal.accounts.models import ApiToken, ResourceGroup
+    from portal.queues.models import Fabric, Queue, QueueTarget
+
+    call_command("flush", interactive=False, verbosity=0)
+    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
+    big = {"gpus_milli": 0, "cpus_milli": 10**9, "memory_mib": 10**10}
+    fabric = Fabric.objects.create(name="burst", kind="agent", **big)
+    # As if it had just reported that much: the capacity step asks it again only after GRIDLANE_CAPACITY_SECONDS.
+    Fabric.objects.filter(pk=fabric.pk).update(
+        observed_gpus_milli=0, observed_cpus_milli=10**9, observed_memory_mib=10**10, observed_at=timezone.now()
+    )
+    queue = Queue.objects.create(slug="burst", name="Burst", kinds=["batch"], default_runtime_minutes=10)
+    queue.allowed_groups.add(ResourceGroup.objects.get(slug="vision"))
+    QueueTarget.objects.create(queue=queue, fabric=fabric)
+    _, token = ApiToken.issue(get_user_model().objects.get(username="alice"), "bench")
+    return token
+
+
+def server_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    return env | {
+        "DJANGO_SETTINGS_MODULE": "bench.settings",
+        "GRIDLANE_KICK_WORKER": "1",
+        "GRIDLANE_CAPACITY_SECONDS": "3600",
+        "GRIDLANE_SUBMIT_RATE_LIMIT": "100000000",
+        "GRIDLANE_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+@contextmanager
+def worker(env: dict[str, str]) -> Iterator[None]:
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the worker)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "gridlane_worker"], env=env, cwd=ROOT, stdout=log, stderr=log,
+        start_new_session=True,
+    )  # fmt: skip
+    time.sleep(3)  # the django-q2 cluster, the first cycle and the listener are up
+    try:
+        yield
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def gunicorn(argv: list[str], env: dict[str, str]) -> Iterator[str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [str(VENV_BIN / "gunicorn"), *argv, "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
+        env=env, cwd=ROOT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                post(f"{url}/bench/echo/", {})
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise SystemExit(f"bench submit: gunicorn {' '.join(argv)} did not start") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def post(url: str, body: Any, token: str = "") -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")  # noqa: S310 (loopback)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
+        return response.status, json.loads(response.read() or b"null")
+
+
+def clear() -> None:
+    """Finish what a measurement left, so that the next one starts with an empty line (as a real site would
+    between bursts): every unfinished workload is marked cancelled."""
+    from django.utils import timezone
+
+    from portal.workloads.models import Workload
+    from portal.workloads.states import FINISHED
+
+    Workload.objects.exclude(state__in=FINISHED).update(state="cancelled", finished_at=timezone.now())
+
+
+# --- Measurements -----------------------------------------------------------------------------------------
+
+
+def ab_run(ab: str, url: str, body: dict[str, Any], n: int, token: str = "") -> dict[str, float]:
+    """ab's throughput and latency percentiles; every answer must be a 2xx."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
+        file.write(json.dumps(body))
+        file.flush()
+        argv = [ab, "-q", "-l", "-n", str(n), "-c", str(CONCURRENCY), "-p", file.name, "-T", "application/json"]
+        if token:
+            argv += ["-H", f"Authorization: Bearer {token}"]
+        out = subprocess.run([*argv, url], capture_output=True, text=True, timeout=600).stdout
+    bad = re.search(r"Non-2xx responses:\s+(\d+)", out)
+    failed = int(re.search(r"Failed requests:\s+(\d+)", out)[1])  # type: ignore[index]
+    if failed or (bad and int(bad[1]) > n // 10):
+        raise RuntimeError(f"ab against {url}: {failed} failed, {bad[1] if bad else 0} non-2xx\n{out[-800:]}")
+    percent = {int(p): float(ms) for p, ms in re.findall(r"^\s+(\d+)%\s+(\d+)", out, re.M)}
+    return {
+        "non_2xx": int(bad[1]) if bad else 0,  # reported beside the numbers; more than a tenth stops the bench
+        "rps": float(re.search(r"Requests per second:\s+([\d.]+)", out)[1]),  # type: ignore[index]
+        "p50_ms": percent[50],
+        "p99_ms": percent[99],
+    }
+
+
+def paired(ab: str, url: str, token: str) -> dict[str, Any]:
+    """Echo and submit in alternating order, ROUNDS each; the ratio is the median of the rounds' ratios."""
+    ab_run(ab, f"{url}/bench/echo/", {}, 200)  # warm every worker up
+    ab_run(ab, f"{url}/api/v1/workloads/", JOB | {"name": "warm"}, 200, token)
+    echo: list[dict[str, float]] = []
+    submit: list[dict[str, float]] = []
+    for r in range(ROUNDS):
+        steps = [("echo", echo), ("submit", submit)]
+        for what, into in steps if r % 2 == 0 else steps[::-1]:
+            if what == "echo":
+                into.append(ab_run(ab, f"{url}/bench/echo/", {}, REQUESTS))
+            else:
+                into.append(ab_run(ab, f"{url}/api/v1/workloads/", JOB | {"name": f"r{r}"}, REQUESTS, token))
+    ratios = [s["rps"] / e["rps"] for s, e in zip(submit, echo, strict=True)]
+    return {
+        "echo_rps": round(max(e["rps"] for e in echo), 1),
+        "submit_rps": round(max(s["rps"] for s in submit), 1),
+        "submit_p50_ms": min(s["p50_ms"] for s in submit),
+        "submit_p99_ms": min(s["p99_ms"] for s in submit),
+        "echo_p99_ms": min(e["p99_ms"] for e in echo),
+        "submit_vs_echo": round(statistics.median(ratios), 3),
+        "non_2xx": sum(s["non_2xx"] for s in submit) + sum(e["non_2xx"] for e in echo),
+    }
+
+
+def wait_admitted(name: str, n: int, timeout: float = 120) -> float:
+    """perf_counter() when n workloads called `name` have all been admitted."""
+    from portal.workloads.models import Workload
+
+    admitted = Workload.objects.filter(name=name, admitted_at__isnull=False)
+    deadline = time.monotonic() + timeout
+    while admitted.count() < n:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {admitted.count()} of {n} {name!r} workloads admitted in {timeout:.0f} s")
+        time.sleep(0.005)
+    return time.perf_counter()
+
+
+def bulk(ab: str, url: str, token: str) -> dict[str, Any]:
+    """One request of 1,000 vs 1,000 requests of one, each from its start to its last admission."""
+    started = time.perf_counter()
+    try:
+        code, answer = post(f"{url}/api/v1/workloads/bulk/", {"items": [JOB | {"name": "bulk"}] * BULK}, token)
+    except urllib.error.HTTPError as error:  # a portal without the bulk endpoint (the baseline's)
+        code, answer = error.code, {"items": []}
+    created = time.perf_counter()
+    if code == 201 and len(answer["items"]) == BULK:
+        done = wait_admitted("bulk", BULK)
+        clear()
+    elif code not in (404, 405):
+        raise RuntimeError(f"bulk: {code}")
+    naive_started = time.perf_counter()
+    ab_run(ab, f"{url}/api/v1/workloads/", JOB | {"name": "naive"}, BULK, token)
+    naive_created = time.perf_counter()
+    naive_done = wait_admitted("naive", BULK)
+    has_bulk = code == 201
+    return {
+        "bulk_created_per_s": round(BULK / (created - started), 1) if has_bulk else None,
+        "bulk_admitted_per_s": round(BULK / (done - started), 1) if has_bulk else None,
+        "naive_created_per_s": round(BULK / (naive_created - naive_started), 1),
+        "naive_admitted_per_s": round(BULK / (naive_done - naive_started), 1),
+    }
+
+
+def lone(url: str, token: str) -> dict[str, Any]:
+    """One submit at a time, the system idle between them: submitted_at -> admitted_at."""
+    from portal.workloads.models import Workload
+
+    for _ in range(LONE):
+        post(f"{url}/api/v1/workloads/", JOB | {"name": "lone"}, token)
+        time.sleep(0.25)
+    wait_admitted("lone", LONE)
+    waits = sorted(
+        (w.admitted_at - w.submitted_at).total_seconds() * 1000
+        for w in Workload.objects.filter(name="lone")
+        if w.admitted_at is not None
+    )
+    return {"p50_ms": round(statistics.median(waits), 1), "p95_ms": round(waits[int(0.95 * (len(waits) - 1))], 1)}
+
+
+def report(results: dict[str, Any]) -> None:
+    print(f"\nsubmit vs echo, gunicorn on {os.cpu_count()} CPUs, ab -n {REQUESTS} -c {CONCURRENCY}, worker running:")
+    print(f"  {'class':<8} {'echo req/s':>10} {'submit/s':>9} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>7}")
+    for name, r in results["classes"].items():
+        print(f"  {name:<8} {r['echo_rps']:>10.0f} {r['submit_rps']:>9.0f} {r['submit_vs_echo']:>5.2f}x "
+              f"{r['submit_p50_ms']:>7.0f} {r['submit_p99_ms']:>7.0f} {r['non_2xx']:>7}")  # fmt: skip
+    best = max(results["classes"].values(), key=lambda r: r["submit_rps"])
+    met = best["submit_vs_echo"] >= 0.25 and best["submit_rps"] >= 300 and best["submit_p99_ms"] <= 100
+    print(f"  goal >= 0.25x the echo, >= 300 submits/s, p99 <= 100 ms (best class): {'met' if met else 'NOT met'}")
+    b = results["bulk"]
+    if b["bulk_admitted_per_s"] is None:
+        print(f"bulk: no bulk endpoint; one request each {b['naive_admitted_per_s']:.0f} admitted/s")
+    else:
+        gain = b["bulk_admitted_per_s"] / b["naive_admitted_per_s"]
+        print(f"bulk, {BULK} workloads: one request {b['bulk_admitted_per_s']:.0f} admitted/s "
+              f"(created {b['bulk_created_per_s']:.0f}/s); one request each {b['naive_admitted_per_s']:.0f} admitted/s "
+              f"(created {b['naive_created_per_s']:.0f}/s); {gain:.1f}x; "
+              f"goal >= 3000/s: {'met' if b['bulk_admitted_per_s'] >= 3000 else 'NOT met'}")  # fmt: skip
+    lone_ = results["lone"]
+    print(f"lone submit -> admitted, {LONE} submits: p50 {lone_['p50_ms']:.0f} ms, p95 {lone_['p95_ms']:.0f} ms "
+          f"(goal p50 <= 50 ms: {'met' if lone_['p50_ms'] <= 50 else 'NOT met'})")  # fmt: skip
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
