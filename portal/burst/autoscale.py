@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, NoReturn
 
+from django.conf import settings
 from django.db.models import Count, Max, Q, Sum
 
 from fabrics.base import Resources
@@ -62,9 +63,28 @@ class _Stop(Exception):
     """The provider refused in a way that stops this pool's step (credentials, throttling, no answer)."""
 
 
-def step(now: datetime) -> dict[str, int]:
+# When this process last ran the step from the periodic cycle: every step asks each provider, which throttles.
+_last_periodic: dict[str, datetime] = {}
+
+
+def periodic(now: datetime) -> dict[str, int]:
+    """The cycle's step: at most once per GRIDLANE_CAPACITY_SECONDS (as often as fabrics are asked what they
+    have), so a 2-second cycle does not call a provider's API every 2 seconds."""
+    pools = _enabled()  # one query whether or not the step is due: a cycle's query count stays the same
+    last = _last_periodic.get("step")
+    if not pools or (last is not None and last <= now < last + timedelta(seconds=settings.GRIDLANE_CAPACITY_SECONDS)):
+        return {}
+    _last_periodic["step"] = now
+    return step(now, pools)
+
+
+def _enabled() -> list[BurstPool]:
+    return list(BurstPool.objects.filter(enabled=True, fabric__enabled=True).select_related("fabric"))
+
+
+def step(now: datetime, pools: list[BurstPool] | None = None) -> dict[str, int]:
     done: Counter[str] = Counter()
-    for pool in BurstPool.objects.filter(enabled=True, fabric__enabled=True).select_related("fabric"):
+    for pool in _enabled() if pools is None else pools:
         try:
             done.update(run(pool, now))
         except Exception:  # one pool's bug must not stop the others, nor the worker's cycle

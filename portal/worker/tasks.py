@@ -102,7 +102,7 @@ def admit(wait_s: float = ADMIT_WAIT_S) -> dict[str, Any]:
 def autoscale() -> dict[str, int]:
     """The periodic cycle's only, after admit: it reads the reasons admit wrote. Providers answer in seconds."""
     with cycle_lock("burst") as held:
-        return scaling.step(timezone.now()) if held else {}
+        return scaling.periodic(timezone.now()) if held else {}
 
 
 def dispatch() -> int:
