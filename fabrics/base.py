@@ -95,6 +95,11 @@ class JobSpec:
     image: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
     template: str = ""  # the queue target's script or manifest template; empty means the fabric's default
+    # A native job: the user's own sbatch/qsub script, submitted byte for byte (no template), and what the
+    # queue target forces on its command line (partition, account, qos, constraint, reservation: IT's words).
+    script: str = ""
+    forced: Mapping[str, str] = field(default_factory=dict)
+    array: str = ""  # an array's element: its index (Slurm runs it as a one-task array, SLURM_ARRAY_TASK_ID set)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     submit = commands.add_parser(
-        "submit", help="submit a workload: gridlane submit --queue Q -- python train.py; or many: --from-file F"
+        "submit",
+        help="submit a workload: gridlane submit --queue Q -- python train.py (the words after -- arrive as given; "
+        "one word is a shell line), or a batch script as sbatch takes it: gridlane submit job.sbatch --queue Q "
+        "(- reads it from stdin); or many: --from-file F",
+    )
+    submit.add_argument(
+        "script",
+        nargs="?",
+        help="an sbatch/qsub script or a Kubernetes Job manifest (read for the request); - is stdin",
     )
     submit.add_argument("--queue")
     submit.add_argument(
@@ -33,17 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
         f"sent {BULK} at a time, each request all or nothing",
     )  # fmt: skip
     submit.add_argument("--kind", default="batch", choices=["notebook", "training", "batch", "vm"])
-    submit.add_argument("--name", default="job")
-    submit.add_argument("--gpus", default="0")
-    submit.add_argument("--cpus", default="1")
-    submit.add_argument("--memory-gb", default="4")
-    submit.add_argument("--nodes", type=int, default=1)
+    submit.add_argument("--name")
+    submit.add_argument("--gpus")
+    submit.add_argument("--cpus")
+    submit.add_argument("--memory-gb")
+    submit.add_argument("--nodes", type=int)
     submit.add_argument("--runtime-minutes", type=int)
     submit.add_argument("--priority", default="normal")
     submit.add_argument("--lease-hours")
     submit.add_argument("--image", default="")
     submit.add_argument("--group")
-    submit.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
+    submit.add_argument(
+        "--array", help="an array: one element per index, e.g. 0-99%%10 ($GRIDLANE_ARRAY_INDEX in each)"
+    )
 
     ls = commands.add_parser("ls", help="list workloads")
     ls.add_argument("--state")
@@ -57,16 +68,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def submit_body(args: argparse.Namespace) -> dict[str, Any]:
-    words = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-    body: dict[str, Any] = {
-        "queue": args.queue,
-        "kind": args.kind,
-        "name": args.name,
-        "command": " ".join(words),
-        "resources": {"gpus": args.gpus, "cpus": args.cpus, "memory_gb": args.memory_gb, "nodes": args.nodes},
-        "priority": args.priority,
-    }
+RESOURCE_DEFAULTS = {"gpus": "0", "cpus": "1", "memory_gb": "4", "nodes": 1}
+
+
+def command_line(words: Sequence[str]) -> str:
+    """The command as the fabric's shell runs it: one word is a shell line as written (`"make && make test"`);
+    several are an argv, each word quoted so it arrives exactly as given."""
+    return words[0] if len(words) == 1 else shlex.join(words)
+
+
+def submit_body(args: argparse.Namespace, stdin: Any = None) -> dict[str, Any]:
+    given = {"gpus": args.gpus, "cpus": args.cpus, "memory_gb": args.memory_gb, "nodes": args.nodes}
+    given = {key: value for key, value in given.items() if value is not None}
+    body: dict[str, Any] = {"queue": args.queue, "kind": args.kind, "priority": args.priority}
+    if args.script is not None:
+        if args.cmd:
+            raise SystemExit("gridlane: give a batch script or a command after --, not both")
+        source = stdin or sys.stdin
+        try:
+            text = source.read() if args.script == "-" else Path(args.script).read_text()
+        except OSError as error:
+            raise SystemExit(f"gridlane: cannot read {args.script}: {error.strerror}") from error
+        # A batch script starts with #!; anything else is a Kubernetes Job manifest (YAML or JSON).
+        body["script" if text.startswith("#!") else "manifest"] = text
+        if given:  # beside a script, resources are only a check: they must agree with its directives
+            body["resources"] = given
+        if args.name:
+            body["name"] = args.name
+    else:
+        body |= {"name": args.name or "job", "command": command_line(args.cmd), "resources": RESOURCE_DEFAULTS | given}
     if args.image:
         body["image"] = args.image
     if args.runtime_minutes:
@@ -75,6 +105,8 @@ def submit_body(args: argparse.Namespace) -> dict[str, Any]:
         body["lease_hours"] = args.lease_hours
     if args.group:
         body["group"] = args.group
+    if args.array:
+        body["array"] = args.array
     return body
 
 
@@ -152,8 +184,20 @@ def run(args: argparse.Namespace, api: Api) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments; for submit, every word after the first `--` is the command, taken as it is."""
+    argv = list(argv)
+    cmd: list[str] = []
+    if "submit" in argv and "--" in argv[argv.index("submit") :]:
+        cut = argv.index("--", argv.index("submit"))
+        argv, cmd = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
+    args.cmd = cmd
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
     server, token = resolve(args.server, args.token)
     if args.command == "agent" and args.enroll and server:
         token = ""  # the agent enrolls first and gets its own token

@@ -17,7 +17,7 @@ from scheduler import reasons
 from scheduler.backfill import Shadow, shadow
 from scheduler.estimates import Profile
 from scheduler.ledger import Amount, Ledger, add, amount, fits, need_on, sub
-from scheduler.model import Admit, Decisions, Job, Preempt, Snapshot, Waiting
+from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting
 from scheduler.preemption import victims
 from scheduler.priority import ordered
 from scheduler.reasons import Reason
@@ -39,10 +39,12 @@ def decide(snapshot: Snapshot) -> Decisions:
     # 1. Order the line: fair share, priority class, age and size (priority.py).
     line = ordered(snapshot)
     # 2. What each team is owed: work within its unused reservation goes first, whatever its priority.
-    borrowers = [job for job in line if not cycle.owed(job)]
+    #    An array's elements past its % limit wait, whatever is free.
+    borrowers = [job for job in line if not cycle.throttled(job) and not cycle.owed(job)]
     # 3. The rest borrows what is left, in line order, with backfill around the head.
     for job in borrowers:
-        cycle.consider(job)
+        if not cycle.throttled(job):
+            cycle.consider(job)
     # 4. Estimate when the waiting work could start, in line order.
     return cycle.decisions(line)
 
@@ -66,6 +68,10 @@ class _Cycle:
         self.preempted: list[Preempt] = []
         self.gone: set[str] = set()  # preempted in this cycle
         self.waiting: dict[str, _Why] = {}
+        self.array_active: defaultdict[str, int] = defaultdict(int)  # array -> its elements holding capacity
+        for job in snapshot.running:
+            if job.array_id:
+                self.array_active[job.array_id] += 1
 
     # -- pass 1: what teams are owed -----------------------------------------------------------------
     def owed(self, job: Job) -> bool:
@@ -76,7 +82,9 @@ class _Cycle:
         if queue is None:
             return False
         ledger = self.ledger
-        targets = [(fid, need_on(job, ledger.sharing[fid])) for fid in queue.fabric_ids if self.s.fabrics[fid].healthy]
+        targets = [
+            (fid, need_on(job, ledger.sharing[fid])) for fid in _targets(job, queue) if self.s.fabrics[fid].healthy
+        ]
         targets = [(fid, need) for fid, need in targets if ledger.within_reservation(job.group_id, fid, need)]
         if not targets:
             return False
@@ -102,18 +110,18 @@ class _Cycle:
     # -- pass 2: borrowing ---------------------------------------------------------------------------
     def consider(self, job: Job) -> None:
         queue = self.s.queues.get(job.queue_id)
-        if queue is None or not queue.fabric_ids:
+        if queue is None or not _targets(job, queue):
             slug = queue.slug if queue else str(job.queue_id)
             self.waiting[job.id] = _Why(reasons.no_target(slug), None)
             return
         # Routing: the first target that can hold all of it now.
         why = []
-        for fid in queue.fabric_ids:
+        for fid in _targets(job, queue):
             outcome = self._try(job, fid)
             if outcome is None:
                 return
             why.append(outcome)
-        for fid, blocked in zip(queue.fabric_ids, why, strict=True):
+        for fid, blocked in zip(_targets(job, queue), why, strict=True):
             if blocked.fabric_id is not None:
                 self._maybe_head(job, fid, need_on(job, self.ledger.sharing[fid]))
         self.waiting[job.id] = why[0]  # the first target's reason: where it would go first
@@ -160,7 +168,16 @@ class _Cycle:
         owner = (ledger.owner_used[job.owner_id], owner_limit or 0, need[0])
         return _Why(reasons.owner_at_limit(*owner), None)
 
+    def throttled(self, job: Job) -> bool:
+        """Whether the job is an array element past its array's % limit (then it waits, with that reason)."""
+        if not job.array_throttle or self.array_active[job.array_id] < job.array_throttle:
+            return False
+        self.waiting[job.id] = _Why(reasons.array_throttle(job.array_throttle), None)
+        return True
+
     def _admit(self, job: Job, fid: int, need: Amount) -> None:
+        if job.array_id:
+            self.array_active[job.array_id] += 1
         self.ledger.take(job, fid, need)
         self.admitted.append(Admit(job.id, fid))
         self.admitted_on[fid].append(job)
@@ -232,3 +249,10 @@ class _Cycle:
                 start = profile.earliest(need_on(job, self.ledger.sharing[fid]), job.runtime_limit_s)
             waiting.append(Waiting(job.id, why.reason, start))
         return Decisions(admit=tuple(self.admitted), waiting=tuple(waiting), preempt=tuple(self.preempted))
+
+
+def _targets(job: Job, queue: QueueState) -> tuple[int, ...]:
+    """The fabrics a job may go to, in its queue's order: native work only to fabrics of its kind."""
+    if job.only_on is None:
+        return queue.fabric_ids
+    return tuple(fid for fid in queue.fabric_ids if fid in job.only_on)

@@ -72,6 +72,9 @@ class Job:
     fabric_id: int | None = None
     started_at: datetime | None = None
     owner_id: int = 0
+    only_on: tuple[int, ...] | None = None  # native work: the fabrics of its kind; None: any of its queue's targets
+    array_id: str = ""  # an array's element: its parent's id
+    array_throttle: int = 0  # at most this many of the array's elements hold capacity at once (0: no limit)
 
     @property
     def total(self) -> Resources:

@@ -20,6 +20,7 @@ BEHIND_HIGHER_PRIORITY = "behind_higher_priority"
 FABRIC_UNAVAILABLE = "fabric_unavailable"
 NO_TARGET = "no_target"
 PREEMPTED = "preempted"
+ARRAY_THROTTLE = "array_throttle"
 
 Amount = tuple[int, int, int]
 
@@ -142,6 +143,12 @@ def fabric_unavailable(fabric: str) -> Reason:
 
 def no_target(queue: str) -> Reason:
     return Reason(NO_TARGET, f"The queue {queue} has no fabric behind it; ask IT.")
+
+
+def array_throttle(most: int) -> Reason:
+    return Reason(
+        ARRAY_THROTTLE, f"Its array runs at most {most} elements at once (its % limit); it starts when one ends."
+    )
 
 
 def preempted(fabric: str) -> Reason:

@@ -30,6 +30,7 @@ from uuid import UUID
 import yaml
 
 from fabrics.base import JobSpec, TemplateError
+from fabrics.kubernetes import manifest
 from fabrics.kubernetes.settings import KubeSettings
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -184,6 +185,8 @@ def _main_index(containers: list[dict[str, Any]]) -> int:
 
 def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     """The objects for this job; TemplateError when it cannot run as asked (template, image, GPUs)."""
+    if job.script:  # the user's own Job manifest (fabrics.kubernetes.manifest)
+        return Manifests(native_job(job, namespace))
     template = load_template(job.template)
     name = job_name(job.workload_id)
     own = labels(job)
@@ -250,6 +253,19 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
         service = _service(name, namespace, own, headless=False)
     podgroup = _podgroup(job, name, namespace, own, settings) if settings.volcano else None
     return Manifests(manifest, service, podgroup)
+
+
+def native_job(job: JobSpec, namespace: str) -> dict[str, Any]:
+    """A user's own Job, as Gridlane creates it (fabrics.kubernetes.manifest.render)."""
+    try:
+        read = manifest.read(job.script, namespace)
+    except manifest.ManifestError as error:
+        raise TemplateError(str(error)) from error
+    env = {**job.env, "GRIDLANE_WORKLOAD_ID": str(job.workload_id)}
+    return manifest.render(
+        read, name=job_name(job.workload_id), namespace=namespace, labels=labels(job),
+        pod_template=load_template(job.template), runtime_s=max(1, job.runtime_limit_s), env=env,
+    )  # fmt: skip
 
 
 def notebook_command(settings: KubeSettings, namespace: str, name: str, workload_id: UUID) -> list[str]:

@@ -26,8 +26,9 @@ from uuid import UUID
 
 from fabrics import templating
 from fabrics.base import Batched, Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
-from fabrics.pbs import parse
+from fabrics.pbs import directives, native, parse
 from fabrics.pbs.render import FLAVORS, Options, render
+from fabrics.slurm.directives import DirectiveError
 from fabrics.ssh import batch, notebook
 from fabrics.ssh.scripts import PATH, TEMPLATE_NAMES, WORD, split_template
 from fabrics.ssh.settings import SshSettings
@@ -99,6 +100,9 @@ class PbsFabric(Batched):
         notebook.check_url_template(settings.get("notebook_url", notebook.CONNECT_URL))
 
     def render(self, job: JobSpec) -> str:
+        if job.script:  # the user's own script: written as it is, Gridlane's options on qsub's command line
+            self._native_options(job)
+            return job.script
         if job.template:
             self.check_template(job.template)
         return render(job.template, job, self.options)
@@ -131,10 +135,20 @@ class PbsFabric(Batched):
                 results[key] = FabricError(f"PBS refused the job: {said}", retryable=bool(transient))
         return results
 
+    def _native_options(self, job: JobSpec) -> list[str]:
+        try:
+            read = directives.read(job.script)
+        except DirectiveError as error:
+            raise TemplateError(str(error)) from error
+        return native.options(job, read)
+
     def _qsub_step(self, job: JobSpec) -> batch.Step:
         """qsub of the job's script, written first where the Torque wrappers read it (no script on stdin)."""
-        script = self._script(job)
         path = self._path(f"{job.workload_id}.pbs")
+        if job.script:  # the user's own script, byte for byte; its output goes where it says
+            argv = [self._bin("qsub"), *self._native_options(job), path]
+            return self._step(job.workload_id, argv, job.script, write_to=path)
+        script = self._script(job)
         argv = [self._bin("qsub"), "-o", "/dev/null", "-e", "/dev/null", path]
         return self._step(job.workload_id, argv, script, write_to=path)
 

@@ -139,7 +139,7 @@ REFUSED = {
 # Where IT may force a value (the queue target's `native` policy): the option, as sbatch's command line takes it.
 FORCEABLE = ("partition", "account", "qos", "constraint", "reservation")
 MAGIC = ("#SBATCH", "#SLURM")
-SIZE = re.compile(r"^([0-9]+)([KMGT]?)$", re.IGNORECASE)
+SIZE = re.compile(r"^([0-9]+)(?:([KMGT])B?)?$", re.IGNORECASE)  # sbatch also takes 16GB as 16G
 UNIT_MIB = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 COUNT = re.compile(r"^[0-9]+$")
 GPU_SPEC = re.compile(r"^(?:([A-Za-z0-9_.+-]+):)?([0-9]+)$")  # [type:]N
@@ -462,11 +462,11 @@ def _gpus_said(count: int, kind: str) -> str:
 
 
 def size_mib(line: int, option: str, value: str) -> int:
-    """An sbatch size (default unit MB; K, M, G, T suffixes, any case) in MiB, rounded up."""
+    """An sbatch size (default unit MB; K, M, G, T suffixes, any case, optionally with B) in MiB, rounded up."""
     m = SIZE.match(value)
     if not m:
         raise DirectiveError(line, f"--{option}={value}: give a size such as 4096, 4096M, 16G or 1T")
-    return math.ceil(int(m.group(1)) * UNIT_MIB[m.group(2).upper()])
+    return math.ceil(int(m.group(1)) * UNIT_MIB[(m.group(2) or "").upper()])
 
 
 def _memory(last: dict[str, Directive], gpus: int, cpus: int) -> int | None:

@@ -48,7 +48,7 @@ from fabrics.base import (
     JobStatus,
     TemplateError,
 )
-from fabrics.slurm import parse, reasons
+from fabrics.slurm import directives, native, parse, reasons
 from fabrics.slurm.render import GPU_REQUESTS, NAME_PREFIX, TAG_PREFIX, Options, render
 from fabrics.ssh import batch, notebook
 from fabrics.ssh.scripts import PATH, TEMPLATE_NAMES, WORD, split_template
@@ -126,6 +126,9 @@ class SlurmFabric(Batched):
         notebook.check_url_template(settings.get("notebook_url", notebook.CONNECT_URL))
 
     def render(self, job: JobSpec) -> str:
+        if job.script:  # the user's own script: sent as it is, Gridlane's options on sbatch's command line
+            self._native_options(job)
+            return job.script
         if job.template:
             self.check_template(job.template)
         return render(job.template, job, self.options)
@@ -139,7 +142,7 @@ class SlurmFabric(Batched):
         fresh: workloads never handed to this fabric before (see fabrics.base.place_many); squeue is
         not asked about them, and a batch of only those runs no squeue at all.
         """
-        return self._place(jobs, look_up=[job.workload_id for job in jobs if job.workload_id not in fresh])
+        return self._place(jobs, look_up=[job for job in jobs if job.workload_id not in fresh])
 
     def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
         """All the jobs in one SSH command; per workload its Slurm job id or the error it met.
@@ -154,7 +157,7 @@ class SlurmFabric(Batched):
         if not wanted:
             return {}
         steps = [self._step(wid) for wid in wanted]
-        report, output = self._run_keyed(steps, wanted, retry=True)
+        report, output = self._run_keyed(steps, [f"{NAME_PREFIX}{wid}" for wid in wanted], retry=True)
         found = {}
         for index, wid in enumerate(wanted):
             outcome = report.outcomes.get(index)
@@ -309,30 +312,47 @@ class SlurmFabric(Batched):
         text, marker = batch.script(steps)
         return batch.parse(self.ssh.run_script(text, retry=retry).stdout, marker, len(steps))
 
-    def _step(self, wid: UUID, script: str | None = None) -> batch.Step:
+    def _step(self, wid: UUID, script: str | None = None, options: Sequence[str] = ()) -> batch.Step:
         """The keyed step for a workload: sbatch with its script, or (no script) only its look-up."""
-        argv = [self._bin("sbatch"), "--parsable"] if script is not None else []
+        argv = [self._bin("sbatch"), "--parsable", *options] if script is not None else []
         return batch.Step(argv, stdin=script, key=f"{TAG_PREFIX}{wid}", record=posixpath.join(self._ids(), str(wid)))
 
-    def _lookups(self, wids: Sequence[UUID]) -> list[list[str]]:
-        """squeue calls printing `<comment> <job id>` for the account's jobs named after these workloads."""
-        keys = sorted(str(wid) for wid in wids)
+    def _native_options(self, job: JobSpec) -> list[str]:
+        """sbatch's command line for a user's own script (fabrics.slurm.native); TemplateError when it cannot be."""
+        try:
+            read = directives.read(job.script)
+        except directives.DirectiveError as error:
+            raise TemplateError(str(error)) from error
+        return native.options(job, read, self.options)
+
+    def _name(self, job: JobSpec) -> str:
+        """The name the job has in Slurm: Gridlane's, or the one a user's own script gives it."""
+        if job.script:
+            try:
+                return native.job_name(job, directives.read(job.script))
+            except directives.DirectiveError:
+                pass
+        return f"{NAME_PREFIX}{job.workload_id}"
+
+    def _lookups(self, names: Sequence[str]) -> list[list[str]]:
+        """squeue calls printing `<comment> <job id>` for the account's jobs with these names."""
+        keys = sorted(set(names))
         return [
             [
                 self._bin("squeue"),
                 "--noheader",
                 "--states=all",
                 "--me",
-                "--name=" + ",".join(f"{NAME_PREFIX}{k}" for k in keys[i : i + NAMES_PER_QUERY]),
+                "--name=" + ",".join(keys[i : i + NAMES_PER_QUERY]),
                 "--format=%k %i",  # the comment is the key: a job must have our name and our comment
             ]
             for i in range(0, len(keys), NAMES_PER_QUERY)
         ]
 
     def _run_keyed(
-        self, steps: list[batch.Step], look_up: Sequence[UUID], *, retry: bool
+        self, steps: list[batch.Step], look_up: Sequence[str], *, retry: bool
     ) -> tuple[batch.Report, Result]:
-        """Run keyed steps under the submit lock, after one squeue for the workloads in `look_up`."""
+        """Run keyed steps under the submit lock, after one squeue for the jobs named in `look_up`."""
         text, marker = batch.script(
             steps,
             parallel=self.parallel,
@@ -347,13 +367,13 @@ class SlurmFabric(Batched):
             raise FabricError(f"squeue failed: {_said(report.lookup_failed)}", retryable=True)
         return report, output
 
-    def _place(self, jobs: Sequence[JobSpec], *, look_up: Sequence[UUID]) -> dict[UUID, str | FabricError]:
+    def _place(self, jobs: Sequence[JobSpec], *, look_up: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
         """Submit each job that neither its record nor squeue (asked about `look_up` only) says has a job."""
-        steps, keys, results = batch.keyed_steps(jobs, lambda job: self._step(job.workload_id, self._script(job)))
+        steps, keys, results = batch.keyed_steps(jobs, self._submit_step)
         if not steps:
             return results
         try:
-            report, output = self._run_keyed(steps, look_up, retry=False)
+            report, output = self._run_keyed(steps, [self._name(job) for job in look_up], retry=False)
         except FabricError as exc:
             return results | dict.fromkeys(keys, exc)
         for index, key in enumerate(keys):
@@ -371,6 +391,11 @@ class SlurmFabric(Batched):
         if len(ids) > 1:
             log.error("workload %s has several jobs on %s: %s", wid, self.config.name, sorted(ids, key=int))
         return min(ids, key=int) if ids else None
+
+    def _submit_step(self, job: JobSpec) -> batch.Step:
+        if job.script:  # the user's own script, byte for byte on sbatch's stdin
+            return self._step(job.workload_id, job.script, self._native_options(job))
+        return self._step(job.workload_id, self._script(job))
 
     def _script(self, job: JobSpec) -> str:
         """The script as sent: as `render`, with its secrets."""

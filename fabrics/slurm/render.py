@@ -89,6 +89,8 @@ def directives(job: JobSpec, options: Options) -> list[str]:
     if gpus:
         typed = f"{options.gpu_type}:" if options.gpu_type else ""
         lines.append(f"--gres=gpu:{typed}{gpus}" if options.gpu_request == "gres" else f"--gpus-per-node={typed}{gpus}")
+    if job.array.isdigit():  # one element of a Gridlane array: SLURM_ARRAY_TASK_ID set, as Slurm's own arrays do
+        lines.append(f"--array={job.array}")
     lines += [
         f"--time={minutes(job.runtime_limit_s)}",
         f"--output={options.workdir}/%j.out",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import Count
 from rest_framework import serializers
 
 from portal.api.errors import flatten
@@ -34,9 +35,12 @@ class ResourcesIn(serializers.Serializer[Any]):
 class WorkloadIn(serializers.Serializer[Any]):
     queue = serializers.CharField(max_length=50)
     kind = serializers.CharField(max_length=20, default="training")
-    name = serializers.CharField(max_length=200, trim_whitespace=False)
+    name = serializers.CharField(max_length=200, trim_whitespace=False, allow_blank=True, default="")
     command = serializers.CharField(allow_blank=True, default="", trim_whitespace=False)
     script = serializers.CharField(allow_blank=True, default="", trim_whitespace=False)
+    manifest = serializers.CharField(
+        allow_blank=True, default="", trim_whitespace=False, help_text="A Kubernetes batch/v1 Job, YAML or JSON."
+    )
     image = serializers.CharField(allow_blank=True, allow_null=True, default="", max_length=400)
     resources = ResourcesIn(default=dict)
     runtime_limit_minutes = serializers.IntegerField(
@@ -45,10 +49,15 @@ class WorkloadIn(serializers.Serializer[Any]):
     priority = serializers.CharField(default=Priority.NORMAL, max_length=20)
     lease_hours = serializers.DecimalField(max_digits=9, decimal_places=3, required=False, allow_null=True)
     group = serializers.SlugField(required=False, allow_null=True)
+    array = serializers.CharField(
+        allow_blank=True, default="", max_length=200, help_text="An array: one element per index, e.g. 0-99%10."
+    )
 
     def to_request(self) -> SubmitRequest:
         d = self.validated_data
         r = RESOURCE_DEFAULTS | dict(d.get("resources") or {})
+        raw = self.initial_data.get("resources") if isinstance(self.initial_data, dict) else None
+        given = tuple(k for k in RESOURCE_DEFAULTS if isinstance(raw, dict) and k in raw)
         return SubmitRequest(
             queue=d["queue"],
             kind=d["kind"],
@@ -64,6 +73,9 @@ class WorkloadIn(serializers.Serializer[Any]):
             priority=d["priority"],
             lease_hours=d.get("lease_hours"),
             group=d.get("group"),
+            resources_given=given,
+            array=d["array"],
+            manifest=d["manifest"],
         )
 
 
@@ -115,6 +127,8 @@ class WorkloadOut(serializers.ModelSerializer[Workload]):
     runtime_limit_minutes = serializers.SerializerMethodField()
     lease_hours = serializers.SerializerMethodField(help_text="Notebooks and VMs: the lease, in hours from the start.")
     connect_url = serializers.SerializerMethodField(help_text="Only for the owner: a notebook's URL carries its token.")
+    array_parent = serializers.UUIDField(source="array_parent_id", allow_null=True, read_only=True)
+    elements = serializers.SerializerMethodField(help_text="An array's parent: how many elements are in each state.")
 
     class Meta:
         model = Workload
@@ -143,8 +157,20 @@ class WorkloadOut(serializers.ModelSerializer[Workload]):
             "exit_code",
             "connect_url",
             "fabric",
+            "array",
+            "array_index",
+            "array_parent",
+            "elements",
         ]
         read_only_fields = fields
+
+    def get_elements(self, w: Workload) -> dict[str, int] | None:
+        if not w.is_array:
+            return None
+        counts = self.context.get("element_counts")
+        if counts is None:  # one workload: count its elements now
+            counts = element_counts([w.pk])
+        return counts.get(w.pk, {})
 
     def get_resources(self, w: Workload) -> dict[str, int | float]:
         return {
@@ -164,6 +190,22 @@ class WorkloadOut(serializers.ModelSerializer[Workload]):
 
     def get_runtime_limit_minutes(self, w: Workload) -> int:
         return w.runtime_limit_s // 60
+
+
+def element_counts(parent_ids: list[Any]) -> dict[Any, dict[str, int]]:
+    """Per array parent, its elements by state: one query for any number of parents."""
+    counts: dict[Any, dict[str, int]] = {}
+    if not parent_ids:
+        return counts
+    rows = (
+        Workload.objects.filter(array_parent_id__in=parent_ids)
+        .values_list("array_parent_id", "state")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for parent_id, state, n in rows:
+        counts.setdefault(parent_id, {})[state] = n
+    return counts
 
 
 class WorkloadDetailOut(WorkloadOut):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from uuid import UUID
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db.models import QuerySet
@@ -17,7 +18,15 @@ from rest_framework.response import Response
 
 from portal import access
 from portal.accounts import ratelimit
-from portal.api.serializers import BulkIn, BulkOut, QueueOut, WorkloadDetailOut, WorkloadIn, WorkloadOut
+from portal.api.serializers import (
+    BulkIn,
+    BulkOut,
+    QueueOut,
+    WorkloadDetailOut,
+    WorkloadIn,
+    WorkloadOut,
+    element_counts,
+)
 from portal.workloads import services
 from portal.workloads.models import Priority, Workload
 from portal.workloads.states import State
@@ -60,6 +69,7 @@ FILTERS = [
     OpenApiParameter("kind", str),
     OpenApiParameter("group", str, description="team slug"),
     OpenApiParameter("mine", bool, description="only the caller's own workloads"),
+    OpenApiParameter("array", str, description="an array's id: its elements (else arrays are listed as their parent)"),
 ]
 
 
@@ -114,8 +124,17 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
             workloads = workloads.filter(group__slug=group)
         if params.get("mine", "").lower() in {"1", "true", "yes"}:
             workloads = workloads.filter(owner_id=request.user.pk)
-        page = self.paginate_queryset(workloads)
-        return self.get_paginated_response(WorkloadOut(page, many=True, context={"request": request}).data)
+        if array := params.get("array"):
+            try:
+                workloads = workloads.filter(array_parent_id=UUID(array)).order_by("array_index")
+            except ValueError:
+                raise ValidationError({"array": ["Give an array's id."]}) from None
+        else:
+            workloads = workloads.filter(array_parent__isnull=True)
+        page = self.paginate_queryset(workloads) or []
+        counts = element_counts([w.pk for w in page if w.is_array])
+        context = {"request": request, "element_counts": counts}
+        return self.get_paginated_response(WorkloadOut(page, many=True, context=context).data)
 
     @extend_schema(responses=WorkloadDetailOut)
     def retrieve(self, request: Request, pk: str) -> Response:

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from fabrics import native
 from fabrics.base import FabricConfig, Resources, TemplateError
 from fabrics.registry import KINDS, fabric_class
 from portal.accounts.models import ResourceGroup
@@ -131,6 +132,14 @@ class QueueTarget(models.Model):
     fabric = models.ForeignKey(Fabric, on_delete=models.PROTECT, related_name="targets")
     order = models.PositiveSmallIntegerField(default=0)
     template = models.TextField(blank=True, help_text="Empty means the fabric's default template.")
+    native = models.JSONField(
+        "Native scripts",
+        default=dict,
+        blank=True,
+        help_text='Users\' own sbatch/qsub scripts here: {"forced": {"partition": "gpu"}, "forbidden": '
+        '["reservation"], "allowed": null, "node": {"gpus": 8, "cpus": 32, "memory_gb": 64}, '
+        '"default_mem_per_cpu_mb": 1024, "max_array": 1000} (see fabrics/native.py).',
+    )
 
     class Meta:
         ordering = ["queue", "order", "pk"]
@@ -142,7 +151,14 @@ class QueueTarget(models.Model):
         return f"{self.queue} -> {self.fabric}"
 
     def clean(self) -> None:
-        if self.fabric_id is None or not self.template:
+        if self.fabric_id is None:
+            return
+        if self.native:
+            try:
+                native.Policy.of(self.fabric.kind, self.native)
+            except ValueError as error:
+                raise ValidationError({"native": str(error)}) from error
+        if not self.template:
             return
         try:
             fabric_class(self.fabric.kind).check_template(self.template)

@@ -33,14 +33,24 @@ def job_spec(w: Workload) -> JobSpec:
         owner=w.owner.get_username(),
         group=w.group.slug,
         queue=w.queue.slug,
-        command=w.script or w.command,
+        command=w.command,
         per_node=w.per_node,
         nodes=w.nodes,
         runtime_limit_s=w.runtime_limit_s,
         image=w.image,
-        env=notebook_endpoint.job_env(w),  # notebooks on a batch cluster: where to report their server
+        # Notebooks on a batch cluster: where to report their server; an array's element: its index.
+        env=notebook_endpoint.job_env(w) | _array_env(w),
         template=w.target.template if w.target else "",
+        script=w.script,  # a user's own sbatch/qsub script: byte for byte, with what the target forces
+        forced=dict((w.target.native or {}).get("forced") or {}) if w.target and w.script else {},
+        array=str(w.array_index) if w.array_index is not None else "",
     )
+
+
+def _array_env(w: Workload) -> dict[str, str]:
+    if w.array_index is None:
+        return {}
+    return {"GRIDLANE_ARRAY_INDEX": str(w.array_index), "GRIDLANE_ARRAY_ID": str(w.array_parent_id)}
 
 
 def dispatch_all() -> int:

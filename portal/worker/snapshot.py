@@ -36,7 +36,7 @@ class Row(NamedTuple):
 FIELDS = (
     "id", "state", "queue_id", "pending_reason_code", "pending_reason", "estimated_start",  # -> Row
     "owner_id", "group_id", "fabric_id", "priority", "submitted_at", "started_at", "runtime_limit_s",
-    "gpus_milli", "cpus_milli", "memory_mib", "nodes",
+    "gpus_milli", "cpus_milli", "memory_mib", "nodes", "native_kind", "array_parent_id", "array_throttle",
 )  # fmt: skip
 
 
@@ -44,9 +44,10 @@ def _limit(value: int | None) -> int:
     return model.UNLIMITED if value is None else value
 
 
-def job_of(values: tuple[Any, ...]) -> model.Job:
+def job_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]] | None = None) -> model.Job:
+    """kinds: the fabric ids of each kind, for native work (which runs only where its scheduler reads it)."""
     (pk, _, queue_id, _, _, _, owner_id, group_id, fabric_id, priority, submitted_at, started_at, runtime_limit_s,
-     gpus, cpus, memory, nodes) = values  # fmt: skip
+     gpus, cpus, memory, nodes, native_kind, array_parent_id, array_throttle) = values  # fmt: skip
     return model.Job(
         id=str(pk),
         group_id=group_id,
@@ -59,6 +60,9 @@ def job_of(values: tuple[Any, ...]) -> model.Job:
         fabric_id=fabric_id,
         started_at=started_at,
         owner_id=owner_id,
+        only_on=(kinds or {}).get(native_kind, ()) if native_kind else None,
+        array_id=str(array_parent_id) if array_parent_id else "",
+        array_throttle=array_throttle or 0,
     )
 
 
@@ -67,7 +71,8 @@ def pending_candidates() -> list[tuple[Any, ...]]:
     GRIDLANE_CANDIDATES_PER_QUEUE. Within one of those, fair share orders mostly by age (size moves it a
     little), so the rest wait their turn in the slice; their reason and estimate are refreshed when they
     come into it."""
-    ranked = Workload.objects.filter(state=State.PENDING).annotate(
+    # An array's parent is never scheduled: its elements are.
+    ranked = Workload.objects.filter(state=State.PENDING, array_size=0).annotate(
         place=Window(
             RowNumber(), partition_by=[F("group_id"), F("queue_id"), F("priority")], order_by=F("submitted_at").asc()
         )
@@ -82,10 +87,13 @@ def weights() -> model.Weights:
 def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
     """The snapshot, and the pending and holding workloads it was built from, by id (for applying decisions)."""
     # Each fabric as it is now: what IT declared, lowered to what it last reported (capacity.planned).
+    rows = list(Fabric.objects.filter(enabled=True))
     fabrics = {
-        f.pk: model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity)
-        for f in Fabric.objects.filter(enabled=True)
+        f.pk: model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity) for f in rows
     }
+    kinds: dict[str, tuple[int, ...]] = {}
+    for f in rows:
+        kinds[f.kind] = (*kinds.get(f.kind, ()), f.pk)
     queues = {
         q.pk: model.QueueState(
             q.pk, q.slug, tuple(t.fabric_id for t in q.targets.all() if t.fabric_id in fabrics), q.preemptible
@@ -115,8 +123,8 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         fabrics=fabrics,
         queues=queues,
         quotas=quotas,
-        pending=tuple(job_of(v) for v in values if v[1] == State.PENDING and v[2] in queues),
-        running=tuple(job_of(v) for v in values if v[1] != State.PENDING),
+        pending=tuple(job_of(v, kinds) for v in values if v[1] == State.PENDING and v[2] in queues),
+        running=tuple(job_of(v, kinds) for v in values if v[1] != State.PENDING),
         usage=usage,
         shares=shares(quotas, fabrics),
         # An agent's own GPU cap inside its team's (its reservation is not yet enforced separately).

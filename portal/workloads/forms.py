@@ -99,6 +99,33 @@ class TrainingForm(SubmitForm):
         )
 
 
+class BatchScriptForm(SubmitForm):
+    """A batch script pasted as written (sbatch or qsub): its directives are the request."""
+
+    kinds = frozenset({"training", "batch"})
+    queue = forms.ChoiceField()
+    kind = forms.ChoiceField(choices=[("batch", "Batch job"), ("training", "Training run")], initial="batch")
+    name = forms.CharField(max_length=100, required=False, help_text="Empty: the script's job name.")
+    script = forms.CharField(
+        label="Batch script",
+        strip=False,
+        widget=forms.Textarea(
+            attrs={"rows": 14, "spellcheck": "false", "placeholder": "#!/bin/bash\n#SBATCH --gpus-per-node=1\n..."}
+        ),
+        help_text="Submitted byte for byte; its #SBATCH or #PBS lines say what it needs.",
+    )
+    array = forms.CharField(max_length=200, required=False, help_text="An array, e.g. 0-99%10 (or --array in it).")
+    priority = forms.ChoiceField(choices=Priority.choices, initial=Priority.NORMAL)
+    group = forms.ChoiceField(label="Team", required=False)
+
+    def to_request(self) -> SubmitRequest:
+        d = self.cleaned_data
+        return SubmitRequest(
+            queue=d["queue"], kind=d["kind"], name=d["name"], script=d["script"].replace("\r\n", "\n"),
+            array=d["array"], priority=d["priority"], group=d["group"] or None,
+        )  # fmt: skip
+
+
 class NotebookForm(SubmitForm):
     """A Jupyter notebook for a lease of some hours; the lease is also its runtime limit."""
 

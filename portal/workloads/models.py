@@ -31,7 +31,18 @@ class Workload(models.Model):
     kind = models.CharField(max_length=10, choices=WorkloadKind.choices)
     name = models.CharField(max_length=100)
     command = models.TextField(blank=True)
-    script = models.TextField(blank=True)
+    script = models.TextField(blank=True)  # a user's own sbatch/qsub script, submitted byte for byte
+    # Native work runs only on fabrics of its kind (slurm, pbs); empty: any fabric behind the queue.
+    native_kind = models.CharField(max_length=12, blank=True)
+    # Arrays: a parent (array_size > 0, never scheduled itself: it settles from its elements) and one element
+    # per index, each an ordinary workload counted by policy, at most array_throttle of them active at once.
+    array = models.CharField(max_length=200, blank=True, help_text="An array's indexes, e.g. 0-99%10.")
+    array_size = models.PositiveIntegerField(default=0)
+    array_parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="elements", editable=False
+    )
+    array_index = models.PositiveIntegerField(null=True, blank=True)
+    array_throttle = models.PositiveIntegerField(null=True, blank=True)
     image = models.CharField(max_length=300, blank=True)
     # The request, per node, in integer units (milli-GPUs, milli-CPUs, MiB) so sums never drift.
     gpus_milli = models.PositiveIntegerField(default=0)
@@ -87,6 +98,7 @@ class Workload(models.Model):
             models.Index(fields=["state", "submitted_at"]),
             models.Index(fields=["group", "state"]),
             models.Index(fields=["owner", "-submitted_at"]),
+            models.Index(fields=["array_parent", "state"]),
         ]
 
     def __str__(self) -> str:
@@ -100,6 +112,11 @@ class Workload(models.Model):
         """The tag its fabric job carries: the workload id, or a fresh one per attempt after a preemption,
         so that the job of an earlier attempt is never mistaken for the current one."""
         return self.id if not self.attempt else uuid.uuid5(self.id, f"attempt-{self.attempt}")
+
+    @property
+    def is_array(self) -> bool:
+        """An array's parent: its elements run, it does not."""
+        return self.array_size > 0
 
     @property
     def per_node(self) -> Resources:

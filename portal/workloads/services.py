@@ -18,14 +18,17 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from fabrics import base as fabric_base
+from fabrics import native as fabric_native
 from fabrics.registry import connect, fabric_class
 from portal import access, sql
 from portal.accounts import audit
 from portal.queues.models import Queue, QueueTarget, WorkloadKind
 from portal.worker import wake
+from portal.workloads import native
 from portal.workloads.models import Priority, Workload, WorkloadEvent
 from portal.workloads.states import FINISHED, State, can_move
 
@@ -79,6 +82,9 @@ class SubmitRequest:
     priority: str = Priority.NORMAL
     lease_hours: Decimal | None = None
     group: str | None = None
+    resources_given: tuple[str, ...] = ()  # the resources the caller named (beside a script they must agree)
+    array: str = ""  # e.g. "0-99%10": one parent, one workload per index, at most 10 running at once
+    manifest: str = ""  # a Kubernetes batch/v1 Job as the user wrote it (YAML or JSON)
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()
@@ -161,14 +167,26 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
     elif req.kind not in queue.kinds:
         err("kind", f"The queue {queue.slug!r} takes {', '.join(queue.kinds)} work, not {req.kind}.")
 
-    if not NAME_RE.fullmatch(req.name):
+    script = None
+    given = {k: getattr(req, k) for k in req.resources_given} | {"runtime_limit_minutes": req.runtime_limit_minutes}
+    if (req.script or req.manifest) and req.kind in (WorkloadKind.NOTEBOOK, WorkloadKind.VM):
+        err("kind", f"A batch script or a Job manifest runs as training or batch work, not as a {req.kind}.")
+    if req.script and not _text_errors(req.script, "script", MAX_COMMAND_BYTES):
+        script = native.check(user, queue, req.script, given, errors, req.kind)
+    elif req.manifest and not req.script and not _text_errors(req.manifest, "manifest", MAX_COMMAND_BYTES):
+        script = native.check_manifest(user, queue, req.manifest, given, errors, req.kind)
+    array, indexes, throttle = native.check_array(req.array, script, queue, errors)
+    if array and req.kind in (WorkloadKind.NOTEBOOK, WorkloadKind.VM):
+        err("array", "Arrays are training or batch work.")
+    name = req.name or (native.name_of(script) if script is not None else "")
+    if not NAME_RE.fullmatch(name):
         err("name", "Use 1-100 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit.")
 
-    if req.command and req.script:
-        err("command", "Give a command or a script, not both.")
-    elif not (req.command or req.script) and req.kind not in (WorkloadKind.NOTEBOOK, WorkloadKind.VM):
+    if sum(map(bool, (req.command, req.script, req.manifest))) > 1:
+        err("command", "Give one of a command, a script or a manifest.")
+    elif not (req.command or req.script or req.manifest) and req.kind not in (WorkloadKind.NOTEBOOK, WorkloadKind.VM):
         err("command", "Give the command to run.")
-    for field, value in (("command", req.command), ("script", req.script)):
+    for field, value in (("command", req.command), ("script", req.script), ("manifest", req.manifest)):
         for message in _text_errors(value, field, MAX_COMMAND_BYTES):
             err(field, message)
     if req.image and not IMAGE_RE.fullmatch(req.image):
@@ -191,10 +209,15 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
         err("resources.nodes", f"Ask for 1 to {MAX_NODES} nodes.")
 
     runtime = req.runtime_limit_minutes or queue.default_runtime_minutes
-    if not 1 <= runtime <= queue.max_runtime_minutes:
+    runtime_s = runtime * 60
+    if script is not None:
+        runtime_s = script.runtime_s or runtime_s
+        native.check_limits(script, queue, errors, MAX_GPUS_PER_NODE, MAX_CPUS_PER_NODE, MAX_NODES)
+    if not 60 <= runtime_s <= queue.max_runtime_minutes * 60:
         err(
-            "runtime_limit_minutes",
-            f"The queue {queue.slug!r} allows 1 to {queue.max_runtime_minutes} minutes.",
+            native.field_of(script) if script is not None and script.runtime_s else "runtime_limit_minutes",
+            native.time_error(script, queue)
+            or f"The queue {queue.slug!r} allows 1 to {queue.max_runtime_minutes} minutes.",
         )
 
     if req.priority not in Priority.values:
@@ -214,24 +237,36 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
     if errors or group is None or gpus_milli is None or cpus_milli is None:
         raise SubmitRejected(errors)  # the last three are None only alongside an error
     memory_mib = int((req.memory_gb * 1024).to_integral_value())
+    nodes = req.nodes
+    if script is not None:
+        gpus_milli, cpus_milli, memory_mib = (
+            script.per_node.gpus_milli,
+            script.per_node.cpus_milli,
+            script.per_node.memory_mib,
+        )
+        nodes = script.nodes
 
     workload = Workload(
         owner=user,
         group=group,
         queue=queue,
         kind=req.kind,
-        name=req.name,
+        name=name,
         command=req.command,
-        script=req.script,
+        script=req.script or req.manifest,
+        native_kind=script.kind if script is not None else "",
         image=req.image,
         gpus_milli=gpus_milli,
         cpus_milli=cpus_milli,
         memory_mib=memory_mib,
-        nodes=req.nodes,
-        runtime_limit_s=runtime * 60,
+        nodes=nodes,
+        runtime_limit_s=runtime_s,
         priority=req.priority,
         lease_s=lease_s,
         request_fingerprint=req.fingerprint(),
+        array=array,
+        array_size=len(indexes),
+        array_throttle=throttle or None,
     )
     _check_fits_somewhere(workload, queue)
     return workload
@@ -240,6 +275,8 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
 def _check_fits_somewhere(workload: Workload, queue: Queue) -> None:
     """Refuse at once what no fabric behind the queue could ever hold, rather than leave it pending forever."""
     fabrics = [t.fabric for t in queue.targets.all() if t.fabric.enabled]
+    if workload.native_kind:  # a script runs only where its kind of scheduler reads it
+        fabrics = [f for f in fabrics if f.kind == workload.native_kind]
     if not fabrics:
         raise SubmitRejected({"queue": [f"The queue {queue.slug!r} has no fabric behind it yet; ask IT."]})
     need = workload.total
@@ -287,13 +324,34 @@ def submit(user: Any, req: SubmitRequest, idempotency_key: str | None = None) ->
             raise
         return existing, False
     workload.idempotency_key = idempotency_key or None
-    if _insert(workload):
+    if workload.array_size:
+        try:
+            do_submit_many([(workload, None)])
+            return workload, True
+        except IntegrityError:
+            if not idempotency_key:
+                raise
+    elif _insert(workload):
         return workload, True
     # The key was used before (or by a request that won the race): answer with its workload.
     existing = _replay(user, req, idempotency_key) if idempotency_key else None
     if existing is None:
         raise IntegrityError(f"workload {workload.pk} was not inserted and no earlier one has its key")
     return existing, False
+
+
+ELEMENT_FIELDS = (
+    "owner", "group", "queue", "kind", "command", "script", "native_kind", "image", "gpus_milli", "cpus_milli",
+    "memory_mib", "nodes", "runtime_limit_s", "priority", "array", "array_throttle",
+)  # fmt: skip
+
+
+def _elements(parent: Workload) -> list[Workload]:
+    """One unsaved workload per index of the parent's array. The parent and its elements are recorded together
+    by the bulk submit (do_submit_many): one transaction, all or nothing."""
+    indexes, _ = fabric_native.array_indexes(parent.array)
+    common = {name: getattr(parent, name) for name in ELEMENT_FIELDS}
+    return [Workload(**common, name=f"{parent.name}[{i}]"[:100], array_parent=parent, array_index=i) for i in indexes]
 
 
 def _replay(user: Any, req: SubmitRequest, key: str) -> Workload | None:
@@ -441,11 +499,12 @@ def check_submit_many(
 
 def do_submit_many(checked: list[tuple[Workload, Workload | None]]) -> list[tuple[Workload, bool]]:
     """Record the new workloads of a checked bulk submit in one transaction (all or nothing) with their first
-    events, and kick the worker once. Returns each item's workload and whether it was created now.
+    events (an array's parent with a workload per index), and kick the worker once. Returns each item's workload and whether it was created now.
 
     Raises IntegrityError when a key was taken meanwhile (by a concurrent request): nothing is recorded.
     """
     new = [w for w, earlier in checked if earlier is None]
+    new += [element for w in new if w.array_size for element in _elements(w)]  # an array: its elements too
     now = timezone.now()
     for w in new:
         w.submitted_at = w.updated_at = now
@@ -511,7 +570,30 @@ def transition(
         )
     for key, value in values.items():
         setattr(workload, key, value)
+    if new in FINISHED and workload.array_parent_id is not None:
+        settle_array(workload.array_parent_id)
     return True
+
+
+def settle_array(parent_id: Any) -> None:
+    """Once an array's last element has ended, its parent ends: succeeded when every element did, failed when
+    one failed or expired, else cancelled. One query while elements still run."""
+    counts = dict(
+        Workload.objects.filter(array_parent_id=parent_id).values_list("state").annotate(n=Count("pk")).order_by()
+    )
+    if any(state not in FINISHED for state in counts):
+        return
+    parent = Workload.objects.filter(pk=parent_id, state=State.PENDING).first()
+    if parent is None:
+        return  # cancelled already
+    if set(counts) <= {State.SUCCEEDED}:
+        outcome = State.SUCCEEDED
+    elif counts.keys() & {State.FAILED, State.EXPIRED}:
+        outcome = State.FAILED
+    else:
+        outcome = State.CANCELLED
+    said = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    transition(parent, outcome, reason=f"every element has ended: {said}")
 
 
 def transition_many(
@@ -556,6 +638,8 @@ def do_cancel(user: Any, workload: Workload, reason: str = "cancelled by user") 
 
     Already finished or already cancelling work is left as it is.
     """
+    if workload.is_array:
+        return _cancel_array(user, workload, reason)
     for _ in range(5):  # the worker may move the state under us; try again from what is stored now
         state = State(workload.state)
         if state in FINISHED or state == State.CANCELLING:
@@ -566,6 +650,21 @@ def do_cancel(user: Any, workload: Workload, reason: str = "cancelled by user") 
             return workload
         workload.refresh_from_db()
     raise RuntimeError(f"workload {workload.pk} kept changing state while being cancelled")
+
+
+def _cancel_array(user: Any, parent: Workload, reason: str) -> Workload:
+    """Cancel every element that has not ended (waiting ones at once, in two statements), then the parent."""
+    elements = Workload.objects.filter(array_parent=parent)
+    for old in (State.PENDING, State.ADMITTED):
+        ids = list(elements.filter(state=old).values_list("pk", flat=True))
+        if ids:
+            transition_many(ids, old, State.CANCELLED, reason=reason, actor=user, finished_at=timezone.now())
+    for element in elements.filter(state__in=[State.DISPATCHING, State.RUNNING, State.PREEMPTED]):
+        do_cancel(user, element, reason)
+    if parent.state == State.PENDING:
+        transition(parent, State.CANCELLED, actor=user, reason=reason)
+    kick_worker()
+    return parent
 
 
 def check_reprioritize(user: Any, workload: Workload, priority: str) -> None:

@@ -25,7 +25,8 @@ FINISHED = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED, State.EXPI
 ACTIVE = frozenset({State.ADMITTED, State.DISPATCHING, State.RUNNING, State.CANCELLING})
 
 TRANSITIONS: Mapping[State, frozenset[State]] = {
-    State.PENDING: frozenset({State.ADMITTED, State.CANCELLED}),
+    # An array's parent is never scheduled: it waits while its elements run, and settles when the last one ends.
+    State.PENDING: frozenset({State.ADMITTED, State.CANCELLED, State.SUCCEEDED, State.FAILED}),
     # An admitted workload has nothing on a fabric yet, so it can still be taken back or cancelled outright.
     State.ADMITTED: frozenset({State.DISPATCHING, State.PENDING, State.CANCELLED}),
     # Straight to cancelled from dispatching or running: someone cancelled the job on the fabric itself.

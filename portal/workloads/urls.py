@@ -6,6 +6,7 @@ app_name = "workloads"
 urlpatterns = [
     path("", views.workload_list, name="list"),
     path("workloads/new/", views.workload_new, name="new"),
+    path("workloads/new/script/", views.script_new, name="new_script"),
     path("notebooks/new/", views.notebook_new, name="new_notebook"),
     path("leases/new/", views.vm_new, name="new_vm"),
     path("workloads/<uuid:pk>/", views.workload_detail, name="detail"),

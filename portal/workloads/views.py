@@ -18,7 +18,7 @@ from portal import access
 from portal.accounts import ratelimit
 from portal.agents.models import LeaseKey
 from portal.workloads import services
-from portal.workloads.forms import ExtendForm, NotebookForm, TrainingForm, VMForm
+from portal.workloads.forms import BatchScriptForm, ExtendForm, NotebookForm, TrainingForm, VMForm
 from portal.workloads.states import FINISHED
 
 LIST_LIMIT = 100
@@ -52,6 +52,12 @@ def workload_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+def script_new(request: HttpRequest) -> HttpResponse:
+    return _new(request, BatchScriptForm(request.POST or None, user=request.user), "Paste a batch script")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
 def notebook_new(request: HttpRequest) -> HttpResponse:
     return _new(request, NotebookForm(request.POST or None, user=request.user), "New notebook")
 
@@ -64,7 +70,7 @@ def vm_new(request: HttpRequest) -> HttpResponse:
     return _new(request, VMForm(request.POST or None, user=request.user, initial=initial), "New VM lease")
 
 
-def _submit(user: Any, form: TrainingForm | NotebookForm | VMForm) -> Any:
+def _submit(user: Any, form: TrainingForm | BatchScriptForm | NotebookForm | VMForm) -> Any:
     """Submit the form's request; a VM lease's key is recorded in the same transaction, before any agent
     can claim the lease."""
     with transaction.atomic():
@@ -80,7 +86,9 @@ def _submit(user: Any, form: TrainingForm | NotebookForm | VMForm) -> Any:
     return workload
 
 
-def _new(request: HttpRequest, form: TrainingForm | NotebookForm | VMForm, title: str) -> HttpResponse:
+def _new(
+    request: HttpRequest, form: TrainingForm | BatchScriptForm | NotebookForm | VMForm, title: str
+) -> HttpResponse:
     """A submit page: the full page, or the form alone (with its errors) when htmx posts."""
     page = {"form": form, "title": title, "action": request.path}
     if request.method == "POST":

@@ -24,9 +24,9 @@ def gridlane(live_server, alice, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GRIDLANE_URL": live_server.url, "GRIDLANE_TOKEN": token,
            "XDG_CONFIG_HOME": str(tmp_path / "config")}  # fmt: skip
 
-    def run(*args: str, **overrides: str) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, stdin: str | None = None, **overrides: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "gridlane_cli.main", *args],
+            [sys.executable, "-m", "gridlane_cli.main", *args], input=stdin,
             capture_output=True, text=True, env={**env, **overrides}, cwd=tmp_path, timeout=60,
         )  # fmt: skip
 
@@ -102,3 +102,57 @@ def test_a_bad_line_in_the_file_names_the_item_and_creates_nothing(gridlane, tmp
     (tmp_path / "broken.jsonl").write_text("{not json\n")
     broken = gridlane("submit", "--from-file", "broken.jsonl")
     assert (broken.returncode, "broken.jsonl, line 1: not JSON" in broken.stderr) == (1, True)
+
+
+def test_a_commands_words_arrive_exactly_as_given(gridlane):
+    submitted = gridlane("submit", "--queue", "train", "--", "python", "-c", 'print("a b")', "x  y", "$HOME")
+    assert submitted.returncode == 0, submitted.stderr
+    workload = Workload.objects.get(pk=submitted.stdout.strip())
+    assert workload.command == """python -c 'print("a b")' 'x  y' '$HOME'"""
+    one = gridlane("submit", "--queue", "train", "--", "make && make test")  # one word: a shell line
+    assert Workload.objects.get(pk=one.stdout.strip()).command == "make && make test"
+
+
+SCRIPT = "#!/bin/bash\n#SBATCH --job-name=from-cli\n#SBATCH -N 1 --gpus-per-node=2\n#SBATCH -t 15\nsrun hostname\n"
+
+
+def test_a_batch_script_is_submitted_as_sbatch_takes_it_from_a_file_or_stdin(gridlane, tmp_path, slurm_queue):
+    (tmp_path / "job.sbatch").write_text(SCRIPT)
+    from_file = gridlane("submit", "job.sbatch", "--queue", "hpc")
+    assert from_file.returncode == 0, from_file.stderr
+    from_stdin = gridlane("submit", "-", "--queue", "hpc", "--gpus", "2", stdin=SCRIPT)
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    for answer in (from_file, from_stdin):
+        workload = Workload.objects.get(pk=answer.stdout.strip())
+        assert (workload.script, workload.name, workload.gpus_milli, workload.runtime_limit_s) == (
+            SCRIPT,
+            "from-cli",
+            2000,
+            900,
+        )
+    disagreeing = gridlane("submit", "-", "--queue", "hpc", "--gpus", "4", stdin=SCRIPT)
+    assert disagreeing.returncode == 1
+    assert "resources.gpus" in disagreeing.stderr
+    bad = gridlane("submit", "-", "--queue", "hpc", stdin="#!/bin/bash\n#SBATCH --nodez=2\nx\n")
+    assert bad.returncode == 1
+    assert "line 2: --nodez is not an sbatch option" in bad.stderr
+
+
+@pytest.fixture
+def slurm_queue(cast):
+    from portal.accounts.models import ResourceGroup
+    from portal.queues.models import Fabric, Queue, QueueTarget
+
+    cluster = Fabric.objects.create(name="cluster", kind="slurm", gpus_milli=8000, cpus_milli=32000, memory_mib=64000)
+    queue = Queue.objects.create(slug="hpc", name="HPC", kinds=["training", "batch"], max_runtime_minutes=60)
+    queue.allowed_groups.add(*ResourceGroup.objects.all())
+    QueueTarget.objects.create(queue=queue, fabric=cluster)
+    return queue
+
+
+def test_a_file_that_is_no_batch_script_goes_as_a_kubernetes_manifest(gridlane, tmp_path, slurm_queue):
+    (tmp_path / "job.yaml").write_text("apiVersion: batch/v1\nkind: Job\nspec: {}\n")
+    answer = gridlane("submit", "job.yaml", "--queue", "hpc")
+    assert answer.returncode == 1
+    assert "manifest" in answer.stderr
+    assert "runs no Kubernetes Jobs" in answer.stderr

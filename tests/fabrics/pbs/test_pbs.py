@@ -181,3 +181,25 @@ def test_qdel_cancels_a_pbs_job(pbs):
     pbs.cancel(external_id)
     assert finished(pbs, external_id).state is JobState.CANCELLED
     assert pbs.capacity().healthy
+
+
+def test_a_users_own_qsub_script_goes_through_qsub_as_written_with_the_queue_forced(pbs):
+    script = (
+        "#!/bin/bash\n#PBS -N pbs-native\n#PBS -l nodes=1:ppn=2\n#PBS -l walltime=00:05:00\n#PBS -q cpu\n"
+        'echo "name=$SLURM_JOB_NAME queue=$SLURM_JOB_PARTITION cpus=$SLURM_CPUS_ON_NODE id=$GRIDLANE_WORKLOAD_ID"\n'
+    )
+    spec = job("", script=script, forced={"queue": "gpu"})
+    assert pbs.render(spec) == script
+    external_id = pbs.submit(spec)
+    finished(pbs, external_id)
+    written = pbs.ssh.run(["cat", f".gridlane/{spec.workload_id}.pbs"]).stdout
+    assert written == script  # qsub read the file as the user wrote it
+    # The job's own output, where qsub puts it without -o: <script>.o<job id> in the directory qsub ran in.
+    out = f"{spec.workload_id}.pbs.o{external_id}"
+    said = wait_for(lambda: pbs.ssh.run(["cat", out]).stdout, "the job's own output file")
+    assert said.strip() == f"name=pbs-native queue=gpu cpus=2 id={spec.workload_id}"
+
+
+def test_a_native_script_that_does_not_read_is_refused_before_qsub(pbs):
+    with pytest.raises(TemplateError, match="line 2: -Y is not a qsub option"):
+        pbs.render(job("", script="#!/bin/bash\n#PBS -Y\nx\n"))

@@ -205,6 +205,11 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
         dict(memory_mib=2 * 1024 * 1024),
     ),
     (
+        "mem-gigabytes-with-b",
+        "#!/bin/bash\n#SBATCH --mem=16GB\nsrun x\n",
+        dict(memory_mib=16 * 1024),
+    ),
+    (
         "mem-default-unit-is-megabytes",
         "#!/bin/bash\n#SBATCH --mem=1500\nsrun x\n",
         dict(memory_mib=1500),
@@ -308,6 +313,7 @@ ERRORS: list[tuple[str, str, int, str]] = [
     ),
     ("gpu-types-contradict", "#!/bin/bash\n#SBATCH --gres=gpu:a100:2\n#SBATCH --gpus-per-node=h100:2\nx\n", 3, "GPUs"),
     ("bad-memory-unit", "#!/bin/bash\n#SBATCH --mem=16Q\nx\n", 2, "--mem=16Q"),
+    ("bytes-are-no-unit", "#!/bin/bash\n#SBATCH --mem=16B\nx\n", 2, "--mem=16B"),
     ("memory-words", "#!/bin/bash\n#SBATCH --mem=lots\nx\n", 2, "size"),
     ("two-memory-options", "#!/bin/bash\n#SBATCH --mem=4G\n#SBATCH --mem-per-cpu=1G\nx\n", 3, "give one"),
     ("mem-zero", "#!/bin/bash\n#SBATCH --mem=0\nx\n", 2, "--mem=0"),
