@@ -154,6 +154,10 @@ class QueueTarget(models.Model):
         if self.fabric_id is None:
             return
         if self.native:
+            if self.fabric.kind not in native.KINDS:
+                raise ValidationError(
+                    {"native": "Only Slurm and PBS targets read batch scripts; a pod template forces what Jobs get."}
+                )
             try:
                 native.Policy.of(self.fabric.kind, self.native)
             except ValueError as error:

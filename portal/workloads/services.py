@@ -499,7 +499,8 @@ def check_submit_many(
 
 def do_submit_many(checked: list[tuple[Workload, Workload | None]]) -> list[tuple[Workload, bool]]:
     """Record the new workloads of a checked bulk submit in one transaction (all or nothing) with their first
-    events (an array's parent with a workload per index), and kick the worker once. Returns each item's workload and whether it was created now.
+    events (an array's parent with a workload per index), and kick the worker once. Returns each item's
+    workload and whether it was created now.
 
     Raises IntegrityError when a key was taken meanwhile (by a concurrent request): nothing is recorded.
     """

@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -19,6 +20,7 @@ from portal.accounts import ratelimit
 from portal.agents.models import LeaseKey
 from portal.workloads import services
 from portal.workloads.forms import BatchScriptForm, ExtendForm, NotebookForm, TrainingForm, VMForm
+from portal.workloads.models import Workload
 from portal.workloads.states import FINISHED
 
 LIST_LIMIT = 100
@@ -35,6 +37,7 @@ def workload_list(request: HttpRequest) -> HttpResponse:
         access.visible_workloads(request.user)
         .select_related("queue", "group", "owner")
         .defer("log_tail", "rendered", "command", "script")
+        .filter(array_parent__isnull=True)  # an array is listed as its parent; its page counts the elements
     )
     if scope != "team":
         workloads = workloads.filter(owner_id=request.user.pk)
@@ -119,6 +122,14 @@ def _new(
     return render(request, template, page, status=422 if form.errors else 200)
 
 
+def _element_counts(workload: Workload) -> dict[str, int]:
+    """An array's elements by state (one query); {} for anything else."""
+    if not workload.is_array:
+        return {}
+    rows = workload.elements.values_list("state").annotate(n=Count("pk")).order_by("state")
+    return {state: n for state, n in rows}
+
+
 @login_required
 def workload_detail(request: HttpRequest, pk: UUID) -> HttpResponse:
     workload = access.access_workload(request.user, pk)
@@ -128,6 +139,7 @@ def workload_detail(request: HttpRequest, pk: UUID) -> HttpResponse:
         "events": workload.events.select_related("actor"),
         "can_manage": can_manage,
         "can_extend": can_manage and workload.extendable,
+        "elements": _element_counts(workload),
     }
     template = "workloads/_status.html" if _partial(request) else "workloads/detail.html"
     return render(request, template, context)

@@ -116,3 +116,16 @@ def test_twenty_elements_with_a_limit_of_five_never_run_more_than_five_and_each_
         assert f"index={element.array_index}" in element.log_tail
     parent.refresh_from_db()
     assert parent.state == State.SUCCEEDED
+
+
+def test_the_pages_list_the_parent_and_its_page_counts_the_elements_by_state(client, alice, submit):
+    parent = submit(alice, array="0-2", command="true")
+    one = Workload.objects.get(array_parent=parent, array_index=1)
+    services.do_cancel(alice, one)
+    client.force_login(alice)
+    listed = client.get("/").content.decode()
+    assert str(parent.pk) in listed
+    assert str(one.pk) not in listed
+    page = client.get(f"/workloads/{parent.pk}/").content.decode()
+    assert "0-2: 1 cancelled, 2 pending" in page
+    assert f'href="/workloads/{parent.pk}/"' in client.get(f"/workloads/{one.pk}/").content.decode()

@@ -127,3 +127,10 @@ def test_it_cannot_save_a_policy_that_forces_what_a_queue_may_not(hpc):
     target.native = {"forbidden": ["partitoin"]}
     with pytest.raises(Exception, match="partitoin is no slurm directive"):
         target.full_clean()
+
+
+def test_a_native_policy_belongs_on_a_slurm_or_pbs_target(hpc):
+    target = QueueTarget.objects.get(queue=hpc, fabric__kind="local")
+    target.native = {"forced": {"partition": "gpu"}}
+    with pytest.raises(Exception, match="Only Slurm and PBS targets read batch scripts"):
+        target.full_clean()
