@@ -123,3 +123,11 @@ def agent(cast: dict[str, Any]) -> Any:
     )
     service, _ = agents.create(service, "vision-bot", [Queue.objects.get(slug="train")], by=cast["bob"])
     return service
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """Each test starts with an empty cache: a lookup cached in one test must not answer in the next."""
+    from django.core.cache import cache
+
+    cache.clear()

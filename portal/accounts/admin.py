@@ -13,7 +13,10 @@ from portal.accounts.models import (
     ClaimMapping,
     ExternalIdentity,
     Membership,
+    PosixAccount,
+    PosixPolicy,
     ResourceGroup,
+    SchedulerAccount,
     ServiceIdentity,
 )
 
@@ -128,3 +131,30 @@ class AuditEventAdmin(admin.ModelAdmin[AuditEvent]):
 
     def has_delete_permission(self, request: HttpRequest, obj: AuditEvent | None = None) -> bool:
         return False
+
+
+@admin.register(PosixPolicy)
+class PosixPolicyAdmin(admin.ModelAdmin[PosixPolicy]):
+    """Which fabrics run jobs as their owners, and how a signed-in person's POSIX user name is found there."""
+
+    list_display = ["fabric", "claim", "pattern", "replacement", "default_account"]
+    search_fields = ["fabric__name", "claim"]
+
+
+@admin.register(PosixAccount)
+class PosixAccountAdmin(admin.ModelAdmin[PosixAccount]):
+    """Explicit POSIX users: exceptions to a policy's claim, and the accounts IT gives agents."""
+
+    list_display = ["user", "posix_user", "fabric"]
+    list_filter = ["fabric"]
+    search_fields = ["user__username", "posix_user"]
+    autocomplete_fields = ["user"]
+
+
+@admin.register(SchedulerAccount)
+class SchedulerAccountAdmin(admin.ModelAdmin[SchedulerAccount]):
+    """The Slurm account (PBS project) each team's jobs are charged to, per fabric."""
+
+    list_display = ["group", "fabric", "account"]
+    list_filter = ["fabric"]
+    search_fields = ["group__slug", "account"]

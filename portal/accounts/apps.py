@@ -7,6 +7,7 @@ class AccountsConfig(AppConfig):
     verbose_name = "Teams and identities"
 
     def ready(self) -> None:
-        from portal.accounts import audit
+        from portal.accounts import audit, posix
 
         audit.connect()
+        posix.connect()

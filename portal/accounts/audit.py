@@ -1,9 +1,10 @@
 """The audit log: who did what, and for policy objects what they were before and after.
 
 Every change to a policy model (queues, targets, fabrics, quotas, teams, memberships, claim mappings,
-service identities, people's staff flags) is recorded from model signals, whichever road it took:
-the admin, a page, the API or a command. The actor is the signed-in user of the request being served
-(see AuditContextMiddleware), or whoever `acting_as` names; a command line leaves it empty.
+service identities, POSIX policies and accounts, scheduler accounts, people's staff flags) is recorded
+from model signals, whichever road it took: the admin, a page, the API or a command. The actor is the
+signed-in user of the request being served (see AuditContextMiddleware), or whoever `acting_as` names;
+a command line leaves it empty.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ AUDITED: dict[str, list[str] | None] = {
     "accounts.ServiceIdentity": None,
     "burst.BurstPool": None,
     "burst.InstanceType": None,
+    "accounts.PosixPolicy": None,
+    "accounts.PosixAccount": None,
+    "accounts.SchedulerAccount": None,
     "auth.User": ["username", "email", "is_active", "is_staff", "is_superuser"],
 }
 SECRET_KEY_RE = re.compile(r"pass|secret|token|private", re.IGNORECASE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from datetime import datetime
 from typing import Any, ClassVar
@@ -111,6 +112,11 @@ class ExternalIdentity(models.Model):
     issuer = models.CharField(max_length=300)
     subject = models.CharField(max_length=255)
     groups = models.JSONField(default=list, blank=True, help_text="The groups claim at the last sign-in.")
+    claims = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="At the last sign-in, the claims a POSIX mapping may name (preferred_username, uid, ...).",
+    )
     synced_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -319,3 +325,116 @@ class RateLimitWindow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} @ {self.window_start:%H:%M:%S}: {self.count}"
+
+
+# --- Who a job runs as: POSIX users and scheduler accounts, per fabric -------------------------------
+
+POSIX_NAME = r"[a-z_][a-z0-9_-]{0,31}"  # a portable user name, as useradd's default NAME_REGEX, without `$`
+SCHEDULER_ACCOUNT = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}"  # a Slurm account / PBS project
+
+
+def validate_posix_name(value: str) -> None:
+    """Refuse what is not a POSIX user name Gridlane would run as (root never is)."""
+    if not re.fullmatch(POSIX_NAME, value):
+        raise ValidationError(
+            f"{value!r} is not a POSIX user name (a lower-case letter or _, then letters, digits, _ or -, 32 at most)."
+        )
+    if value == "root":
+        raise ValidationError("Nothing runs as root.")
+
+
+def validate_scheduler_account(value: str) -> None:
+    if not re.fullmatch(SCHEDULER_ACCOUNT, value):
+        raise ValidationError(f"{value!r} is not a scheduler account (letters, digits, _ . -, 64 at most).")
+
+
+def validate_pattern(value: str) -> None:
+    try:
+        re.compile(value)
+    except re.error as error:
+        raise ValidationError(f"Not a regular expression: {error}.") from error
+
+
+class PosixPolicy(models.Model):
+    """How people become POSIX users on one fabric, and the scheduler account a team's jobs carry by default.
+
+    A fabric with a policy runs every job as its owner's own account (and refuses people it cannot map);
+    a fabric without one runs jobs as its own account, as it always has. The person's name comes from an
+    explicit PosixAccount if there is one, else from the claim, rewritten by `pattern` -> `replacement`.
+    """
+
+    fabric = models.OneToOneField("queues.Fabric", on_delete=models.CASCADE, related_name="posix_policy")
+    claim = models.CharField(
+        max_length=100,
+        blank=True,
+        default="preferred_username",
+        help_text='The sign-in claim that names the person, e.g. "preferred_username" or "uid". '
+        "Empty: the Gridlane username.",
+    )
+    pattern = models.CharField(
+        max_length=200,
+        default="^(.*)$",
+        validators=[validate_pattern],
+        help_text=r"Must match the whole claim value, e.g. ^(.*)@corp\.example$. No match: no mapping.",
+    )
+    replacement = models.CharField(
+        max_length=200, default=r"\1", help_text=r"The POSIX user name, from the pattern's groups, e.g. \1."
+    )
+    default_account = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[validate_scheduler_account],
+        help_text="The Slurm --account / PBS -A for teams without one of their own here. Empty: the user's default.",
+    )
+
+    class Meta:
+        verbose_name = "POSIX policy"
+        verbose_name_plural = "POSIX policies"
+
+    def __str__(self) -> str:
+        return f"run as the person on {self.fabric}"
+
+
+class PosixAccount(models.Model):
+    """An explicit POSIX user for one person or agent: an exception to the claim, or an agent's account."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="posix_accounts")
+    fabric = models.ForeignKey(
+        "queues.Fabric",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="posix_accounts",
+        help_text="Empty: on every fabric with a POSIX policy (a fabric's own row wins).",
+    )
+    posix_user = models.CharField("POSIX user", max_length=32, validators=[validate_posix_name])
+
+    class Meta:
+        ordering = ["user__username"]
+        verbose_name = "POSIX account"
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["user", "fabric"], name="one_posix_account_per_user_and_fabric"),
+            models.UniqueConstraint(
+                fields=["user"], condition=Q(fabric__isnull=True), name="one_posix_account_per_user_everywhere"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} -> {self.posix_user} on {self.fabric or 'every fabric'}"
+
+
+class SchedulerAccount(models.Model):
+    """The Slurm account (PBS project) a team's jobs carry on one fabric: the team in the scheduler's accounting."""
+
+    group = models.ForeignKey(ResourceGroup, on_delete=models.CASCADE, related_name="scheduler_accounts")
+    fabric = models.ForeignKey("queues.Fabric", on_delete=models.CASCADE, related_name="scheduler_accounts")
+    account = models.CharField(max_length=64, validators=[validate_scheduler_account])
+
+    class Meta:
+        ordering = ["group__slug"]
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["group", "fabric"], name="one_scheduler_account_per_group_and_fabric"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} -> {self.account} on {self.fabric}"

@@ -33,7 +33,7 @@ from django.views.generic import View
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from portal.accounts import audit, claims
+from portal.accounts import audit, claims, posix
 from portal.accounts.models import SERVICE_USERNAME_PREFIX, ExternalIdentity, ServiceIdentity
 
 log = logging.getLogger("gridlane.oidc")
@@ -200,6 +200,7 @@ def sign_in(request: HttpRequest, issuer: str, all_claims: dict[str, Any]) -> An
             user.email = email
             user.save(update_fields=["email"])
         link.groups = groups
+        link.claims = posix.claims_to_store(all_claims)
         link.synced_at = timezone.now()
         link.save()
         with audit.acting_as(user, "sign-in claims"):

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Case, Q, Value, When
 
 from fabrics.base import Fabric, FabricError, JobSpec, place_many
+from portal.accounts import posix
 from portal.queues.models import Fabric as FabricRow
 from portal.worker.connections import fabric_for
 from portal.workloads import notebook_endpoint, services
@@ -26,6 +27,7 @@ log = logging.getLogger("gridlane.worker")
 
 
 def job_spec(w: Workload) -> JobSpec:
+    who = posix.run_as(w.owner_id, w.group_id, w.fabric_id) if w.fabric_id is not None else posix.RunAs()
     return JobSpec(
         workload_id=w.run_id,
         name=w.name,
@@ -44,6 +46,8 @@ def job_spec(w: Workload) -> JobSpec:
         script=w.script,  # a user's own sbatch/qsub script: byte for byte, with what the target forces
         forced=dict((w.target.native or {}).get("forced") or {}) if w.target and w.script else {},
         array=str(w.array_index) if w.array_index is not None else "",
+        run_as=who.user,
+        account=who.account,
     )
 
 
@@ -87,10 +91,17 @@ def dispatch(row: FabricRow, workloads: list[Workload]) -> int:
 def _record_intents(row: FabricRow, fabric: Fabric, workloads: list[Workload]) -> list[Workload]:
     """admitted -> dispatching with each one's rendered script, all in one transaction (a few statements for a
     whole batch); returns those that are ours to dispatch, with those whose intent a previous attempt recorded."""
-    ours = [w for w in workloads if w.state != State.ADMITTED]
+    ours: list[Workload] = []
     rendered: dict[Workload, str] = {}
     for w in workloads:
+        who = posix.run_as(w.owner_id, w.group_id, row.pk)
+        if who.refusal:  # the mapping changed since the submit: never run it as anyone else
+            if w.state == State.ADMITTED:
+                services.transition(w, State.DISPATCHING, reason="dispatching")
+            services.transition(w, State.FAILED, reason=f"cannot run on {row.name}: {who.refusal}")
+            continue
         if w.state != State.ADMITTED:
+            ours.append(w)  # dispatching already: a previous attempt recorded the intent
             continue
         try:
             rendered[w] = fabric.render(job_spec(w))

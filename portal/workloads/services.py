@@ -25,7 +25,7 @@ from fabrics import base as fabric_base
 from fabrics import native as fabric_native
 from fabrics.registry import connect, fabric_class
 from portal import access, sql
-from portal.accounts import audit
+from portal.accounts import audit, posix
 from portal.queues.models import Queue, QueueTarget, WorkloadKind
 from portal.worker import wake
 from portal.workloads import native
@@ -279,6 +279,7 @@ def _check_fits_somewhere(workload: Workload, queue: Queue) -> None:
         fabrics = [f for f in fabrics if f.kind == workload.native_kind]
     if not fabrics:
         raise SubmitRejected({"queue": [f"The queue {queue.slug!r} has no fabric behind it yet; ask IT."]})
+    _check_run_as(workload, queue, fabrics)
     need = workload.total
     big_enough = [f for f in fabrics if need.fits_in(f.capacity)]
     refusals = []
@@ -302,6 +303,16 @@ def _check_fits_somewhere(workload: Workload, queue: Queue) -> None:
             ]
         }
     )
+
+
+def _check_run_as(workload: Workload, queue: Queue, fabrics: list[Any]) -> None:
+    """Refuse, before anything is queued, a person with no POSIX account on a fabric behind the queue that
+    runs jobs as their owners (a cached lookup: no statement when warm)."""
+    refused = posix.refusals(workload.owner_id, fabrics)
+    if refused:
+        raise SubmitRejected(
+            {"queue": [f"Jobs on {queue.name} run under your own account on the cluster, but {refused[0]}."]}
+        )
 
 
 def submit(user: Any, req: SubmitRequest, idempotency_key: str | None = None) -> tuple[Workload, bool]:
