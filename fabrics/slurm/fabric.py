@@ -4,7 +4,16 @@ Settings (JSON, checked by `check_settings`), the SSH ones as in fabrics.ssh.set
 
     {"partition": "cpu", "gpu_partition": "gpu", "gpu_request": "gres", "gpu_type": "",
      "workdir": ".gridlane", "bin_dir": "", "submit_parallelism": 8, "accounting": true,
-     "notebook_url": "http://{host}:{port}/lab?token={token}", "extend_time_limit": false}
+     "notebook_url": "http://{host}:{port}/lab?token={token}", "extend_time_limit": false,
+     "min_uid": 1000}
+
+Run as the person: a job whose spec names `run_as` (the portal's identity mapping) is submitted with
+`sudo -n -u <user> sbatch` in that user's home (fabrics.ssh.runas: the guard refuses root, unknown
+users and uids below `min_uid`), and charged to `--account=<account>` when the spec names one. Its
+output lands in the person's own <workdir> (then `workdir` must be `.gridlane`, as the sudoers rule
+names it); cancel and tail run as the job's owner, as Slurm reports it. The submit lock and the
+records of what was submitted stay in the submit account's home, so dispatch stays crash-safe.
+Look-ups and polls ask for every user's jobs (not `--me`), by name or job id.
 
 Round trips: `place_many`, the dispatcher's, is one SSH command per batch: under the submit lock,
 one squeue (by job name) and the records of earlier batches say which workloads already have a
@@ -48,9 +57,9 @@ from fabrics.base import (
     JobStatus,
     TemplateError,
 )
-from fabrics.slurm import directives, native, parse, reasons
+from fabrics.slurm import accounting, directives, native, parse, reasons
 from fabrics.slurm.render import GPU_REQUESTS, NAME_PREFIX, TAG_PREFIX, Options, render
-from fabrics.ssh import batch, notebook
+from fabrics.ssh import batch, notebook, runas
 from fabrics.ssh.scripts import PATH, TEMPLATE_NAMES, WORD, split_template
 from fabrics.ssh.settings import SshSettings
 from fabrics.ssh.transport import Result, SshTransport, host_keys
@@ -82,6 +91,7 @@ class SlurmFabric(Batched):
         self.bin_dir: str = settings.get("bin_dir", "")
         self.parallel: int = settings.get("submit_parallelism", 8)
         self.accounting: bool = settings.get("accounting", True)
+        self.min_uid: int = settings.get("min_uid", runas.DEFAULT_MIN_UID)
         self.ssh = SshTransport(SshSettings.from_settings(settings))
         self._queued: set[str] = set()  # jobs the last poll saw waiting; they have no output yet
 
@@ -123,6 +133,9 @@ class SlurmFabric(Batched):
             raise ValueError("settings.accounting: true when the cluster has slurmdbd (sacct), else false")
         if not isinstance(settings.get("extend_time_limit", False), bool):
             raise ValueError("settings.extend_time_limit: true when the account is a Slurm operator, else false")
+        value = settings.get("min_uid", runas.DEFAULT_MIN_UID)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError("settings.min_uid: the lowest uid a job may run as (system accounts sit below), e.g. 1000")
         notebook.check_url_template(settings.get("notebook_url", notebook.CONNECT_URL))
 
     def render(self, job: JobSpec) -> str:
@@ -179,8 +192,8 @@ class SlurmFabric(Batched):
         wanted = {i for i in ids if i.isdigit()}
         if not wanted:
             return statuses
-        result = self._run(self._squeue(), retry=True)
-        if not result.ok:
+        result = self._run(self._squeue(f"--jobs={','.join(sorted(wanted, key=int))}"), retry=True)
+        if not result.ok and "Invalid job id specified" not in result.stderr:  # squeue's answer for one unknown id
             raise FabricError(f"the Slurm controller does not answer: {result.message()}", retryable=True)
         for job in parse.squeue(result.stdout):
             if job.job_id in wanted:
@@ -227,9 +240,12 @@ class SlurmFabric(Batched):
     def cancel(self, external_id: str) -> None:
         if not external_id.isdigit():
             return  # no job of ours has such an id
-        result = self._run([self._bin("scancel"), external_id])
+        result = self._run(self._as_owner(external_id, [self._bin("scancel"), external_id]))
         if result.ok or "Invalid job id" in result.stderr or "already completing or completed" in result.stderr:
             return
+        refused = runas.error(result.stderr)
+        if refused is not None:
+            raise refused
         raise FabricError(f"scancel {external_id} failed: {result.message()}", retryable=True)
 
     def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
@@ -238,8 +254,8 @@ class SlurmFabric(Batched):
             return ""  # a job that has not started has written nothing: no round trip for it
         base = posixpath.join(self.options.workdir, external_id)
         steps = [
-            batch.Step(["tail", "-c", str(max_bytes // 2), f"{base}.err"]),
-            batch.Step(["tail", "-c", str(max_bytes), f"{base}.out"]),
+            batch.Step(self._as_owner(external_id, ["tail", "-c", str(max_bytes // 2), "--", f"{base}.err"])),
+            batch.Step(self._as_owner(external_id, ["tail", "-c", str(max_bytes), "--", f"{base}.out"])),
         ]
         outcomes = self._run_steps(steps, retry=True)
         err = outcomes[0].stdout if 0 in outcomes and outcomes[0].status == 0 else ""
@@ -264,6 +280,17 @@ class SlurmFabric(Batched):
         # nothing when none is up), and work waits for capacity, saying the numbers.
         return Capacity(inventory.total, healthy=True, detail=inventory.describe() or "no nodes")
 
+    def account_usage(self, accounts: Collection[str], start: datetime, end: datetime) -> list[accounting.Charge]:
+        """Every job charged to these Slurm accounts that ran in [start, end), with its GPU time there (one sacct)."""
+        if not self.accounting:
+            raise FabricError("this cluster keeps no job accounting (settings.accounting is false)", retryable=False)
+        if not accounts:
+            return []
+        result = self._run(accounting.argv(self._bin("sacct"), accounts, start, end), retry=True)
+        if not result.ok:
+            raise FabricError(f"sacct failed: {result.message()}", retryable=True)
+        return accounting.charges(result.stdout, start, end)
+
     def close(self) -> None:
         self.ssh.close()
 
@@ -276,7 +303,6 @@ class SlurmFabric(Batched):
             self._bin("squeue"),
             "--noheader",
             "--states=all",
-            "--me",
             *filters,
             "-O",
             parse.squeue_format(),
@@ -312,10 +338,47 @@ class SlurmFabric(Batched):
         text, marker = batch.script(steps)
         return batch.parse(self.ssh.run_script(text, retry=retry).stdout, marker, len(steps))
 
-    def _step(self, wid: UUID, script: str | None = None, options: Sequence[str] = ()) -> batch.Step:
-        """The keyed step for a workload: sbatch with its script, or (no script) only its look-up."""
-        argv = [self._bin("sbatch"), "--parsable", *options] if script is not None else []
+    def _step(
+        self, wid: UUID, script: str | None = None, options: Sequence[str] = (), job: JobSpec | None = None
+    ) -> batch.Step:
+        """The keyed step for a workload: sbatch with its script, or (no script) only its look-up.
+
+        A job with `run_as` is submitted as that person (fabrics.ssh.runas), with `account` on the command line
+        (before a native script's options, which win).
+        """
+        account = [f"--account={job.account}"] if job is not None and job.account else []
+        argv = [self._bin("sbatch"), "--parsable", *account, *options] if script is not None else []
+        if argv and job is not None and self._as_person(job):
+            argv = runas.argv(job.run_as, self.min_uid, argv, workdir=self.options.workdir)
         return batch.Step(argv, stdin=script, key=f"{TAG_PREFIX}{wid}", record=posixpath.join(self._ids(), str(wid)))
+
+    def _as_owner(self, external_id: str, argv: list[str]) -> list[str]:
+        """argv run as the job's owner, as Slurm names it (squeue, else sacct): directly when that is the submit
+        account or Slurm names nobody (the job is long gone), else as the person behind the guard (runas)."""
+        owner = (
+            'u=$("$1" -h -t all -j "$3" -o %u 2>/dev/null); '
+            '[ -n "$u" ] || u=$("$2" -X -n -P -j "$3" -o User 2>/dev/null | head -n 1); '
+            "guard=$4 floor=$5; shift 5; "
+            'if [ -z "$u" ] || [ "$u" = "$(id -un)" ]; then exec "$@"; fi; '
+            'exec sh -c "$guard" gridlane-runas "$u" "$floor" "" "$@"'
+        )
+        lookup = [self._bin("squeue"), self._bin("sacct"), external_id]
+        return ["bash", "-c", owner, "as-owner", *lookup, runas.GUARD, str(self.min_uid), *argv]
+
+    def _as_person(self, job: JobSpec) -> bool:
+        """Whether the job runs as someone other than the submit account."""
+        return bool(job.run_as) and job.run_as != self.ssh.settings.user
+
+    def _refused(self, job: JobSpec) -> FabricError | None:
+        """A job whose run_as or account could never be passed on: refused before anything runs."""
+        try:
+            if job.run_as:
+                runas.check_user(job.run_as)
+        except ValueError as exc:
+            return FabricError(str(exc), retryable=False)
+        if job.account and not WORD.match(job.account):
+            return FabricError(f"{job.account!r} is not a Slurm account name", retryable=False)
+        return None
 
     def _native_options(self, job: JobSpec) -> list[str]:
         """sbatch's command line for a user's own script (fabrics.slurm.native); TemplateError when it cannot be."""
@@ -342,7 +405,6 @@ class SlurmFabric(Batched):
                 self._bin("squeue"),
                 "--noheader",
                 "--states=all",
-                "--me",
                 "--name=" + ",".join(keys[i : i + NAMES_PER_QUERY]),
                 "--format=%k %i",  # the comment is the key: a job must have our name and our comment
             ]
@@ -369,7 +431,12 @@ class SlurmFabric(Batched):
 
     def _place(self, jobs: Sequence[JobSpec], *, look_up: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
         """Submit each job that neither its record nor squeue (asked about `look_up` only) says has a job."""
+        refused: dict[UUID, str | FabricError] = {
+            job.workload_id: error for job in jobs if (error := self._refused(job)) is not None
+        }
+        jobs = [job for job in jobs if job.workload_id not in refused]
         steps, keys, results = batch.keyed_steps(jobs, self._submit_step)
+        results |= refused
         if not steps:
             return results
         try:
@@ -394,8 +461,8 @@ class SlurmFabric(Batched):
 
     def _submit_step(self, job: JobSpec) -> batch.Step:
         if job.script:  # the user's own script, byte for byte on sbatch's stdin
-            return self._step(job.workload_id, job.script, self._native_options(job))
-        return self._step(job.workload_id, self._script(job))
+            return self._step(job.workload_id, job.script, self._native_options(job), job)
+        return self._step(job.workload_id, self._script(job), job=job)
 
     def _script(self, job: JobSpec) -> str:
         """The script as sent: as `render`, with its secrets."""
@@ -411,6 +478,9 @@ def _submitted(outcome: batch.Outcome | None, output: Result) -> str | FabricErr
     job_id = parse.submitted_id(outcome.stdout) if outcome.status == 0 else None
     if job_id is not None:
         return job_id
+    refused = runas.error(outcome.stderr)
+    if refused is not None:
+        return refused
     message, retryable = reasons.submit_error(outcome.stderr or outcome.stdout or f"exit status {outcome.status}")
     return FabricError(message, retryable=retryable)
 

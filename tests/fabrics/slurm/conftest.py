@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -53,6 +54,21 @@ def cluster_lock(request: pytest.FixtureRequest, cluster: dict[str, Any]) -> Ite
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def people(cluster: dict[str, Any]) -> None:
+    """The people jobs run as, their Slurm accounts and the sudoers rule (tests/services/slurm/people.sh), on
+    whatever cluster is up now: another test run may have restarted it without them. Idempotent."""
+    subprocess.run(["bash", str(REPO / "tests/services/slurm/people.sh")], check=True, timeout=300)
+
+
+def sacct_user_and_account(job_id: str) -> list[str]:
+    """[user, account] of a job as slurmdbd recorded it (the cluster's node is this machine)."""
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "User,Account"], capture_output=True, text=True, check=True
+    ).stdout
+    return out.strip().split("|")
 
 
 @pytest.fixture
@@ -128,3 +144,37 @@ def fabric_behind_queue(settings: dict[str, Any], *, groups: Any, template: str 
     made.allowed_groups.add(*groups)
     QueueTarget.objects.create(queue=made, fabric=fabric, template=template)
     return fabric
+
+
+@pytest.fixture
+def mapped_hpc(cast: dict[str, Any], cluster_lock: None, people: None, slurm_settings: dict[str, Any]) -> Iterator[Any]:
+    """A Slurm fabric `hpc` behind queue `hpc` that runs jobs as their owners, by the claim preferred_username
+    without its domain (see `signed_in`), charging vision's to gl-vision and fraud's to gl-fraud."""
+    from portal.accounts.models import PosixPolicy, ResourceGroup, SchedulerAccount
+    from portal.worker import connections
+
+    connections.forget_all()
+    fabric = fabric_behind_queue(
+        slurm_settings, groups=ResourceGroup.objects.filter(slug__in=["vision", "fraud"]),
+        slug="hpc", name="HPC", kinds=["training", "batch", "notebook"], default_runtime_minutes=10,
+        max_runtime_minutes=60,
+    )  # fmt: skip
+    PosixPolicy.objects.create(fabric=fabric, claim="preferred_username", pattern=r"^(.*)@corp\.example$")
+    for slug in ("vision", "fraud"):
+        SchedulerAccount.objects.create(group=ResourceGroup.objects.get(slug=slug), fabric=fabric, account=f"gl-{slug}")
+    yield fabric
+    connections.forget_all()
+
+
+def signed_in(user: Any, name: str) -> None:
+    """As a sign-in stores them: the claims that map `user` to the POSIX user `name` on `mapped_hpc`."""
+    from portal.accounts.models import ExternalIdentity
+
+    ExternalIdentity.objects.update_or_create(
+        user=user,
+        defaults={
+            "issuer": "https://idp.test",
+            "subject": name,
+            "claims": {"preferred_username": f"{name}@corp.example"},
+        },
+    )

@@ -6,6 +6,10 @@ RUNDIR=/run/gridlane-slurm-test
 PIDS="$RUNDIR/pids"          # "name pid" per daemon this script started
 HOLDERS="$RUNDIR/holders"    # one file per test run using the cluster, named by its PID
 SUBMIT_USER=gridlane         # the cluster account Gridlane submits as, over SSH
+# People Gridlane runs jobs as (sudo -u, see fabrics/ssh/runas.py): POSIX user and Slurm account (their team).
+PEOPLE="gl-alice:gl-vision gl-charlie:gl-fraud"
+SYSTEM_USER=gl-sys           # a system account (uid below 1000): a mapping to it must be refused
+SUDOERS=/etc/sudoers.d/gridlane-test
 DBNAME=gridlane_slurm_acct
 DBUSER=gridlane_slurm
 DBPASS=gridlane-slurm-test

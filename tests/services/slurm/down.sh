@@ -17,6 +17,7 @@ fi
 if pid_is "$(recorded_pid slurmctld)" /usr/sbin/slurmctld; then
   scancel --quiet --user="$SUBMIT_USER" 2>/dev/null || true
   scancel --quiet --user=root 2>/dev/null || true
+  for person in $PEOPLE; do scancel --quiet --user="${person%%:*}" 2>/dev/null || true; done
   for _ in $(seq 50); do [ -z "$(squeue -h -t running,completing -o %i 2>/dev/null)" ] && break; sleep 0.1; done
 fi
 for name in sshd slurmd slurmctld slurmdbd munged mariadbd; do stop_recorded "$name"; done

@@ -152,6 +152,10 @@ else
   start_cluster
 fi
 
+# People Gridlane runs jobs as, their Slurm accounts and the sudoers rule (people.sh; added to a running
+# cluster too, and again by the tests that need them, since a restart by another test run drops the accounts).
+bash "$here/people.sh"
+
 # 3. The key-only sshd on loopback (port 2222, or the next free one).
 sshd_pid=$(recorded_pid sshd)
 if ! pid_is "$sshd_pid" "$(program_of sshd)" || ! port_open "$(cat "$RUNDIR/ssh_port" 2>/dev/null || echo 0)"; then
