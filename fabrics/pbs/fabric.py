@@ -111,7 +111,11 @@ class PbsFabric(Batched):
         """Each job's PBS job id: the one its workload's record names, else a new one; one SSH command
         under the submit lock (a batch orphaned by a dropped connection ends first). The records are
         the only look-up, and cost nothing, so `fresh` changes nothing here."""
-        steps, keys, results = batch.keyed_steps(jobs, self._qsub_step)
+        refused: dict[UUID, str | FabricError] = {
+            job.workload_id: error for job in jobs if (error := self._refused(job)) is not None
+        }
+        steps, keys, results = batch.keyed_steps([j for j in jobs if j.workload_id not in refused], self._qsub_step)
+        results |= refused
         if not steps:
             return results
         try:
@@ -145,12 +149,26 @@ class PbsFabric(Batched):
     def _qsub_step(self, job: JobSpec) -> batch.Step:
         """qsub of the job's script, written first where the Torque wrappers read it (no script on stdin)."""
         path = self._path(f"{job.workload_id}.pbs")
+        account = ["-A", job.account] if job.account else []  # the team's project, charged in PBS's accounting
         if job.script:  # the user's own script, byte for byte; its output goes where it says
-            argv = [self._bin("qsub"), *self._native_options(job), path]
+            argv = [self._bin("qsub"), *account, *self._native_options(job), path]
             return self._step(job.workload_id, argv, job.script, write_to=path)
         script = self._script(job)
-        argv = [self._bin("qsub"), "-o", "/dev/null", "-e", "/dev/null", path]
+        argv = [self._bin("qsub"), *account, "-o", "/dev/null", "-e", "/dev/null", path]
         return self._step(job.workload_id, argv, script, write_to=path)
+
+    def _refused(self, job: JobSpec) -> FabricError | None:
+        """A job this fabric must not submit: one to run as a person (PBS jobs here still run as the submit
+        account, whose files and exit records poll reads), or an account that is no PBS project name."""
+        if job.run_as and job.run_as != self.ssh.settings.user:
+            return FabricError(
+                f"this PBS fabric runs jobs as its own account only, not as {job.run_as}; "
+                "IT removes its POSIX policy or moves the queue to Slurm",
+                retryable=False,
+            )
+        if job.account and not WORD.match(job.account):
+            return FabricError(f"{job.account!r} is not a PBS project name", retryable=False)
+        return None
 
     def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
         """All the jobs in one SSH command (a workload whose record names a job is not submitted again)."""

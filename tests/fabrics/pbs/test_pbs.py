@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from fabrics.base import FabricConfig, JobSpec, JobState, Resources, TemplateError
+from fabrics.base import FabricConfig, FabricError, JobSpec, JobState, Resources, TemplateError
 from fabrics.pbs import parse
 from fabrics.pbs.fabric import PbsFabric
 from fabrics.pbs.render import Options, directives, job_name, render
 from tests.fabrics.golden import assert_golden
-from tests.fabrics.slurm.conftest import finished, job, wait_for
+from tests.fabrics.slurm.conftest import finished, job, sacct_user_and_account, wait_for
 
 HERE = Path(__file__).parent
 WORKLOAD = uuid.UUID("3f2a9c0d-1e4b-4c57-9a6e-0123456789ab")
@@ -203,3 +203,18 @@ def test_a_users_own_qsub_script_goes_through_qsub_as_written_with_the_queue_for
 def test_a_native_script_that_does_not_read_is_refused_before_qsub(pbs):
     with pytest.raises(TemplateError, match="line 2: -Y is not a qsub option"):
         pbs.render(job("", script="#!/bin/bash\n#PBS -Y\nx\n"))
+
+
+def test_qsub_charges_the_teams_project_with_minus_a(pbs, people):
+    external_id = pbs.submit(job("true", account="gl-vision"))
+    assert finished(pbs, external_id).state is JobState.SUCCEEDED
+    assert sacct_user_and_account(external_id) == ["gridlane", "gl-vision"]
+
+
+def test_a_job_to_run_as_a_person_is_refused_on_pbs_never_run_as_the_submit_account(pbs):
+    spec = job("true", run_as="gl-alice")
+    error = pbs.place_many([spec])[spec.workload_id]
+    assert isinstance(error, FabricError)
+    assert not error.retryable
+    assert "runs jobs as its own account only, not as gl-alice" in str(error)
+    assert pbs.find_many([spec.workload_id]) == {}
