@@ -36,7 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-memory-mib", type=int, default=0, help="declared memory per GPU, MiB")
     parser.add_argument("--kill-grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL")
     parser.add_argument("--sample-every", type=float, default=10.0, help="seconds between usage samples")
-    parser.add_argument("--authorized-keys", help="the lease account's authorized_keys; leases need it")
+    parser.add_argument(
+        "--authorized-keys", help="the shared lease account's authorized_keys, for leases that name no person"
+    )
+    parser.add_argument(
+        "--person-accounts",
+        choices=("no", "existing", "create"),
+        default="no",
+        help="leases naming a person log in to their own account: existing ones, or made on first use",
+    )
+    parser.add_argument("--min-uid", type=int, default=1000, help="the lowest uid a person's account may have")
     parser.add_argument("--nvidia-smi", default="nvidia-smi", help="the nvidia-smi program to ask")
     parser.add_argument("--enroll", help="a one-time enrollment token to exchange for this host's own token")
 
@@ -73,6 +82,8 @@ class Agent:
             kill_grace_s=args.kill_grace,
             sample_every_s=args.sample_every,
             authorized_keys=Path(args.authorized_keys) if args.authorized_keys else None,
+            person_accounts=args.person_accounts,
+            min_uid=args.min_uid,
             nvidia_smi=args.nvidia_smi,
         )
         self.jobs: dict[str, runner.Job] = {}

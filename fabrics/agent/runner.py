@@ -35,7 +35,9 @@ class Options:
     workdir: Path
     kill_grace_s: float = 5.0
     sample_every_s: float = 10.0
-    authorized_keys: Path | None = None  # the lease account's file; None: this host grants no leases
+    authorized_keys: Path | None = None  # the shared lease account's file; None: no lease without a person's account
+    person_accounts: str = "no"  # leases naming a person: "no" refused, "existing" accounts only, "create" on first use
+    min_uid: int = 1000  # a person's account below this uid (a system account) takes no lease
     nvidia_smi: str = "nvidia-smi"
 
 
@@ -199,7 +201,16 @@ def _process(api: Api, job: Job, options: Options, jobdir: Path, gpu_indexes: li
 def _lease(api: Api, job: Job, options: Options) -> tuple[str, int | None, str]:
     """Grant SSH access until the lease ends or is cancelled, then take it back."""
     payload = job.payload
-    if options.authorized_keys is None:
+    person = str(payload.get("run_as", ""))
+    account: Any = None
+    if person:  # the person's own account on this host, never the shared one
+        if options.person_accounts not in ("existing", "create"):
+            return "failed", None, "this host gives no one their own account (start the agent with --person-accounts)"
+        try:
+            account = keys.person_account(person, create=options.person_accounts == "create", min_uid=options.min_uid)
+        except keys.AccountError as error:
+            return "failed", None, str(error)
+    elif options.authorized_keys is None:
         return "failed", None, "this agent grants no leases (start it with --authorized-keys)"
     public_key = str(payload.get("public_key", ""))
     if not public_key:
@@ -209,19 +220,29 @@ def _lease(api: Api, job: Job, options: Options) -> tuple[str, int | None, str]:
     if job.lease_ends_at is None:
         return "failed", None, "the lease has no end"
     granted_until = job.lease_ends_at
-    keys.grant(options.authorized_keys, public_key, job.run_id, granted_until, str(payload.get("from_addresses", "")))
+    from_addresses = str(payload.get("from_addresses", ""))
+
+    def grant(until: datetime) -> None:
+        if account is not None:
+            keys.person_grant(account, public_key, job.run_id, until, from_addresses)
+        elif options.authorized_keys is not None:
+            keys.grant(options.authorized_keys, public_key, job.run_id, until, from_addresses)
+
+    grant(granted_until)
     try:
         while not job.cancel.is_set():
             if job.lease_ends_at != granted_until:  # extended: the heartbeat brought the new end
                 granted_until = job.lease_ends_at
-                keys.grant(options.authorized_keys, public_key, job.run_id, granted_until,
-                           str(payload.get("from_addresses", "")))  # fmt: skip
+                grant(granted_until)
             if datetime.now(UTC) >= granted_until:
                 return "succeeded", 0, "the lease ended"
             job.cancel.wait(TICK_S)
         return "cancelled", None, "cancelled"
     finally:
-        keys.revoke(options.authorized_keys, job.run_id)
+        if account is not None:
+            keys.person_revoke(account, job.run_id)
+        elif options.authorized_keys is not None:
+            keys.revoke(options.authorized_keys, job.run_id)
 
 
 def _when(value: Any) -> datetime | None:

@@ -201,6 +201,7 @@ def _spec(job: JobSpec) -> dict[str, Any]:
         "runtime_limit_s": job.runtime_limit_s,
         "gpus_milli": job.per_node.gpus_milli,
         "env": dict(job.env),
+        "run_as": job.run_as,  # a lease logs in to the person's own account on the host (fabrics.agent.keys)
     }
 
 
