@@ -438,3 +438,27 @@ class SchedulerAccount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group} -> {self.account} on {self.fabric}"
+
+
+class SchedulerUsage(models.Model):
+    """A team's GPU-hours on one fabric over one window, as Gridlane counts them and as the scheduler's own
+    accounting does (sacct for the team's account), side by side. The worker writes it; pages only read it."""
+
+    group = models.ForeignKey(ResourceGroup, on_delete=models.CASCADE, related_name="scheduler_usage")
+    fabric = models.ForeignKey("queues.Fabric", on_delete=models.CASCADE, related_name="scheduler_usage")
+    account = models.CharField(max_length=64)
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    gridlane_gpu_hours = models.FloatField(help_text="Gridlane's own records of its jobs in the window.")
+    scheduler_gpu_hours = models.FloatField(help_text="What sacct reports for the same jobs (Gridlane's, by tag).")
+    account_gpu_hours = models.FloatField(help_text="What sacct reports for every job on the account.")
+    fetched_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["fabric__name"]
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["group", "fabric"], name="one_scheduler_usage_per_group_and_fabric"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} on {self.fabric} ({self.account})"

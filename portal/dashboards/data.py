@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Sum
 
-from portal.accounts.models import ResourceGroup
+from portal.accounts.models import ResourceGroup, SchedulerUsage
 from portal.dashboards import figures
 from portal.usage.models import UsageMemberRollup, UsageRollup
 from portal.usage.rollup import HOUR, hour_of, hours_between
@@ -36,10 +36,14 @@ class TeamDashboard:
     now: list[Workload]
     running: int
     waiting: int
+    accounting: list[
+        SchedulerUsage
+    ]  # per fabric: Gridlane's GPU-hours beside the scheduler's (portal/worker/accounting.py)
 
 
 def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDashboard:
-    """Four queries: the quota, the team's rollups, its members' rollups, and its work running or waiting now."""
+    """Five queries: the quota, the team's rollups, its members' rollups, its work running or waiting now, and
+    its GPU-hours as the scheduler's accounting counts them (fetched by the worker, never by the page)."""
     reservation_milli, limit_milli = group.gpu_quota_milli()
     start = hour_of(now) - WINDOWS[window] + HOUR
     hours = list(hours_between(start, now))
@@ -101,4 +105,5 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
         now=current,
         running=sum(1 for w in current if w.state != State.PENDING),
         waiting=sum(1 for w in current if w.state == State.PENDING),
+        accounting=list(SchedulerUsage.objects.filter(group=group).select_related("fabric")),
     )
