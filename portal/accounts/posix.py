@@ -8,7 +8,8 @@ On a fabric without a policy, jobs run as the fabric's own account (RunAs("", ""
 
 The team's account is its SchedulerAccount on the fabric, else the policy's default account, else none.
 
-Lookups are cached for a short while (a submit checks them without a database statement when warm);
+Lookups are cached for a short while (a submit checks them without a database statement when warm, the
+policies coming with the queue's fabrics);
 any change to policies, accounts or identities starts a new generation of the cache in this process,
 and other processes see it within CACHE_SECONDS. The fabric checks the uid floor itself when it runs
 the job (fabrics.ssh.runas).
@@ -175,9 +176,18 @@ def run_as(user_id: int, group_id: int, fabric_id: int) -> RunAs:
 
 
 def refusals(user_id: int, fabrics: Iterable[Any]) -> list[str]:
-    """Why this user cannot run on some of these fabrics (rows with pk and name); [] when they can on all."""
-    policies = _policies()
-    wanted = [policies[f.pk] for f in fabrics if f.pk in policies]
+    """Why this user cannot run on some of these fabrics (Fabric rows); [] when they can on all.
+
+    Rows loaded with their policy (select_related("posix_policy")) cost no statement for it; with none of
+    them under a policy, nothing more is read.
+    """
+    wanted = []
+    for fabric in fabrics:
+        try:
+            policy = fabric.posix_policy
+        except PosixPolicy.DoesNotExist:
+            continue
+        wanted.append(_Policy(fabric.pk, fabric.name, policy.claim, policy.pattern, policy.replacement, ""))
     if not wanted:
         return []
     person = _person(user_id)

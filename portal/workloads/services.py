@@ -124,7 +124,12 @@ def submit_context(user: Any, slug: str) -> SubmitContext:
 
     Raises SubmitRejected when there is no such enabled queue, QueueForbidden when the user may not use it.
     """
-    targets = list(QueueTarget.objects.filter(queue__slug=slug, queue__enabled=True).select_related("queue", "fabric"))
+    # fabric__posix_policy: the run-as check (_check_run_as) reads each fabric's POSIX policy, in the same statement.
+    targets = list(
+        QueueTarget.objects.filter(queue__slug=slug, queue__enabled=True).select_related(
+            "queue", "fabric", "fabric__posix_policy"
+        )
+    )
     queue = targets[0].queue if targets else Queue.objects.filter(slug=slug, enabled=True).first()
     if queue is None:
         raise SubmitRejected({"queue": [f"There is no queue called {slug!r}."]})
@@ -307,7 +312,7 @@ def _check_fits_somewhere(workload: Workload, queue: Queue) -> None:
 
 def _check_run_as(workload: Workload, queue: Queue, fabrics: list[Any]) -> None:
     """Refuse, before anything is queued, a person with no POSIX account on a fabric behind the queue that
-    runs jobs as their owners (a cached lookup: no statement when warm)."""
+    runs jobs as their owners. The policies came with the queue; the person's names are a cached lookup."""
     refused = posix.refusals(workload.owner_id, fabrics)
     if refused:
         raise SubmitRejected(
