@@ -56,10 +56,11 @@ def cluster_lock(request: pytest.FixtureRequest, cluster: dict[str, Any]) -> Ite
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def people(cluster: dict[str, Any]) -> None:
     """The people jobs run as, their Slurm accounts and the sudoers rule (tests/services/slurm/people.sh), on
-    whatever cluster is up now: another test run may have restarted it without them. Idempotent."""
+    whatever cluster is up now: another test run may have restarted it without them. Idempotent, and asked
+    before each test that needs them (a restart drops slurmdbd's associations)."""
     subprocess.run(["bash", str(REPO / "tests/services/slurm/people.sh")], check=True, timeout=300)
 
 
