@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from portal import health
 from portal.accounts.models import ResourceGroup
 from portal.worker.models import WaitBucket, WorkerStats
 from portal.workloads.models import Workload
@@ -65,7 +66,44 @@ class GridlaneCollector(Collector):
         yield wait
 
 
+class HealthCollector(Collector):
+    """/readyz's facts as gauges: alert on gridlane_ready == 0, on a worker cycle older than a few periods,
+    and on a fabric that has not answered."""
+
+    def __init__(self, facts: health.Facts) -> None:
+        self.facts = facts
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        facts = self.facts
+        yield GaugeMetricFamily("gridlane_ready", "1 when the database and the worker are fine.", value=facts.ready)
+        yield GaugeMetricFamily("gridlane_database_up", "1 when the database answers.", value=facts.database)
+        if facts.database:
+            yield GaugeMetricFamily(
+                "gridlane_worker_up", "1 when the worker's last cycle is recent.", value=facts.worker
+            )
+            age = facts.worker_age_s
+            yield GaugeMetricFamily(
+                "gridlane_worker_last_cycle_age_seconds",
+                "Seconds since the worker's last periodic cycle (+Inf: none yet).",
+                value=float("inf") if age is None else age,
+            )
+        up = GaugeMetricFamily("gridlane_fabric_up", "1 when the fabric answered recently.", labels=["fabric"])
+        since = GaugeMetricFamily(
+            "gridlane_fabric_last_contact_age_seconds",
+            "Seconds since the fabric last answered (+Inf: never).",
+            labels=["fabric"],
+        )
+        for fabric in facts.fabrics:
+            up.add_metric([fabric["name"]], float(fabric["ok"]))
+            since.add_metric([fabric["name"]], float("inf") if fabric["age_s"] is None else fabric["age_s"])
+        yield up
+        yield since
+
+
 def metrics(request: HttpRequest) -> HttpResponse:
+    facts = health.gather()
     registry = CollectorRegistry()
-    registry.register(GridlaneCollector())
+    registry.register(HealthCollector(facts))
+    if facts.database:  # the rest is read from it
+        registry.register(GridlaneCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -23,9 +23,14 @@ def env_flag(name: str, default: bool = False) -> bool:
 
 
 def _secret_key() -> str:
-    """The configured key, else one kept in var/ so sessions survive restarts of a laptop install."""
+    """The configured key; in demo mode, one kept in var/ so sessions survive restarts of a laptop install.
+
+    Outside demo mode there is no default: every web process and worker must share the one key IT sets, so an
+    unset key stays empty here and the web and the worker refuse to start (portal.checks.require_secret_key)."""
     if key := os.environ.get("GRIDLANE_SECRET_KEY"):
         return key
+    if not DEMO:
+        return ""
     path = VAR_DIR / "secret_key"
     if not path.exists():
         VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -63,6 +68,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "portal.serving.RequestIdMiddleware",
+    "portal.serving.ForwardedMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -98,7 +105,10 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'gridlane.sqlite3'}"),
-        conn_max_age=60,
+        conn_max_age=int(os.environ.get("GRIDLANE_DB_CONN_MAX_AGE", "60")),
+        # A kept connection is checked before a request uses it: one that died (a database restart) is
+        # replaced instead of failing the request.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -178,6 +188,14 @@ STATICFILES_FINDERS = [
     "portal.dashboards.finders.PlotlyFinder",  # static/vendor/plotly.min.js, from the plotly package (no CDN)
 ]
 WHITENOISE_USE_FINDERS = True  # serve straight from the apps in development and tests, no collectstatic
+if not DEMO and not DEBUG:
+    # Production: `manage.py collectstatic` writes compressed copies under content-hashed names, which
+    # whitenoise serves with a year-long immutable Cache-Control; pages name them through the manifest.
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
+    WHITENOISE_USE_FINDERS = False
 
 # Requests bigger than this are refused before a view sees them (a command or script is at most 64 KiB).
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
@@ -190,6 +208,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.api.parsers.JSONParser",  # bounded size and depth, UTF-8 only: 400 or 413, never a 500
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
     "UNAUTHENTICATED_USER": None,
@@ -237,6 +260,19 @@ GRIDLANE_LOCAL_FABRIC_ROOT = Path(os.environ.get("GRIDLANE_LOCAL_FABRIC_ROOT", V
 # sixth of the limit; and the length of the minute these are counted in (only tests shorten it).
 GRIDLANE_NOTEBOOK_IDLE_WARNING_MINUTES = float(os.environ.get("GRIDLANE_NOTEBOOK_IDLE_WARNING_MINUTES", "10"))
 GRIDLANE_IDLE_MINUTE_S = 60.0
+# /readyz: the worker is unready when its last periodic cycle is older than this many cycles (30 s at least).
+GRIDLANE_WORKER_STALE_CYCLES = int(os.environ.get("GRIDLANE_WORKER_STALE_CYCLES", "10"))
+# Retention: raw usage samples, finished workloads' events and audit entries older than these many days are
+# deleted by the worker (0 keeps them for ever); hourly rollups are kept. At most MAX_BATCHES batches of
+# BATCH rows per kind each time, once per GRIDLANE_RETENTION_SECONDS.
+GRIDLANE_RETENTION_DAYS = {
+    "usage": int(os.environ.get("GRIDLANE_RETENTION_USAGE_DAYS", "90")),
+    "events": int(os.environ.get("GRIDLANE_RETENTION_EVENT_DAYS", "0")),
+    "audit": int(os.environ.get("GRIDLANE_RETENTION_AUDIT_DAYS", "0")),
+}
+GRIDLANE_RETENTION_SECONDS = float(os.environ.get("GRIDLANE_RETENTION_SECONDS", "3600"))
+GRIDLANE_RETENTION_BATCH = int(os.environ.get("GRIDLANE_RETENTION_BATCH", "2000"))
+GRIDLANE_RETENTION_MAX_BATCHES = int(os.environ.get("GRIDLANE_RETENTION_MAX_BATCHES", "50"))
 # Ask the worker for a cycle right after submit and cancel (tests switch it off to drive cycles by hand).
 GRIDLANE_KICK_WORKER = env_flag("GRIDLANE_KICK_WORKER", default=True)
 
@@ -252,20 +288,35 @@ if not DEBUG and not DEMO:
     SECURE_REFERRER_POLICY = "same-origin"
     SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
     SECURE_HSTS_SECONDS = int(os.environ.get("GRIDLANE_HSTS_SECONDS", str(365 * 24 * 3600)))
-    SECURE_SSL_REDIRECT = env_flag("GRIDLANE_SSL_REDIRECT")
+    # Both reach beyond Gridlane (every subdomain; browsers' preload lists), so IT opts in; check --deploy's
+    # reminders of them are silenced below for that reason.
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_flag("GRIDLANE_HSTS_INCLUDE_SUBDOMAINS")
+    SECURE_HSTS_PRELOAD = env_flag("GRIDLANE_HSTS_PRELOAD")
+    SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W021"]
+    SECURE_SSL_REDIRECT = env_flag("GRIDLANE_SSL_REDIRECT", default=True)
+    # Probes and Prometheus ask over plain HTTP, straight at a web process.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
     # Claims are read at sign-in, so a session's age bounds how long a removed membership lingers.
     SESSION_COOKIE_AGE = int(os.environ.get("GRIDLANE_SESSION_HOURS", "12")) * 3600
 if env_flag("GRIDLANE_BEHIND_TLS_PROXY"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The front proxies whose X-Forwarded-* headers are believed (addresses or networks, comma-separated); from
+# anyone else those headers are dropped before Django reads them (portal.serving.ForwardedMiddleware).
+GRIDLANE_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("GRIDLANE_TRUSTED_PROXIES", "127.0.0.1").split(",") if p]
 
+# Every line names its request (X-Request-ID, `-` outside one); every 5xx is logged by django.request.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "filters": {"routine_tasks": {"()": "portal.worker.logs.RoutineToDebug"}},
+    "filters": {
+        "request_id": {"()": "portal.serving.RequestIdFilter"},
+        "routine_tasks": {"()": "portal.worker.logs.RoutineToDebug"},
+    },
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["request_id"]}},
     "loggers": {
         "gridlane": {"handlers": ["console"], "level": os.environ.get("GRIDLANE_LOG_LEVEL", "INFO")},
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         # django-q2's lines for every task it runs are DEBUG (see portal/worker/logs.py).
         "django-q": {
             "handlers": ["console"],

@@ -1,15 +1,10 @@
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 
+from portal import health, serving
 from portal.accounts.urls import oidc_urlpatterns
 from portal.accounts.views import admin_login_view, login_view, logout_view
 from portal.metrics import metrics
-
-
-def healthz(request: HttpRequest) -> HttpResponse:
-    return HttpResponse("ok", content_type="text/plain")
-
 
 urlpatterns = [
     path("", include("portal.workloads.urls")),
@@ -23,9 +18,14 @@ urlpatterns = [
     path("teams/", include("portal.dashboards.urls")),
     path("it/", include("portal.dashboards.it_urls")),
     path("api/v1/", include("portal.api.urls")),
-    path("healthz", healthz),
+    path("healthz", health.healthz),
+    path("readyz", health.readyz),
     path("metrics", metrics),
 ]
+
+handler400 = serving.bad_request
+handler404 = serving.not_found
+handler500 = serving.server_error
 
 admin.site.site_header = "Gridlane administration"
 admin.site.site_title = "Gridlane"

@@ -64,11 +64,11 @@ def register(fabric: Fabric, name: str, facts: dict[str, Any]) -> AgentHost:
         name=name,
         defaults={
             "queues": [str(q) for q in facts.get("queues", [])],
-            "gpus": int(facts.get("gpus", 0)),
+            "gpus": _count(facts.get("gpus", 0)),
             "gpu_model": str(facts.get("gpu_model", ""))[:100],
-            "gpu_memory_mib": int(facts.get("gpu_memory_mib", 0)),
-            "cpus": int(facts.get("cpus", 0)),
-            "memory_mib": int(facts.get("memory_mib", 0)),
+            "gpu_memory_mib": _count(facts.get("gpu_memory_mib", 0)),
+            "cpus": _count(facts.get("cpus", 0)),
+            "memory_mib": _count(facts.get("memory_mib", 0)),
             "state": AgentHost.HostState.ONLINE,
             "last_heartbeat": now,
         },
@@ -220,4 +220,12 @@ def _opt_float(value: Any) -> float | None:
 
 
 def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
+    return None if value is None else _count(value)
+
+
+def _count(value: Any, high: int = 2**31 - 1) -> int:
+    """A whole number a column can hold; ValueError otherwise (a negative one, or one past any real machine)."""
+    number = int(value)
+    if not 0 <= number <= high:
+        raise ValueError(f"{number} is not a count between 0 and {high}")
+    return number

@@ -7,10 +7,14 @@ answers 404, as if it did not exist.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 from uuid import UUID
 
 from django.http import Http404
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
@@ -32,8 +36,15 @@ def _fabric(request: Request) -> Fabric:
     return fabric
 
 
+def _body(request: Request) -> Mapping[str, Any]:
+    """The JSON object sent; 400 for any other JSON (a list, a string, null)."""
+    if not isinstance(request.data, Mapping):
+        raise ValidationError({"detail": ["Send a JSON object."]})
+    return request.data
+
+
 def _host(request: Request, fabric: Fabric) -> AgentHost:
-    name = str(request.data.get("host", ""))
+    name = str(_body(request).get("host", ""))
     return get_object_or_404(AgentHost, fabric=fabric, name=name)
 
 
@@ -45,17 +56,18 @@ def _claim(fabric: Fabric, run_id: str) -> Claim:
         raise Http404("No such run on this fabric.") from error
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
 @api_view(["POST"])
 def register(request: Request) -> Response:
     fabric = _fabric(request)
-    name = str(request.data.get("host", "")).strip()
+    name = str(_body(request).get("host", "")).strip()
     if not name or len(name) > 200:
         raise ValidationError({"host": ["Give the host's name (1-200 characters)."]})
-    queues = request.data.get("queues") or []
+    queues = _body(request).get("queues") or []
     if not isinstance(queues, list) or not all(isinstance(q, str) for q in queues):
         raise ValidationError({"queues": ["Give a list of queue slugs."]})
     try:
-        host = services.register(fabric, name, dict(request.data))
+        host = services.register(fabric, name, dict(_body(request)))
     except (TypeError, ValueError):
         raise ValidationError({"detail": ["gpus, gpu_memory_mib, cpus and memory_mib are whole numbers."]}) from None
     return Response(
@@ -68,6 +80,7 @@ def register(request: Request) -> Response:
     )
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
 @api_view(["POST"])
 def heartbeat(request: Request) -> Response:
     fabric = _fabric(request)
@@ -84,6 +97,7 @@ def heartbeat(request: Request) -> Response:
     return Response({"cancel": cancel, "leases": leases})
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
 @api_view(["POST"])
 def claim(request: Request) -> Response:
     """Hold the request up to `wait` seconds (at most 20) and answer the moment work is claimable: 204 if none."""
@@ -91,11 +105,11 @@ def claim(request: Request) -> Response:
     host = _host(request, fabric)
     if host.state == AgentHost.HostState.LOST:
         return Response({"errors": {"host": ["This host was marked lost; register again."]}}, status=409)
-    queues = request.data.get("queues") or host.queues
+    queues = _body(request).get("queues") or host.queues
     if not isinstance(queues, list):
         raise ValidationError({"queues": ["Give a list of queue slugs."]})
     try:
-        wait = min(MAX_WAIT_S, max(0.0, float(request.data.get("wait", MAX_WAIT_S))))
+        wait = min(MAX_WAIT_S, max(0.0, float(_body(request).get("wait", MAX_WAIT_S))))
     except (TypeError, ValueError):
         raise ValidationError({"wait": ["Give the seconds to wait as a number."]}) from None
     deadline = time.monotonic() + wait
@@ -108,25 +122,27 @@ def claim(request: Request) -> Response:
         time.sleep(CLAIM_EVERY_S)
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
 @api_view(["POST"])
 def status(request: Request, run_id: str) -> Response:
     fabric = _fabric(request)
     c = _claim(fabric, run_id)
-    state = str(request.data.get("state", ""))
+    state = str(_body(request).get("state", ""))
     if state not in services.FINISHED_STATES:
         raise ValidationError({"state": [f"Choose one of: {', '.join(sorted(services.FINISHED_STATES))}."]})
-    exit_code = request.data.get("exit_code")
-    if exit_code is not None and not isinstance(exit_code, int):
+    exit_code = _body(request).get("exit_code")
+    if exit_code is not None and (type(exit_code) is not int or not -(2**31) <= exit_code < 2**31):
         raise ValidationError({"exit_code": ["Give an integer or null."]})
-    services.report(c, state, exit_code, str(request.data.get("reason", "")))
+    services.report(c, state, exit_code, str(_body(request).get("reason", "")))
     return Response({"ok": True})
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
 @api_view(["POST"])
 def log(request: Request, run_id: str) -> Response:
     fabric = _fabric(request)
     c = _claim(fabric, run_id)
-    chunk = request.data.get("chunk", "")
+    chunk = _body(request).get("chunk", "")
     if not isinstance(chunk, str):
         raise ValidationError({"chunk": ["Give the text to append."]})
     services.append_log(c, chunk)
@@ -134,11 +150,12 @@ def log(request: Request, run_id: str) -> Response:
     return Response({"cancel": c.cancel_requested})
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
 @api_view(["POST"])
 def usage(request: Request, run_id: str) -> Response:
     fabric = _fabric(request)
     c = _claim(fabric, run_id)
-    samples = request.data.get("samples", [])
+    samples = _body(request).get("samples", [])
     if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
         raise ValidationError({"samples": ["Give a list of samples."]})
     try:
@@ -148,6 +165,7 @@ def usage(request: Request, run_id: str) -> Response:
     return Response({"recorded": count})
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
 @api_view(["PUT"])
 def lease_key(request: Request, workload_id: str) -> Response:
     """The owner (or whoever may manage it) sets the SSH public key a VM lease lets in."""
@@ -156,11 +174,11 @@ def lease_key(request: Request, workload_id: str) -> Response:
         raise PermissionDenied("Only the owner, a team lead or IT may set the lease's key.")
     if workload.kind != "vm":
         raise ValidationError({"public_key": ["Only VM leases take an SSH key."]})
-    key = str(request.data.get("public_key", "")).strip()
+    key = str(_body(request).get("public_key", "")).strip()
     parts = key.split()
     if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")) or "\n" in key or len(key) > 8000:
         raise ValidationError({"public_key": ["Give one OpenSSH public key line."]})
-    from_addresses = str(request.data.get("from", "")).strip()
+    from_addresses = str(_body(request).get("from", "")).strip()
     if from_addresses and not all(c.isalnum() or c in ".:/,*?-" for c in from_addresses):
         raise ValidationError({"from": ["Give addresses or patterns separated by commas."]})
     LeaseKey.objects.update_or_create(

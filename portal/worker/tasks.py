@@ -7,6 +7,7 @@
     rollup    hourly rollups for the dashboards                               skipped while another rolls up
     burst     cloud instances for work that waits for capacity, ended idle    skipped while another scales
     accounting  sacct's GPU-hours per team account, every GRIDLANE_ACCOUNTING_SECONDS  skipped while another asks
+    retention delete raw samples, events, audit past their days, hourly      skipped while another prunes
 
 A kick (a submit, a cancel) runs admit and dispatch at once, without waiting for a slow fabric's sync; the
 periodic cycle runs them all. Stale status can only make admit see more in use than there is, never less.
@@ -23,7 +24,7 @@ from django.utils import timezone
 
 from portal.burst import autoscale as scaling
 from portal.usage import rollup
-from portal.worker import accounting, apply, capacity, snapshot, stats, sync, usage
+from portal.worker import accounting, apply, capacity, retention, snapshot, stats, sync, usage
 from portal.worker import dispatch as dispatching
 from portal.worker.lock import cycle_lock
 from scheduler import decide
@@ -50,6 +51,10 @@ def cycle() -> dict[str, Any]:
     with cycle_lock("accounting") as held:
         if held:
             accounting.check_all(timezone.now())
+    with cycle_lock("retention") as held:
+        if held:
+            retention.step(timezone.now())
+    stats.gauge(last_cycle_at=time.time())  # /readyz: the worker is alive and cycling
     summary["seconds"] = round(time.perf_counter() - started, 4)
     if synced or summary.get("admitted") or summary.get("preempted") or summary["dispatched"]:
         log.info("cycle: %s", summary)

@@ -8,12 +8,13 @@ Either way, a kick lost (no worker listening, a restart) only waits for the peri
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
 
 import psycopg
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 log = logging.getLogger("gridlane.worker")
 
@@ -43,25 +44,48 @@ def listening() -> bool:
     return connection.vendor == "postgresql"
 
 
+# The listening connection notices a database that went away without a word (a cut network) by TCP keepalives
+# and by a query of its own every PING_S of quiet; a closed one (a restart) fails the next wait at once.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+PING_S = 15.0
+CONNECT_TIMEOUT_S = 10
+
+
 def listen(on_kick: Callable[[], object], stop: threading.Event, idle_s: float = 1.0) -> None:
-    """Call on_kick once per burst of kicks until stop is set; reconnects when the database goes away.
+    """Call on_kick once per burst of kicks until stop is set; reconnects when the database goes away, however
+    long it stays away (trying again every idle_s), and then calls on_kick for what arrived meanwhile.
 
     Runs in a thread of its own with a connection of its own (LISTEN needs one that stays open)."""
-    params = connection.get_connection_params()
+    params = connection.get_connection_params() | KEEPALIVES
+    params.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
     while not stop.is_set():
         try:
             with psycopg.connect(**params, autocommit=True) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
                 on_kick()  # whatever arrived while nobody listened
+                quiet_s = 0.0
                 while not stop.is_set():
                     if _drain(conn, idle_s):
                         on_kick()
-        except psycopg.OperationalError as error:
-            log.warning("kick listener lost the database (%s); the periodic cycle carries on", error)
+                        quiet_s = 0.0
+                    elif (quiet_s := quiet_s + idle_s) >= PING_S:
+                        conn.execute("SELECT 1")
+                        quiet_s = 0.0
+        except (psycopg.OperationalError, DatabaseError) as error:
+            log.warning("kick listener lost the database (%s); trying again in %g s", error, idle_s)
+            forget_connection()
             stop.wait(idle_s)
         except Exception:
             log.exception("a kicked admission failed; the periodic cycle carries on")
+            forget_connection()
             stop.wait(idle_s)
+
+
+def forget_connection() -> None:
+    """Drop this thread's Django connection after a database error, so the next query opens a fresh one
+    instead of failing on the dead one (a request does this between requests; a long-lived thread must)."""
+    with contextlib.suppress(DatabaseError):  # it was dead already: closed all the same
+        connection.close()
 
 
 def _drain(conn: psycopg.Connection[tuple[object, ...]], timeout_s: float) -> bool:

@@ -126,3 +126,21 @@ def start_agent(live_server: Any, hosts: dict[str, Any], tmp_path: Path) -> Iter
     for pidfile in tmp_path.glob("**/*.pid"):
         with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
             os.killpg(int(pidfile.read_text().split()[0]), signal.SIGKILL)
+
+
+@pytest.fixture
+def claimed(alice, submit, hosts):
+    """One workload of gpu-a, dispatched and claimed by host-1 of `hosts` (online first: an empty pool admits none)."""
+    from rest_framework.test import APIClient
+
+    from portal.worker import tasks
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {hosts['token']}")
+    host = {"host": "host-1", "queues": ["gpu-a"], "cpus": 8, "memory_mib": 65536}
+    client.post("/api/v1/agent/register/", host, format="json")
+    submit(alice, queue="gpu-a", command="echo hi")
+    tasks.cycle()
+    answer = client.post("/api/v1/agent/claim/", {"host": "host-1", "wait": 0}, format="json")
+    assert answer.status_code == 200
+    return client, answer.json()

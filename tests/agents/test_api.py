@@ -9,7 +9,6 @@ from portal.agents import services
 from portal.agents.models import Claim, LeaseKey
 from portal.queues.models import Fabric
 from portal.usage.models import UsageSample
-from portal.worker import tasks
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyBodyForTests alice@laptop"
 
@@ -30,19 +29,6 @@ def other_agent(hosts, it_admin):
     client = bearer(token)
     client.post("/api/v1/agent/register/", {"host": "lab-1", "queues": ["gpu-a"]}, format="json")
     return client
-
-
-@pytest.fixture
-def claimed(alice, submit, hosts):
-    """One workload of gpu-a, dispatched and claimed by host-1 of `hosts` (online first: an empty pool admits none)."""
-    client = bearer(hosts["token"])
-    host = {"host": "host-1", "queues": ["gpu-a"], "cpus": 8, "memory_mib": 65536}
-    client.post("/api/v1/agent/register/", host, format="json")
-    submit(alice, queue="gpu-a", command="echo hi")
-    tasks.cycle()
-    answer = client.post("/api/v1/agent/claim/", {"host": "host-1", "wait": 0}, format="json")
-    assert answer.status_code == 200
-    return client, answer.json()
 
 
 def test_a_persons_token_is_no_agent(api_as, alice):

@@ -3,6 +3,7 @@ PostgreSQL, a listener that admits and dispatches the moment a submit or a cance
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
@@ -12,16 +13,20 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import connection
+from django.db import DatabaseError, connection
 from django_q.tasks import async_task
 
+from portal.serving import require_secret_key
 from portal.worker import tasks, wake
+
+log = logging.getLogger("gridlane.worker")
 
 
 class Command(BaseCommand):
     help = "Start the Gridlane worker (django-q2 cluster, a periodic scheduling cycle, and the kick listener)."
 
     def handle(self, *args: Any, **options: Any) -> None:
+        require_secret_key()
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
@@ -35,8 +40,15 @@ class Command(BaseCommand):
         try:
             while not stop.is_set():
                 if cluster.poll() is not None:
-                    raise SystemExit(f"the django-q2 cluster exited with {cluster.returncode}")
-                async_task("portal.worker.tasks.cycle", task_name="cycle", group="cycle")
+                    # It gives up when the database is away too long; started again, it waits for it.
+                    log.warning("the django-q2 cluster exited with %s; starting it again", cluster.returncode)
+                    stop.wait(period)
+                    cluster = subprocess.Popen([sys.executable, str(manage), "qcluster"])  # noqa: S603
+                try:
+                    async_task("portal.worker.tasks.cycle", task_name="cycle", group="cycle")
+                except DatabaseError as error:  # the database is away: ask again next period, for as long as it takes
+                    log.warning("cannot ask for a cycle (%s); trying again in %g s", error, period)
+                    wake.forget_connection()
                 stop.wait(period)
         finally:
             stop.set()
@@ -68,6 +80,7 @@ def _kick_threads(stop: threading.Event) -> list[threading.Thread]:
                         tasks.follow_up()
                     except Exception:  # the periodic cycle does the same; keep serving kicks
                         tasks.log.exception("dispatch after a kick failed")
+                        wake.forget_connection()
         finally:
             connection.close()
 
