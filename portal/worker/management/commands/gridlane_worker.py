@@ -3,6 +3,8 @@ PostgreSQL, a listener that admits and dispatches the moment a submit or a cance
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import signal
 import subprocess
@@ -31,7 +33,7 @@ class Command(BaseCommand):
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
         manage = Path(settings.BASE_DIR) / "manage.py"
-        cluster = subprocess.Popen([sys.executable, str(manage), "qcluster"])  # noqa: S603 (fixed argv)
+        cluster = _start_cluster(manage)
         period = settings.GRIDLANE_CYCLE_SECONDS
         self.stdout.write(f"worker: django-q2 cluster pid {cluster.pid}, a cycle every {period:g} s")
         threads = _kick_threads(stop) if wake.listening() else []
@@ -43,7 +45,7 @@ class Command(BaseCommand):
                     # It gives up when the database is away too long; started again, it waits for it.
                     log.warning("the django-q2 cluster exited with %s; starting it again", cluster.returncode)
                     stop.wait(period)
-                    cluster = subprocess.Popen([sys.executable, str(manage), "qcluster"])  # noqa: S603
+                    cluster = _start_cluster(manage)
                 try:
                     async_task("portal.worker.tasks.cycle", task_name="cycle", group="cycle")
                 except DatabaseError as error:  # the database is away: ask again next period, for as long as it takes
@@ -60,6 +62,21 @@ class Command(BaseCommand):
                     cluster.kill()
             for thread in threads:
                 thread.join(timeout=15)
+
+
+def _start_cluster(manage: Path) -> subprocess.Popen[bytes]:
+    """The django-q2 cluster, which dies with this process even when it is SIGKILLed (the kernel tells it), so
+    that a worker restarted after a crash never leaves a second cluster behind."""
+    return subprocess.Popen([sys.executable, str(manage), "qcluster"], preexec_fn=_die_with_parent)  # noqa: S603
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG); nothing elsewhere."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
 
 
 def _kick_threads(stop: threading.Event) -> list[threading.Thread]:
