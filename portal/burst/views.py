@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view, authentication_classes, permission_classes, throttle_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -15,12 +19,15 @@ from portal import access
 from portal.burst import enrollment, pages
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
 @api_view(["POST"])
 @authentication_classes([])
 @permission_classes([AllowAny])
 @throttle_classes([])
 def enroll(request: Request) -> Response:
     """A burst instance's boot script trades its one-time token for its agent's own: 403 once spent or expired."""
+    if not isinstance(request.data, Mapping):
+        return Response({"errors": {"detail": ["Send a JSON object."]}}, status=400)
     token, host = request.data.get("token"), request.data.get("host")
     if not isinstance(token, str) or not isinstance(host, str) or not token or not host:
         return Response({"errors": {"token": ["Give the enrollment token and this host's name."]}}, status=400)

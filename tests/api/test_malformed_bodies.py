@@ -50,8 +50,8 @@ def test_no_write_operation_answers_a_malformed_body_with_a_server_error(api_as,
     for method, path in writes:
         for what, body, content_type, _ in BODIES:
             response = client.generic(method, path, body, content_type=content_type)
-            # 403, 404, 405, 409 and 415 are answers too, from before or beside the body (and a body valid for
+            # 403, 404, 405, 409, 415 and 429 are answers too, from before or beside the body (and a body valid for
             # one operation, a token's name in a charset named wrongly, say, is taken); never a 5xx or HTML.
             assert response.status_code < 500, (method, path, what, response.content[:300])
             if response.status_code >= 400:
-                assert_json_error(response, {400, 403, 404, 405, 409, 413, 415}, method, path, what)
+                assert_json_error(response, {400, 403, 404, 405, 409, 413, 415, 429}, method, path, what)
