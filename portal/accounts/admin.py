@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -19,6 +20,11 @@ from portal.accounts.models import (
     SchedulerAccount,
     ServiceIdentity,
 )
+
+
+# Django's permission groups play no part in Gridlane (teams, claim mappings and IT staff do): hidden, so that
+# the admin speaks of teams only.
+admin.site.unregister(Group)
 
 
 class MembershipInline(admin.TabularInline[Membership, ResourceGroup]):

@@ -31,25 +31,39 @@ class ResourceGroup(models.Model):
 
     class Meta:
         ordering = ["slug"]
+        verbose_name = "team"  # what people call it everywhere in Gridlane
 
     def __str__(self) -> str:
         return self.name
 
-    def gpu_quota_milli(self) -> tuple[int, int]:
+    def gpu_quota_milli(self) -> tuple[int, int | None]:
         """The team's GPU reservation and limit over all fabrics, in milli-GPUs.
 
         Per-fabric quotas add up (no limit counts as the fabric's size); a team-wide quota (no fabric)
         is a cap across all fabrics, not a fabric's share: it only lowers that sum.
         """
-        reservation = per_fabric = 0
-        overall: int | None = None
-        for quota in self.quotas.select_related("fabric"):
-            if quota.fabric is None:
-                overall = quota.gpu_limit_milli
-                continue
-            reservation += quota.gpu_reservation_milli
-            per_fabric += quota.fabric.gpus_milli if quota.gpu_limit_milli is None else quota.gpu_limit_milli
-        return reservation, per_fabric if overall is None else min(per_fabric, overall)
+        return combined_gpu_quota(list(self.quotas.select_related("fabric")))
+
+
+def combined_gpu_quota(quotas: list[Any]) -> tuple[int, int | None]:
+    """A team's GPU reservation and limit over all fabrics, in milli-GPUs, from its quotas (anything with
+    `fabric` (None: team-wide, else with `gpus_milli`), `gpu_reservation_milli` and `gpu_limit_milli`);
+    the limit is None when there is no quota at all."""
+    if not quotas:
+        return 0, None
+    reservation = per_fabric = 0
+    overall: int | None = None
+    any_fabric = False
+    for quota in quotas:
+        if quota.fabric is None:
+            overall = quota.gpu_limit_milli
+            continue
+        any_fabric = True
+        reservation += quota.gpu_reservation_milli
+        per_fabric += quota.fabric.gpus_milli if quota.gpu_limit_milli is None else quota.gpu_limit_milli
+    if not any_fabric:
+        return reservation, overall
+    return reservation, per_fabric if overall is None else min(per_fabric, overall)
 
 
 class Membership(models.Model):
@@ -58,7 +72,7 @@ class Membership(models.Model):
         LEAD = "lead"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
-    group = models.ForeignKey(ResourceGroup, on_delete=models.CASCADE, related_name="memberships")
+    group = models.ForeignKey(ResourceGroup, on_delete=models.CASCADE, related_name="memberships", verbose_name="team")
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
 
     class Meta:
@@ -79,7 +93,12 @@ class ClaimMapping(models.Model):
 
     claim_value = models.CharField(max_length=200, db_index=True, help_text='e.g. "vision" or "cn=ml-leads,ou=groups"')
     group = models.ForeignKey(
-        ResourceGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="claim_mappings"
+        ResourceGroup,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="claim_mappings",
+        verbose_name="team",
     )
     role = models.CharField(max_length=10, choices=Membership.Role.choices, default=Membership.Role.MEMBER)
     makes_it_staff = models.BooleanField(
@@ -139,7 +158,9 @@ class ServiceIdentity(models.Model):
     """
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="service_identity")
-    group = models.ForeignKey(ResourceGroup, on_delete=models.PROTECT, related_name="service_identities")
+    group = models.ForeignKey(
+        ResourceGroup, on_delete=models.PROTECT, related_name="service_identities", verbose_name="team"
+    )
     description = models.CharField(max_length=200, blank=True)
     allowed_queues = models.ManyToManyField(
         "queues.Queue",

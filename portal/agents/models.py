@@ -14,6 +14,10 @@ class AgentAccess(models.Model):
     service = models.OneToOneField("accounts.ServiceIdentity", on_delete=models.CASCADE, related_name="agent_access")
     fabric = models.ForeignKey("queues.Fabric", on_delete=models.CASCADE, related_name="agent_accesses")
 
+    class Meta:
+        verbose_name = "agent access"
+        verbose_name_plural = "agent access"  # not Django's "agent accesss"
+
     def __str__(self) -> str:
         return f"{self.service} -> {self.fabric}"
 

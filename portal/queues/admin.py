@@ -1,8 +1,16 @@
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest
 
 from fabrics.registry import KINDS
-from portal.queues.models import Fabric, Queue, QueueTarget, Quota
+from portal import words
+from portal.queues.models import Fabric, Queue, QueueTarget, Quota, WorkloadKind
 
 
 class FabricForm(forms.ModelForm[Fabric]):
@@ -20,27 +28,146 @@ class QueueTargetInline(admin.TabularInline[QueueTarget, Queue]):
     ordering = ["order"]
 
 
+class QueueForm(forms.ModelForm[Queue]):
+    """Kinds of work as checkboxes, not a JSON list; "teams", as everywhere else in Gridlane."""
+
+    kinds = forms.MultipleChoiceField(
+        choices=[(k, words.kind_label(k)) for k in WorkloadKind.values],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The kinds of work people may send to this queue.",
+    )
+
+    class Meta:
+        model = Queue
+        fields = ["name", "slug", "description", "kinds", "allowed_groups", "default_runtime_minutes",
+                  "max_runtime_minutes", "preemptible", "notebook_idle_minutes", "enabled"]  # fmt: skip
+        labels = {"allowed_groups": "Teams that may use it"}
+        help_texts = {"allowed_groups": "A queue open to no team is visible to nobody but IT."}
+
+
+def queue_warnings(queue: Queue, fabrics: int, teams: int) -> list[str]:
+    """What keeps people from using a queue: nothing serves it, or nobody may see it."""
+    found = []
+    if not fabrics:
+        found.append("no fabric: work sent here cannot run")
+    if not teams:
+        found.append("open to no team: nobody but IT sees it")
+    return found
+
+
 @admin.register(Queue)
 class QueueAdmin(admin.ModelAdmin[Queue]):
-    list_display = [
-        "slug",
-        "name",
-        "kinds",
-        "default_runtime_minutes",
-        "max_runtime_minutes",
-        "notebook_idle_minutes",
-        "preemptible",
-        "enabled",
-    ]
+    form = QueueForm
+    list_display = ["name", "slug", "kinds_in_words", "runtime", "notebook_idle_minutes", "preemptible", "enabled",
+                    "warnings"]  # fmt: skip
     list_filter = ["enabled", "preemptible"]
     filter_horizontal = ["allowed_groups"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [QueueTargetInline]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Queue]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                n_fabrics=Count("targets", filter=Q(targets__fabric__enabled=True), distinct=True),
+                n_teams=Count("allowed_groups", distinct=True),
+            )
+        )
+
+    @admin.display(description="Kinds")
+    def kinds_in_words(self, queue: Queue) -> str:
+        return ", ".join(words.kind_label(k) for k in queue.kinds)
+
+    @admin.display(description="Runtime")
+    def runtime(self, queue: Queue) -> str:
+        from portal.workloads.templatetags.durations import duration
+
+        most = duration(queue.max_runtime_minutes * 60)
+        return f"default {duration(queue.default_runtime_minutes * 60)}, at most {most}"
+
+    @admin.display(description="Warnings")
+    def warnings(self, queue: Queue) -> str:
+        return "; ".join(queue_warnings(queue, getattr(queue, "n_fabrics", 1), getattr(queue, "n_teams", 1)))
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        queue = form.instance
+        fabrics = queue.targets.filter(fabric__enabled=True).count()
+        for warning in queue_warnings(queue, fabrics, queue.allowed_groups.count()):
+            self.message_user(request, f"{queue.name}: {warning}.", messages.WARNING)
+
+
+# Quotas in the units people use: GPUs (fractions allowed), CPUs and GB; stored in milli-units and MiB.
+QUOTA_FIELDS = {  # form field -> (model field, scale, label)
+    "gpu_reservation": ("gpu_reservation_milli", 1000, "GPU reservation"),
+    "gpu_limit": ("gpu_limit_milli", 1000, "GPU limit"),
+    "cpu_reservation": ("cpu_reservation_milli", 1000, "CPU reservation"),
+    "cpu_limit": ("cpu_limit_milli", 1000, "CPU limit"),
+    "memory_reservation_gb": ("memory_reservation_mib", 1024, "Memory reservation (GB)"),
+    "memory_limit_gb": ("memory_limit_mib", 1024, "Memory limit (GB)"),
+}
+
+
+class QuotaForm(forms.ModelForm[Quota]):
+    """A team's reservation (a floor) and limit (a cap) in GPUs, CPUs and GB; an empty limit is no cap."""
+
+    gpu_reservation = forms.DecimalField(
+        label="GPU reservation",
+        min_value=0,
+        decimal_places=3,
+        initial=0,
+        help_text="GPUs guaranteed while the team has work waiting, e.g. 4 or 0.5.",
+    )
+    gpu_limit = forms.DecimalField(label="GPU limit", min_value=0, decimal_places=3, required=False,
+                                   help_text="The most GPUs the team may hold at once; empty: no cap.")  # fmt: skip
+    cpu_reservation = forms.DecimalField(label="CPU reservation", min_value=0, decimal_places=3, initial=0)
+    cpu_limit = forms.DecimalField(label="CPU limit", min_value=0, decimal_places=3, required=False)
+    memory_reservation_gb = forms.DecimalField(label="Memory reservation (GB)", min_value=0, decimal_places=3,
+                                               initial=0)  # fmt: skip
+    memory_limit_gb = forms.DecimalField(label="Memory limit (GB)", min_value=0, decimal_places=3, required=False)
+
+    class Meta:
+        model = Quota
+        fields = ["group", "fabric"]
+        labels = {"group": "Team", "fabric": "Fabric"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            for name, (attr, scale, _) in QUOTA_FIELDS.items():
+                value = getattr(self.instance, attr)
+                self.initial[name] = None if value is None else (Decimal(value) / scale).normalize()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        values: dict[str, int | None] = {}
+        for name, (attr, scale, label) in QUOTA_FIELDS.items():
+            value = data.get(name)
+            if value is None and "reservation" in name:
+                value = Decimal(0)  # a floor of nothing
+            if value is not None and (value * scale) != (value * scale).to_integral_value():
+                self.add_error(name, f"{label}: at most three decimal places.")
+                return data
+            values[attr] = None if value is None else int(value * scale)
+        for resource, unit in (("gpu", "milli"), ("cpu", "milli"), ("memory", "mib")):
+            floor, cap = values[f"{resource}_reservation_{unit}"], values[f"{resource}_limit_{unit}"]
+            if cap is not None and floor is not None and cap < floor:
+                name = "memory_limit_gb" if resource == "memory" else f"{resource}_limit"
+                self.add_error(name, "The limit is below the reservation: a cap cannot sit under the floor.")
+                return data
+        for attr, value in values.items():
+            setattr(self.instance, attr, value)
+        return data
+
 
 class QuotaInline(admin.TabularInline[Quota, Fabric]):
     model = Quota
+    form = QuotaForm
     extra = 1
+    fields = ["group", *QUOTA_FIELDS]
+    verbose_name = "team quota"
+    verbose_name_plural = "team quotas on this fabric"
 
 
 @admin.register(Fabric)
@@ -63,5 +190,28 @@ class FabricAdmin(admin.ModelAdmin[Fabric]):
 
 @admin.register(Quota)
 class QuotaAdmin(admin.ModelAdmin[Quota]):
-    list_display = ["group", "fabric", "gpu_reservation_milli", "gpu_limit_milli"]
+    form = QuotaForm
+    fields = ["group", "fabric", *QUOTA_FIELDS]
+    list_display = ["group", "where", "gpus", "cpus", "memory"]
     list_filter = ["fabric", "group"]
+
+    @admin.display(description="Fabric")
+    def where(self, quota: Quota) -> str:
+        return str(quota.fabric) if quota.fabric else "all fabrics (a team-wide cap)"
+
+    @admin.display(description="GPUs (reservation / limit)")
+    def gpus(self, quota: Quota) -> str:
+        return _pair(quota.gpu_reservation_milli, quota.gpu_limit_milli, 1000)
+
+    @admin.display(description="CPUs (reservation / limit)")
+    def cpus(self, quota: Quota) -> str:
+        return _pair(quota.cpu_reservation_milli, quota.cpu_limit_milli, 1000)
+
+    @admin.display(description="Memory GB (reservation / limit)")
+    def memory(self, quota: Quota) -> str:
+        return _pair(quota.memory_reservation_mib, quota.memory_limit_mib, 1024)
+
+
+def _pair(reservation: int, limit: int | None, scale: int) -> str:
+    cap = "no cap" if limit is None else words.number(limit / scale)
+    return f"{words.number(reservation / scale)} / {cap}"

@@ -99,7 +99,7 @@ class Queue(models.Model):
     name = models.CharField(max_length=100)
     description = models.CharField(max_length=300, blank=True)
     kinds = models.JSONField(default=list, validators=[validate_kinds], help_text='e.g. ["training", "batch"]')
-    allowed_groups = models.ManyToManyField(ResourceGroup, blank=True, related_name="queues")
+    allowed_groups = models.ManyToManyField(ResourceGroup, blank=True, related_name="queues", verbose_name="teams")
     default_runtime_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
     max_runtime_minutes = models.PositiveIntegerField(default=7 * 24 * 60, validators=[MinValueValidator(1)])
     preemptible = models.BooleanField(
@@ -173,7 +173,7 @@ class QueueTarget(models.Model):
 class Quota(models.Model):
     """A team's policy on one fabric: the floor it is guaranteed and the cap it may not pass."""
 
-    group = models.ForeignKey(ResourceGroup, on_delete=models.CASCADE, related_name="quotas")
+    group = models.ForeignKey(ResourceGroup, on_delete=models.CASCADE, related_name="quotas", verbose_name="team")
     fabric = models.ForeignKey(
         Fabric,
         null=True,

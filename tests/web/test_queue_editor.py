@@ -1,0 +1,94 @@
+"""IT's queue and quota editor (the admin): kinds as checkboxes, quotas in GPUs, CPUs and GB, warnings for a
+queue that cannot run anything or that nobody sees, "teams" in every label."""
+
+from __future__ import annotations
+
+import pytest
+
+from portal.accounts.models import AuditEvent, ResourceGroup
+from portal.queues.models import Fabric, Queue, Quota
+
+
+@pytest.fixture
+def it_client(client, it_admin):
+    client.force_login(it_admin)
+    return client
+
+
+def test_a_queue_is_made_with_kinds_as_checkboxes_and_teams(it_client):
+    page = it_client.get("/admin/queues/queue/add/").content.decode()
+    assert 'type="checkbox" name="kinds" value="notebook"' in page
+    assert "Teams that may use it" in page
+    assert "groups" not in page.lower().replace("allowed_groups", "")
+    vision = ResourceGroup.objects.get(slug="vision")
+    response = it_client.post(
+        "/admin/queues/queue/add/",
+        {"name": "Interactive", "slug": "interactive", "kinds": ["notebook", "vm"], "allowed_groups": [vision.pk],
+         "default_runtime_minutes": 60, "max_runtime_minutes": 600, "enabled": "on",
+         "targets-TOTAL_FORMS": 0, "targets-INITIAL_FORMS": 0},
+        follow=True,
+    )  # fmt: skip
+    queue = Queue.objects.get(slug="interactive")
+    assert queue.kinds == ["notebook", "vm"]
+    assert "Interactive: no fabric: work sent here cannot run." in response.content.decode()
+
+
+def test_the_queue_list_warns_of_queues_without_a_fabric_or_a_team(it_client, django_assert_max_num_queries):
+    Queue.objects.create(slug="orphan", name="Orphan", kinds=["training"])
+    with django_assert_max_num_queries(10):
+        page = it_client.get("/admin/queues/queue/").content.decode()
+    assert "no fabric: work sent here cannot run; open to no team: nobody but IT sees it" in page
+    assert "Training run, Batch job" in page
+
+
+def test_a_queue_no_fabric_serves_is_never_the_default_choice(client, alice):
+    vision = ResourceGroup.objects.get(slug="vision")
+    empty = Queue.objects.create(slug="aaa-empty", name="Aaa empty", kinds=["training"])
+    empty.allowed_groups.add(vision)
+    client.force_login(alice)
+    page = client.get("/workloads/new/").content.decode()
+    options = page[page.index('<select name="queue"') : page.index("</select>", page.index('<select name="queue"'))]
+    assert options.index("Training and batch") < options.index("Aaa empty (no fabric yet)")
+
+
+def test_a_quota_is_edited_in_gpus_cpus_and_gb(it_client):
+    quota = Quota.objects.get(group__slug="vision", fabric__name="local")
+    page = it_client.get(f"/admin/queues/quota/{quota.pk}/change/").content.decode()
+    assert 'name="gpu_limit" value="6"' in page
+    assert "Team" in page
+    response = it_client.post(
+        f"/admin/queues/quota/{quota.pk}/change/",
+        {"group": quota.group_id, "fabric": quota.fabric_id, "gpu_reservation": "2.5", "gpu_limit": "4.25",
+         "cpu_reservation": "0", "cpu_limit": "", "memory_reservation_gb": "0", "memory_limit_gb": "128"},
+    )  # fmt: skip
+    assert response.status_code == 302
+    quota.refresh_from_db()
+    assert (quota.gpu_reservation_milli, quota.gpu_limit_milli, quota.cpu_limit_milli, quota.memory_limit_mib) == (
+        2500, 4250, None, 128 * 1024)  # fmt: skip
+    assert AuditEvent.objects.filter(action="quota.changed").exists()
+    listing = it_client.get("/admin/queues/quota/").content.decode()
+    assert "2.5 / 4.25" in listing
+
+
+def test_a_limit_under_the_reservation_is_refused_on_its_field(it_client):
+    quota = Quota.objects.get(group__slug="vision", fabric__name="local")
+    response = it_client.post(
+        f"/admin/queues/quota/{quota.pk}/change/",
+        {"group": quota.group_id, "fabric": quota.fabric_id, "gpu_reservation": "4", "gpu_limit": "2",
+         "cpu_reservation": "0", "cpu_limit": "", "memory_reservation_gb": "0", "memory_limit_gb": ""},
+    )  # fmt: skip
+    assert response.status_code == 200
+    assert "a cap cannot sit under the floor" in response.content.decode()
+    quota.refresh_from_db()
+    assert quota.gpu_limit_milli == 6000
+
+
+def test_labels_say_teams_and_agent_access_is_spelled_right(it_client):
+    page = it_client.get("/admin/").content.decode()
+    assert "Teams" in page
+    assert "Resource groups" not in page
+    assert "accesss" not in page.lower()
+    assert "Agent access" in page
+    fabric = Fabric.objects.get(name="local")
+    fabric_page = it_client.get(f"/admin/queues/fabric/{fabric.pk}/change/").content.decode()
+    assert "team quotas on this fabric" in fabric_page.lower()
