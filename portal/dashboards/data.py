@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db.models import Sum
+from django.db.models import Count, F, Min, Q, Sum
 
-from portal.accounts.models import ResourceGroup, SchedulerUsage
+from portal.accounts.models import AuditEvent, ResourceGroup, SchedulerUsage, combined_gpu_quota
 from portal.dashboards import figures
 from portal.usage.models import UsageMemberRollup, UsageRollup
 from portal.usage.rollup import HOUR, hour_of, hours_between
@@ -25,6 +27,24 @@ def window_of(value: str | None) -> str:
 
 
 @dataclass(frozen=True)
+class Now:
+    """The team this minute, read live (not from the hourly rollups): what its work holds and asks for."""
+
+    in_use: float  # GPUs held by its running work
+    waiting: float  # GPUs asked for by its waiting work
+    running: int
+    waiting_count: int
+    reservation: float
+    limit: float | None
+    longest_wait_s: float | None  # how long its oldest waiting workload has waited
+
+    @property
+    def headroom(self) -> float | None:
+        """GPUs more it may start now under its limit; None without a limit."""
+        return None if self.limit is None else max(0.0, self.limit - self.in_use)
+
+
+@dataclass(frozen=True)
 class TeamDashboard:
     group: ResourceGroup
     window: str
@@ -36,15 +56,22 @@ class TeamDashboard:
     now: list[Workload]
     running: int
     waiting: int
+    live: Now
     accounting: list[
         SchedulerUsage
     ]  # per fabric: Gridlane's GPU-hours beside the scheduler's (portal/worker/accounting.py)
 
 
 def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDashboard:
-    """Five queries: the quota, the team's rollups, its members' rollups, its work running or waiting now, and
-    its GPU-hours as the scheduler's accounting counts them (fetched by the worker, never by the page)."""
-    reservation_milli, limit_milli = group.gpu_quota_milli()
+    """Eight queries: the quotas, their history (the audit log), the team's rollups, its members' rollups,
+    its work running or waiting now, what that work holds and asks for, how long the waiting work waited, and
+    its GPU-hours as the scheduler's accounting counts them (fetched by the worker, never by the page).
+
+    Past hours come from the rollups; the current hour, which the rollup averages over the whole hour so far,
+    is drawn with the live figures instead (the "now" panel's), so the chart's last point matches the panel.
+    """
+    quotas = list(group.quotas.select_related("fabric"))
+    reservation_milli, limit_milli = combined_gpu_quota(quotas)
     start = hour_of(now) - WINDOWS[window] + HOUR
     hours = list(hours_between(start, now))
     index = {h: i for i, h in enumerate(hours)}
@@ -84,26 +111,155 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
         .defer("log_tail", "rendered", "command", "script")
         .order_by("state", "submitted_at")[:NOW_LIMIT]
     )
-    limit = None if limit_milli is None else limit_milli / 1000
+    totals = {"gpu_hours": sum(used), "idle_gpu_hours": sum(idle), "pending_gpu_hours": sum(pending)}
+    live = _live(group, reservation_milli, limit_milli, now)
+    hour_gpu_hours = list(used)  # GPU-hours per hour, for the busy and idle bars
+    # The GPUs charts' current hour: what is held and asked for now, and the reservation in force now.
+    used[-1], pending[-1], reserved[-1] = live.in_use, live.waiting, live.reservation
+    _count_work_still_waiting(group, waits, hour_of(now), now)
+    limits = _limit_history(group, quotas, hours, limit_milli)
     figs = {
-        "use": figures.use_against_quota(hours, used, reserved, limit),
+        "use": figures.use_against_quota(hours, used, reserved, limits),
         "members": figures.gpu_hours_by("GPU-hours by member", by_member),
         "queues": figures.gpu_hours_by("GPU-hours by queue", dict(by_queue)),
-        "idle": figures.idle_gpu_hours(hours, used, idle),
-        "wait": figures.wait_against_slo(waits, group.wait_slo_seconds),
+        "idle": figures.idle_gpu_hours(hours, hour_gpu_hours, idle),
+        "wait": figures.wait_against_slo(waits, group.wait_slo_seconds, hours),
         "pending": figures.pending_demand(hours, pending),
     }
-    totals = {"gpu_hours": sum(used), "idle_gpu_hours": sum(idle), "pending_gpu_hours": sum(pending)}
     return TeamDashboard(
         group=group,
         window=window,
         hours=hours,
         totals=totals,
         reservation=reservation_milli / 1000,
-        limit=limit,
+        limit=live.limit,
         figures=figs,
         now=current,
-        running=sum(1 for w in current if w.state != State.PENDING),
-        waiting=sum(1 for w in current if w.state == State.PENDING),
+        running=live.running,
+        waiting=live.waiting_count,
+        live=live,
         accounting=list(SchedulerUsage.objects.filter(group=group).select_related("fabric")),
     )
+
+
+def _live(group: ResourceGroup, reservation_milli: int, limit_milli: int | None, now: datetime) -> Now:
+    held = F("gpus_milli") * F("nodes")
+    waiting = Q(state=State.PENDING)
+    active = Q(state__in=ACTIVE)
+    seen = (
+        Workload.objects.filter(group=group)
+        .filter(waiting | active)
+        .aggregate(
+            in_use=Sum(held, filter=active),
+            asked=Sum(held, filter=waiting),
+            running=Count("pk", filter=active),
+            waiting=Count("pk", filter=waiting),
+            oldest=Min("submitted_at", filter=waiting),
+        )
+    )
+    oldest = seen["oldest"]
+    return Now(
+        in_use=(seen["in_use"] or 0) / 1000,
+        waiting=(seen["asked"] or 0) / 1000,
+        running=seen["running"],
+        waiting_count=seen["waiting"],
+        reservation=reservation_milli / 1000,
+        limit=None if limit_milli is None else limit_milli / 1000,
+        longest_wait_s=(now - oldest).total_seconds() if oldest else None,
+    )
+
+
+WAITING_SAMPLE = 2000  # the oldest waiting workloads read for the current hour's wait percentiles
+
+
+def _count_work_still_waiting(
+    group: ResourceGroup,
+    waits: dict[str, tuple[list[datetime], list[float | None], list[float | None]]],
+    hour: datetime,
+    now: datetime,
+) -> None:
+    """Work still waiting counts in the current hour's wait: a p95 of 0 while a job has waited 5 minutes says
+    the opposite of what is true. Each queue's current p50/p95 is at least that of its waiting work's ages."""
+    ages: defaultdict[str, list[float]] = defaultdict(list)
+    for queue, submitted in (
+        Workload.objects.filter(group=group, state=State.PENDING)
+        .order_by("submitted_at")
+        .values_list("queue__name", "submitted_at")[:WAITING_SAMPLE]
+    ):
+        ages[queue].append(max(0.0, (now - submitted).total_seconds()))
+    for queue, seconds in ages.items():
+        p50, p95 = _percentile(seconds, 50), _percentile(seconds, 95)
+        series = waits.setdefault(queue, ([], [], []))
+        if series[0] and series[0][-1] == hour:
+            series[1][-1] = max(series[1][-1] or 0.0, p50)
+            series[2][-1] = max(series[2][-1] or 0.0, p95)
+        else:
+            series[0].append(hour)
+            series[1].append(p50)
+            series[2].append(p95)
+
+
+def _percentile(values: list[float], p: int) -> float:
+    """Nearest-rank percentile of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class _QuotaState:
+    fabric: Any
+    gpu_reservation_milli: int
+    gpu_limit_milli: int | None
+
+
+def _limit_history(
+    group: ResourceGroup, quotas: list[Any], hours: list[datetime], limit_milli: int | None
+) -> list[float | None]:
+    """The team's GPU limit in force at the end of each hour, replayed from the audit log's record of its
+    quotas (created, changed, deleted): no limit is drawn for hours before its first quota existed.
+
+    Where the log holds nothing about them (quotas older than the log), the current limit is drawn
+    throughout, as before."""
+    current = None if limit_milli is None else limit_milli / 1000
+    events = list(
+        AuditEvent.objects.filter(
+            action__in=["quota.created", "quota.changed", "quota.deleted"], target__startswith=f"{group.name} on "
+        )
+        .order_by("at", "pk")
+        .values_list("at", "action", "target", "detail")
+    )
+    if not events:
+        return [current] * len(hours)
+    capacity = {str(q.fabric): q.fabric for q in quotas if q.fabric is not None}
+    state: dict[str, dict[str, Any]] = {}
+    out: list[float | None] = []
+    i = 0
+    for hour in hours:
+        end = hour + HOUR
+        while i < len(events) and events[i][0] < end:
+            _, action, target, detail = events[i]
+            if action == "quota.deleted":
+                state.pop(target, None)
+            else:
+                state.setdefault(target, {}).update((detail or {}).get("after") or {})
+            i += 1
+        rows = [
+            _QuotaState(
+                fabric=None if not values.get("fabric") else capacity.get(str(values["fabric"]), _NoFabric()),
+                gpu_reservation_milli=int(values.get("gpu_reservation_milli") or 0),
+                gpu_limit_milli=values.get("gpu_limit_milli"),
+            )
+            for values in state.values()
+        ]
+        _, limit = combined_gpu_quota(rows)
+        out.append(None if limit is None else limit / 1000)
+    if out and current is not None and out[-1] != current:
+        out[-1] = current  # the log missed a change (e.g. made without signals): now is what is in force
+    return out
+
+
+class _NoFabric:
+    """A fabric the log names but that no longer has a quota of the team's: its size is not known."""
+
+    gpus_milli = 0

@@ -4,7 +4,7 @@ draw, tested without a browser. The page hands each dict to Plotly.newPlot (stat
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 Figure = dict[str, Any]
@@ -15,21 +15,44 @@ OK = "#1d7a46"
 WARN = "#9a6700"
 BAD = "#b42318"
 MUTED = "#5b6475"
+HALF_HOUR = timedelta(minutes=30)
 
 
 def _layout(title: str, y_title: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
-        "title": {"text": title, "font": {"size": 15}},
+        # Left-aligned, so that plotly's toolbar (top right, and hidden on phones: charts.js) never covers it.
+        "title": {"text": title, "font": {"size": 15}, "x": 0, "xanchor": "left", "xref": "paper"},
         "margin": {"l": 56, "r": 16, "t": 44, "b": 40},
         "height": 300,
         "font": {"family": "system-ui, sans-serif", "color": INK},
         "paper_bgcolor": "#fff",
         "plot_bgcolor": "#fff",
         "legend": {"orientation": "h", "y": -0.2},
-        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero", "gridcolor": "#eef0f4"},
+        # Plain numbers: no SI prefixes ("100\u03bc" GPUs), at most two decimals.
+        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero", "gridcolor": "#eef0f4",
+                  "exponentformat": "none", "tickformat": ",.2~f", "hoverformat": ",.3~f"},
         "xaxis": {"gridcolor": "#eef0f4"},
-    }
+    }  # fmt: skip
     layout.update(extra)
+    return layout
+
+
+def _hourly(layout: dict[str, Any], hours: Sequence[datetime], *ys: Sequence[float | None]) -> dict[str, Any]:
+    """An hourly x axis over the whole window (one point is not stretched to "12:59:59.999"), ticks as the
+    window wants them (hours and minutes within a day and a half, else days), and a y axis from 0 to at least
+    1 so that small values are not blown up to fill it."""
+    if hours:
+        first, last = hours[0] - HALF_HOUR, hours[-1] + HALF_HOUR
+        long = (hours[-1] - hours[0]) > timedelta(hours=36)
+        layout["xaxis"] = layout["xaxis"] | {
+            "type": "date",
+            "range": [first.isoformat(), last.isoformat()],
+            "tickformat": "%b %-d" if long else "%H:%M",
+            "hoverformat": "%Y-%m-%d %H:%M UTC",
+            "nticks": 8,
+        }
+    top = max([0.0, *(v for y in ys for v in y if v is not None)])
+    layout["yaxis"] = layout["yaxis"] | {"range": [0, max(1.0, top * 1.15)], "autorange": False}
     return layout
 
 
@@ -38,22 +61,28 @@ def _iso(hours: Sequence[datetime]) -> list[str]:
 
 
 def use_against_quota(
-    hours: Sequence[datetime], used: Sequence[float], reserved: Sequence[float], limit: float | None
+    hours: Sequence[datetime],
+    used: Sequence[float],
+    reserved: Sequence[float],
+    limit: float | Sequence[float | None] | None,
 ) -> Figure:
-    """GPUs in use per hour (GPU-hours in that hour) against the team's reservation and its limit."""
+    """GPUs in use per hour (GPU-hours in that hour; now for the current hour) against the team's reservation
+    and its limit: one figure, or one per hour (None where no limit was in force: drawn as a gap)."""
     x = _iso(hours)
+    limits = [limit] * len(x) if limit is None or isinstance(limit, int | float) else list(limit)
     data: list[dict[str, Any]] = [
         {"type": "scatter", "mode": "lines", "name": "In use", "x": x, "y": list(used), "fill": "tozeroy",
          "line": {"color": ACCENT, "width": 2}},
         {"type": "scatter", "mode": "lines", "name": "Reservation", "x": x, "y": list(reserved),
          "line": {"color": OK, "dash": "dash", "width": 2}},
     ]  # fmt: skip
-    if limit is not None:
+    if any(v is not None for v in limits):
         data.append(
-            {"type": "scatter", "mode": "lines", "name": "Limit", "x": x, "y": [limit] * len(x),
+            {"type": "scatter", "mode": "lines", "name": "Limit", "x": x, "y": limits, "connectgaps": False,
              "line": {"color": BAD, "dash": "dot", "width": 2}}
         )  # fmt: skip
-    return {"data": data, "layout": _layout("GPUs in use against reservation and limit", "GPUs")}
+    layout = _layout("GPUs in use against reservation and limit", "GPUs")
+    return {"data": data, "layout": _hourly(layout, hours, used, reserved, limits)}
 
 
 def gpu_hours_by(title: str, totals: Mapping[str, float]) -> Figure:
@@ -77,13 +106,14 @@ def idle_gpu_hours(hours: Sequence[datetime], used: Sequence[float], idle: Seque
             {"type": "bar", "name": "Busy", "x": x, "y": busy, "marker": {"color": ACCENT}},
             {"type": "bar", "name": "Idle (< 80 % utilisation)", "x": x, "y": list(idle), "marker": {"color": WARN}},
         ],
-        "layout": _layout("Idle GPU-hours", "GPU-hours", barmode="stack"),
+        "layout": _hourly(_layout("Idle GPU-hours", "GPU-hours", barmode="stack"), hours, list(used)),
     }
 
 
 def wait_against_slo(waits: Mapping[str, tuple[Sequence[datetime], Sequence[float | None], Sequence[float | None]]],
-                     slo_seconds: float) -> Figure:  # fmt: skip
-    """p50 and p95 queue wait per queue and hour, in minutes, with the team's SLO drawn as a line."""
+                     slo_seconds: float, hours: Sequence[datetime] = ()) -> Figure:  # fmt: skip
+    """p50 and p95 queue wait per queue and hour, in minutes, with the team's SLO drawn as a line; the axis
+    spans the window's `hours` where given."""
     data: list[dict[str, Any]] = []
     for queue, (hours, p50, p95) in sorted(waits.items()):
         x = _iso(hours)
@@ -121,14 +151,15 @@ def wait_against_slo(waits: Mapping[str, tuple[Sequence[datetime], Sequence[floa
             }
         ],
     )
-    return {"data": data, "layout": layout}
+    minutes = [[_minutes(v) for v in p95] for _, _, p95 in waits.values()]
+    return {"data": data, "layout": _hourly(layout, hours, [slo], *minutes)}
 
 
 def pending_demand(hours: Sequence[datetime], pending: Sequence[float]) -> Figure:
     """GPUs waiting per hour (pending GPU-hours in that hour)."""
     trace = {"type": "scatter", "mode": "lines", "name": "GPUs waiting", "x": _iso(hours), "y": list(pending),
              "fill": "tozeroy", "line": {"color": WARN, "width": 2}}  # fmt: skip
-    return {"data": [trace], "layout": _layout("Pending demand", "GPUs waiting")}
+    return {"data": [trace], "layout": _hourly(_layout("Pending demand", "GPUs waiting"), hours, pending)}
 
 
 def demand_against_capacity(
@@ -165,7 +196,9 @@ def demand_against_capacity(
                 "line": {"color": BAD, "dash": "dash", "width": 2},
             },
         ],
-        "layout": _layout(title, "GPUs"),
+        "layout": _hourly(
+            _layout(title, "GPUs"), hours, [u + p for u, p in zip(used, pending, strict=True)], [capacity]
+        ),
     }
 
 

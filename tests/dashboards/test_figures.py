@@ -72,3 +72,38 @@ def test_an_empty_window_still_makes_a_valid_figure():
     assert fig["data"] == []
     assert figures.gpu_hours_by("x", {})["data"][0]["y"] == []
     assert len(figures.pending_demand(hours, [0.0] * 24)["data"][0]["x"]) == 24
+
+
+def test_one_hour_gets_an_axis_of_the_window_not_of_a_millisecond():
+    """One point alone made plotly's axis read "12:59:59.999": the axis spans the window's hours."""
+    fig = figures.use_against_quota(HOURS[:1], [0.0001], [0.0], None)
+    x = fig["layout"]["xaxis"]
+    assert x["type"] == "date"
+    assert x["range"] == ["2026-11-29T23:30:00+00:00", "2026-11-30T00:30:00+00:00"]
+    assert x["tickformat"] == "%H:%M"
+
+
+def test_gpu_axes_never_use_si_prefixes_and_start_at_zero_up_to_at_least_one():
+    """0.0001 GPUs drawn on a 0..1 axis in plain numbers, not as "100\u03bc"."""
+    fig = figures.use_against_quota(HOURS, [0.0001, 0.0002, 0.0], [0.0, 0.0, 0.0], None)
+    y = fig["layout"]["yaxis"]
+    assert y["exponentformat"] == "none"
+    assert y["range"] == [0, 1.0]
+    assert "~" in y["tickformat"]  # trims trailing zeros: 0.5, not 0.50
+
+
+def test_a_week_is_ticked_by_day_and_a_limit_history_has_gaps():
+    week = [HOURS[0] + timedelta(hours=h) for h in range(7 * 24)]
+    limits = [None] * 24 + [6.0] * (6 * 24)
+    fig = figures.use_against_quota(week, [1.0] * len(week), [0.0] * len(week), limits)
+    assert fig["layout"]["xaxis"]["tickformat"] == "%b %-d"
+    limit = fig["data"][2]
+    assert limit["y"][0] is None
+    assert limit["connectgaps"] is False
+    assert fig["layout"]["yaxis"]["range"][1] == 6.0 * 1.15
+
+
+def test_titles_sit_left_where_the_toolbar_is_not():
+    fig = figures.pending_demand(HOURS, [1.0, 2.0, 0.0])
+    assert fig["layout"]["title"]["x"] == 0
+    assert fig["layout"]["title"]["xanchor"] == "left"

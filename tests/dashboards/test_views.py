@@ -49,15 +49,19 @@ def test_a_member_sees_her_teams_dashboard_drawn_from_the_rollups(client, alice,
     assert "<h1>Vision" in page or "Vision" in page
     assert "vendor/plotly.min.js" in page  # served locally, no CDN
     use = figure(page, "use")
-    assert sum(use["data"][0]["y"]) == pytest.approx(12.0)
-    assert use["data"][2]["y"][0] == pytest.approx(6.0)  # the limit from the quota (6 GPUs)
+    # Past hours from the rollups; the current hour is what is held now (nothing), not the hour's average.
+    assert sum(use["data"][0]["y"]) == pytest.approx(8.0)
+    assert use["data"][0]["y"][-1] == 0
+    # The limit from the quota's own history: drawn from when the quota was made (in the cast), not before.
+    assert use["data"][2]["y"][-1] == pytest.approx(6.0)
+    assert use["data"][2]["y"][0] is None
     members = figure(page, "members")["data"][0]
     assert dict(zip(members["y"], members["x"], strict=True)) == {"bob": 3.0, "alice": 9.0}
     wait = figure(page, "wait")
     assert wait["data"][0]["y"] == [pytest.approx(4000 / 60, rel=1e-3)]
     assert wait["layout"]["shapes"][0]["y0"] == pytest.approx(vision_hours.wait_slo_seconds / 60)
     assert sum(figure(page, "idle")["data"][1]["y"]) == pytest.approx(3.0)
-    assert sum(figure(page, "pending")["data"][0]["y"]) == pytest.approx(4.5)
+    assert sum(figure(page, "pending")["data"][0]["y"]) == pytest.approx(3.0)  # and nothing waits now
 
 
 def test_a_lead_and_it_see_it_too(client, bob, it_admin, vision_hours):
@@ -127,3 +131,62 @@ def test_plotly_is_served_from_this_site(client, alice):
     assert response.status_code == 200
     head = b"".join(response.streaming_content)[:2000] if response.streaming else response.content[:2000]
     assert b"plotly" in head.lower()
+
+
+def test_the_now_panel_reads_live_and_the_current_hour_agrees_with_it(client, alice, bob, submit, vision_hours):
+    """3.25 GPUs in use and 7 waiting are said as such, not as the current hour's average so far."""
+    from portal.queues.models import Fabric
+    from portal.workloads.models import Workload
+    from portal.workloads.states import State
+
+    local = Fabric.objects.get(name="local")
+    for name, gpus in (("a", 2), ("b", 1), ("c", 0.25)):
+        w = submit(alice, name=name, gpus=gpus)
+        Workload.objects.filter(pk=w.pk).update(state=State.RUNNING, fabric=local)
+    waiting = [submit(bob, name=f"w{i}", gpus=1) for i in range(7)]
+    Workload.objects.filter(pk=waiting[0].pk).update(submitted_at=timezone.now() - timedelta(minutes=5))
+    page = client_for(client, alice).get("/teams/vision/").content.decode()
+    panel = page[page.index('id="now-panel"') : page.index("</dl>", page.index('id="now-panel"'))]
+    assert "3.25 GPUs" in panel  # in use
+    assert "7 GPUs" in panel  # waiting
+    assert "4 GPUs" in panel  # the reservation
+    assert "6 GPUs" in panel  # the limit
+    assert "2.75 GPUs" in panel  # headroom
+    use = figure(page, "use")
+    assert use["data"][0]["y"][-1] == pytest.approx(3.25)
+    assert use["data"][1]["y"][-1] == pytest.approx(4.0)
+    assert figure(page, "pending")["data"][0]["y"][-1] == pytest.approx(7.0)
+    # Work still waiting counts: the current hour's p95 wait is at least the 5 minutes one has waited.
+    wait = figure(page, "wait")
+    p95 = next(t for t in wait["data"] if t["name"] == "Training and batch p95")
+    assert p95["y"][-1] >= 5.0
+
+
+def test_a_limit_raised_last_week_is_drawn_as_it_was(client, alice, cast):
+    """The limit line follows the quota's history (the audit log), hour by hour."""
+    import time_machine
+
+    from portal.queues.models import Quota
+
+    quota = Quota.objects.get(group__slug="vision", fabric__name="local")
+    with time_machine.travel(timezone.now() - timedelta(days=3)):
+        from portal.accounts.models import AuditEvent
+
+        AuditEvent.objects.filter(action="quota.created", target__startswith="Vision on").update(
+            at=timezone.now() - timedelta(days=1)
+        )
+        quota.gpu_limit_milli = 7000
+        quota.save()
+    quota.gpu_limit_milli = 6000
+    quota.save()
+    use = figure(client_for(client, alice).get("/teams/vision/?window=7d").content.decode(), "use")
+    limits = use["data"][2]["y"]
+    assert limits[0] is None  # six days ago: no quota yet
+    assert 7.0 in limits
+    assert limits[-1] == pytest.approx(6.0)
+
+
+def test_the_slo_is_said_in_minutes_or_hours(client, alice, vision_hours):
+    page = client_for(client, alice).get("/teams/vision/").content.decode()
+    assert "3600 s" not in page
+    assert "Wait SLO (p95)</dt><dd>1 h" in page

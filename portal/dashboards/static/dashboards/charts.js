@@ -7,7 +7,10 @@
       var target = document.getElementById("chart-" + source.id.slice("figure-".length));
       if (!target || target.dataset.drawn) return;
       var figure = JSON.parse(source.textContent);
-      window.Plotly.react(target, figure.data, figure.layout, { responsive: true, displaylogo: false });
+      // On a phone the toolbar would sit over the title: leave it out there (zoom by pinching still works).
+      var narrow = window.matchMedia("(max-width: 640px)").matches;
+      window.Plotly.react(target, figure.data, figure.layout,
+        { responsive: true, displaylogo: false, displayModeBar: narrow ? false : "hover" });
       target.dataset.drawn = "true";
     });
   }
