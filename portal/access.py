@@ -9,6 +9,7 @@ with its own team, queues and quota). Each rule below is one condition per line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -138,21 +139,31 @@ def submit_groups(user: Any, queue: Queue) -> QuerySet[ResourceGroup]:
     return open_to_queue.filter(memberships__user=user).distinct()
 
 
-def submit_entitlement(user: Any, queue: Queue) -> tuple[list[ResourceGroup], frozenset[int]]:
+def submit_entitlement(
+    user: Any, queue: Queue, columns: Callable[[str], dict[str, Any]] | None = None
+) -> tuple[list[ResourceGroup], frozenset[int]]:
     """What submit_groups says, and which of those teams the user leads (who may submit at high
-    priority), in one query: the submit path's whole entitlement check. Teams in slug order."""
+    priority), in one query: the submit path's whole entitlement check. Teams in slug order.
+
+    `columns(ref)`, where given, annotates each team with more values read in that same query (`ref`: how the
+    query names the team's id), e.g. its limits (portal.workloads.limits.cap_columns)."""
+    more = columns or (lambda ref: {})
     if is_it(user):
-        return list(ResourceGroup.objects.filter(queues=queue).distinct()), frozenset()
+        return list(ResourceGroup.objects.filter(queues=queue).distinct().annotate(**more("pk"))), frozenset()
     service = service_of(user)
     if service is not None:
         if not service.is_active():
             return [], frozenset()
         chosen = ServiceIdentity.allowed_queues.through.objects.filter(serviceidentity_id=service.pk)
-        own = ResourceGroup.objects.filter(pk=service.group_id, queues=queue)
+        own = ResourceGroup.objects.filter(pk=service.group_id, queues=queue).annotate(**more("pk"))
         # Its team's queue, and among its own list when it has one.
         return list(own.filter(~Exists(chosen) | Exists(chosen.filter(queue_id=queue.pk)))), frozenset()
-    memberships = Membership.objects.filter(user=user, group__queues=queue).select_related("group")
+    extra = more("group_id")
+    memberships = Membership.objects.filter(user=user, group__queues=queue).select_related("group").annotate(**extra)
     rows = list(memberships.order_by("group__slug"))
+    for m in rows:  # the team's values go with the team
+        for name in extra:
+            setattr(m.group, name, getattr(m, name))
     return [m.group for m in rows], frozenset(m.group_id for m in rows if m.role == Membership.Role.LEAD)
 
 

@@ -87,6 +87,8 @@ _RESULT_STATES = {
 
 
 class LocalFabric:
+    MAX_NODES = 1  # one host: a request for more nodes could never run here (refused at submit)
+
     def __init__(self, config: FabricConfig) -> None:
         self.check_settings(config.settings)
         self.config = config

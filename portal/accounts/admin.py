@@ -21,7 +21,6 @@ from portal.accounts.models import (
     ServiceIdentity,
 )
 
-
 # Django's permission groups play no part in Gridlane (teams, claim mappings and IT staff do): hidden, so that
 # the admin speaks of teams only.
 admin.site.unregister(Group)

@@ -36,6 +36,8 @@ _STATES = {
 
 
 class AgentFabric:
+    MAX_NODES = 1  # one host: a request for more nodes could never run here (refused at submit)
+
     def __init__(self, config: FabricConfig) -> None:
         self.check_settings(config.settings)
         self.config = config

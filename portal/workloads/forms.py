@@ -6,9 +6,12 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 from django import forms
+from django.db.models import Prefetch
 
 from portal import access
-from portal.workloads.models import Priority
+from portal.queues.models import QueueTarget
+from portal.workloads.guide import QueueGuide, queue_guide
+from portal.workloads.models import Priority, Workload
 from portal.workloads.services import SubmitRequest
 
 # Service error keys -> form fields.
@@ -32,10 +35,17 @@ class SubmitForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        queues = access.usable_queues(user).prefetch_related("allowed_groups")
+        served = Prefetch("targets", QueueTarget.objects.filter(fabric__enabled=True).select_related("fabric"))
+        queues = access.usable_queues(user).prefetch_related("allowed_groups", served)
         queue_field = self.fields["queue"]
         assert isinstance(queue_field, forms.ChoiceField)  # noqa: S101 (declared above)
-        queue_field.choices = [(q.slug, q.name) for q in queues if self.kinds & set(q.kinds)]
+        self.user = user
+        # A queue no fabric serves is never the first (default) choice, and says so.
+        offered = [q for q in queues if self.kinds & set(q.kinds)]
+        self.queue_objects = sorted(offered, key=lambda q: not q.targets.all())
+        queue_field.choices = [
+            (q.slug, q.name if q.targets.all() else f"{q.name} (no fabric yet)") for q in self.queue_objects
+        ]
         mine = set(access.member_group_ids(user))
         it = access.is_it(user)  # IT may submit for any team a queue is open to
         groups = sorted({(g.slug, g.name) for q in queues for g in q.allowed_groups.all() if it or g.pk in mine})
@@ -44,6 +54,16 @@ class SubmitForm(forms.Form):
         group_field.choices = [("", "My team"), *groups]
         if len(groups) <= 1:
             self.fields["group"].widget = forms.HiddenInput()
+
+    @classmethod
+    def initial_from(cls, w: Workload) -> dict[str, Any]:
+        """This form's values for a copy of `w` (Clone, Relaunch): its request, its queue and its team."""
+        return {"queue": w.queue.slug, "name": w.name, "group": w.group.slug}
+
+    def guide(self) -> list[QueueGuide]:
+        """What the form shows beside its fields: each offered queue's rules, the room it has now and the
+        team's headroom (one round of queries, see portal.workloads.guide)."""
+        return queue_guide(self.user, self.queue_objects)
 
     def add_service_errors(self, errors: dict[str, list[str]]) -> None:
         for key, messages in errors.items():
@@ -81,6 +101,19 @@ class TrainingForm(SubmitForm):
     runtime_limit_minutes = forms.IntegerField(label="Runtime limit (minutes)", initial=60)
     priority = forms.ChoiceField(choices=Priority.choices, initial=Priority.NORMAL)
     group = forms.ChoiceField(label="Team", required=False)
+
+    @classmethod
+    def initial_from(cls, w: Workload) -> dict[str, Any]:
+        return super().initial_from(w) | {
+            "kind": w.kind,
+            "command": w.command,
+            "gpus": w.gpus.normalize(),
+            "cpus": w.cpus.normalize(),
+            "memory_gb": w.memory_gb,
+            "nodes": w.nodes,
+            "runtime_limit_minutes": max(1, w.runtime_limit_s // 60),
+            "priority": w.priority,
+        }
 
     def to_request(self) -> SubmitRequest:
         d = self.cleaned_data
@@ -146,6 +179,16 @@ class NotebookForm(SubmitForm):
     lease_hours = forms.DecimalField(label="Lease (hours)", decimal_places=2, initial=Decimal(8))
     group = forms.ChoiceField(label="Team", required=False)
 
+    @classmethod
+    def initial_from(cls, w: Workload) -> dict[str, Any]:
+        return super().initial_from(w) | {
+            "gpus": w.gpus.normalize(),
+            "cpus": w.cpus.normalize(),
+            "memory_gb": w.memory_gb,
+            "image": w.image,
+            "lease_hours": w.lease_hours or Decimal(w.runtime_limit_s) / 3600,
+        }
+
     def to_request(self) -> SubmitRequest:
         d = self.cleaned_data
         lease = d["lease_hours"]
@@ -200,6 +243,12 @@ class VMForm(SubmitForm):
     )
     group = forms.ChoiceField(label="Team", required=False)
 
+    @classmethod
+    def initial_from(cls, w: Workload) -> dict[str, Any]:
+        size = next((k for k, (_, g, c, m) in VM_SIZES.items() if (g, c, m) == (w.gpus, w.cpus, w.memory_gb)), "small")
+        # Not its SSH key: the page offers the person's own last key (a teammate's lease may be cloned too).
+        return super().initial_from(w) | {"size": size, "lease_hours": w.lease_hours or Decimal(8)}
+
     def clean_public_key(self) -> str:
         key = " ".join(str(self.cleaned_data["public_key"]).split())
         parts = key.split()
@@ -228,3 +277,11 @@ class VMForm(SubmitForm):
             lease_hours=lease,
             group=d["group"] or None,
         )
+
+
+FORM_OF_KIND: dict[str, type[TrainingForm | NotebookForm | VMForm]] = {
+    "training": TrainingForm,
+    "batch": TrainingForm,
+    "notebook": NotebookForm,
+    "vm": VMForm,
+}

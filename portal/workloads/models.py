@@ -107,6 +107,16 @@ class Workload(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("workloads:detail", args=[self.pk])
 
+    def clone_url(self) -> str:
+        """The new-workload form of its kind, filled in from this one."""
+        page = {"notebook": "workloads:new_notebook", "vm": "workloads:new_vm"}.get(self.kind, "workloads:new")
+        return f"{reverse(page)}?from={self.pk}"
+
+    @property
+    def interactive(self) -> bool:
+        """A session someone connects to: a notebook or a VM lease."""
+        return self.kind in (WorkloadKind.NOTEBOOK, WorkloadKind.VM)
+
     @property
     def run_id(self) -> uuid.UUID:
         """The tag its fabric job carries: the workload id, or a fresh one per attempt after a preemption,

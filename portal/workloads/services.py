@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -24,13 +25,14 @@ from django.utils import timezone
 from fabrics import base as fabric_base
 from fabrics import native as fabric_native
 from fabrics.registry import connect, fabric_class
-from portal import access, sql
+from portal import access, sql, words
 from portal.accounts import audit, posix
-from portal.queues.models import Queue, QueueTarget, WorkloadKind
+from portal.queues.models import Fabric, Queue, QueueTarget, WorkloadKind
 from portal.worker import wake
-from portal.workloads import native
+from portal.workloads import limits, native
 from portal.workloads.models import Priority, Workload, WorkloadEvent
 from portal.workloads.states import FINISHED, State, can_move
+from portal.workloads.templatetags.durations import duration
 
 log = logging.getLogger("gridlane.services")
 
@@ -136,9 +138,11 @@ def submit_context(user: Any, slug: str) -> SubmitContext:
     for target in targets:
         target.queue = queue
     sql.prefetched(queue, "targets", targets)
-    groups, leads = access.submit_entitlement(user, queue)
+    # Each team's caps on the queue's fabrics come in the same statement (limits.cap_columns).
+    fabric_ids = [t.fabric_id for t in targets]
+    groups, leads = access.submit_entitlement(user, queue, lambda ref: limits.cap_columns(fabric_ids, ref))
     if not groups and not access.is_it(user):
-        raise QueueForbidden(f"You may not use the queue {queue.slug!r}.")
+        raise QueueForbidden(f"You may not use the queue {queue.name}.")
     return SubmitContext(queue, groups, leads)
 
 
@@ -159,7 +163,7 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
     if req.group is not None:
         group = next((g for g in groups if g.slug == req.group), None)
         if group is None:
-            err("group", f"You cannot submit to {queue.slug!r} as team {req.group!r}.")
+            err("group", f"You cannot submit to {queue.name} as team {req.group!r}.")
     elif len(groups) == 1:
         group = groups[0]
     else:
@@ -170,7 +174,8 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
     if req.kind not in WorkloadKind.values:
         err("kind", f"Choose one of: {', '.join(WorkloadKind.values)}.")
     elif req.kind not in queue.kinds:
-        err("kind", f"The queue {queue.slug!r} takes {', '.join(queue.kinds)} work, not {req.kind}.")
+        kinds = ", ".join(words.kind_label(k).lower() for k in queue.kinds)
+        err("kind", f"The queue {queue.name} takes {kinds} work, not {words.kind_label(req.kind).lower()}.")
 
     script = None
     given = {k: getattr(req, k) for k in req.resources_given} | {"runtime_limit_minutes": req.runtime_limit_minutes}
@@ -189,8 +194,14 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
 
     if sum(map(bool, (req.command, req.script, req.manifest))) > 1:
         err("command", "Give one of a command, a script or a manifest.")
-    elif not (req.command or req.script or req.manifest) and req.kind not in (WorkloadKind.NOTEBOOK, WorkloadKind.VM):
-        err("command", "Give the command to run.")
+    elif not (req.command.strip() or req.script.strip() or req.manifest.strip()) and req.kind not in (
+        WorkloadKind.NOTEBOOK,
+        WorkloadKind.VM,
+    ):
+        # Only spaces would "succeed" at once, having run nothing.
+        err(
+            "command", "Give the command to run." if not req.command else "The command is only spaces: give one to run."
+        )
     for field, value in (("command", req.command), ("script", req.script), ("manifest", req.manifest)):
         for message in _text_errors(value, field, MAX_COMMAND_BYTES):
             err(field, message)
@@ -213,7 +224,8 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
     if not 1 <= req.nodes <= MAX_NODES:
         err("resources.nodes", f"Ask for 1 to {MAX_NODES} nodes.")
 
-    runtime = req.runtime_limit_minutes or queue.default_runtime_minutes
+    # None (not given) takes the queue's default; 0 is refused, not quietly made the default.
+    runtime = queue.default_runtime_minutes if req.runtime_limit_minutes is None else req.runtime_limit_minutes
     runtime_s = runtime * 60
     if script is not None:
         runtime_s = script.runtime_s or runtime_s
@@ -222,7 +234,7 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
         err(
             native.field_of(script) if script is not None and script.runtime_s else "runtime_limit_minutes",
             native.time_error(script, queue)
-            or f"The queue {queue.slug!r} allows 1 to {queue.max_runtime_minutes} minutes.",
+            or f"The queue {queue.name} allows runtimes of 1 minute to {duration(queue.max_runtime_minutes * 60)}.",
         )
 
     if req.priority not in Priority.values:
@@ -273,40 +285,70 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
         array_size=len(indexes),
         array_throttle=throttle or None,
     )
-    _check_fits_somewhere(workload, queue)
+    _check_fits_somewhere(workload, queue, lambda fabric: limits.cap_read(group, fabric.pk))
     return workload
 
 
-def _check_fits_somewhere(workload: Workload, queue: Queue) -> None:
+def _check_fits_somewhere(workload: Workload, queue: Queue, cap_of: Callable[[Fabric], limits.Cap]) -> None:
     """Refuse at once what no fabric behind the queue could ever hold, rather than leave it pending forever."""
     fabrics = [t.fabric for t in queue.targets.all() if t.fabric.enabled]
     if workload.native_kind:  # a script runs only where its kind of scheduler reads it
         fabrics = [f for f in fabrics if f.kind == workload.native_kind]
     if not fabrics:
-        raise SubmitRejected({"queue": [f"The queue {queue.slug!r} has no fabric behind it yet; ask IT."]})
+        raise SubmitRejected({"queue": [f"The queue {queue.name} has no fabric behind it yet; ask IT."]})
+    errors = never_runs(workload, queue.name, fabrics, cap_of)
+    if errors:
+        raise SubmitRejected(errors)
     _check_run_as(workload, queue, fabrics)
+
+
+def never_runs(
+    workload: Workload, queue_name: str, fabrics: list[Fabric], cap_of: Callable[[Fabric], limits.Cap]
+) -> dict[str, list[str]]:
+    """Why no fabric behind a queue could ever start this workload for its team, as field errors; {} when one
+    could. A plain function over what the submit loaded (the queue's fabrics, the team's caps on each).
+
+    Each fabric is tried in steps (big enough, enough nodes, the fabric's own rule, the team's cap); the reason
+    given is the one of the fabric that got furthest, the most useful to the person asking."""
     need = workload.total
-    big_enough = [f for f in fabrics if need.fits_in(f.capacity)]
-    refusals = []
-    for fabric in big_enough:
+    furthest: tuple[int, dict[str, list[str]]] = (-1, {})
+
+    def refuse(step: int, field: str, message: str) -> None:
+        nonlocal furthest
+        if step > furthest[0]:
+            furthest = (step, {field: [message]})
+
+    for fabric in fabrics:
+        if not need.fits_in(fabric.capacity):
+            refuse(0, "resources", _too_big(queue_name, fabrics))
+            continue
+        most_nodes = getattr(fabric_class(fabric.kind), "MAX_NODES", None)  # e.g. local: this one host
+        if most_nodes is not None and workload.nodes > most_nodes:
+            refuse(1, "resources.nodes", f"The queue {queue_name} runs on {fabric.name}, which has "
+                   f"{words.count(most_nodes, 'node')}: ask for at most {most_nodes}.")  # fmt: skip
+            continue
         check = getattr(fabric_class(fabric.kind), "check_request", None)  # e.g. Kubernetes: whole GPUs only
         try:
             if check is not None:
                 check(fabric.resolved_settings(), workload.per_node)
         except ValueError as error:
-            refusals.append(str(error))
+            refuse(2, "resources.gpus", str(error))
             continue
-        return
-    if refusals:
-        raise SubmitRejected({"resources.gpus": refusals[:1]})
+        over = limits.over_cap(need.gpus_milli, need.cpus_milli, need.memory_mib, cap_of(fabric))
+        if over:
+            where = f"on {fabric.name}" if len(fabrics) == 1 else f"on any fabric behind {queue_name}"
+            refuse(3, "resources", f"Your team {workload.group.name} may hold at most that much {where}: "
+                   f"this asks for {over}. Ask for less, or ask IT or your team lead to raise the limit.")  # fmt: skip
+            continue
+        return {}
+    return furthest[1]
+
+
+def _too_big(queue_name: str, fabrics: list[Fabric]) -> str:
     biggest = max(fabrics, key=lambda f: (f.gpus_milli, f.cpus_milli, f.memory_mib))
-    raise SubmitRejected(
-        {
-            "resources": [
-                f"No fabric behind {queue.slug!r} is that big: the largest has {biggest.gpus_milli / 1000:g} GPUs, "
-                f"{biggest.cpus_milli / 1000:g} CPUs and {biggest.memory_mib / 1024:g} GB in all."
-            ]
-        }
+    return (
+        f"No fabric behind {queue_name} is that big: the largest has {words.gpus(biggest.gpus_milli / 1000)}, "
+        f"{words.cpus(biggest.cpus_milli / 1000)} and {words.number(biggest.memory_mib / 1024, 1)} GB in all."
     )
 
 
@@ -650,7 +692,7 @@ def check_cancel(user: Any, workload: Workload) -> None:
         raise PermissionDenied("Only the owner, a team lead or IT may cancel this workload.")
 
 
-def do_cancel(user: Any, workload: Workload, reason: str = "cancelled by user") -> Workload:
+def do_cancel(user: Any, workload: Workload, reason: str = "cancelled") -> Workload:
     """Cancel at once what holds nothing on a fabric; ask the worker to stop the rest.
 
     Already finished or already cancelling work is left as it is.
@@ -727,8 +769,8 @@ class Extension:
 
 
 def _hours(seconds: float) -> str:
-    """Seconds as hours in plain words: 7200 -> "2", 5400 -> "1.5"."""
-    return f"{seconds / 3600:.2f}".rstrip("0").rstrip(".")
+    """Seconds as hours in plain words: 3600 -> "1 hour", 5400 -> "1.5 hours"."""
+    return words.hours(seconds)
 
 
 def check_extend(user: Any, workload: Workload, hours: Decimal) -> Extension:
@@ -757,7 +799,7 @@ def check_extend(user: Any, workload: Workload, hours: Decimal) -> Extension:
     if lease_s > most:
         room = f"it can grow by {_hours(most - current)} more" if most > current else "it already lasts that long"
         raise SubmitRejected(
-            {"hours": [f"The queue {workload.queue.slug!r} allows leases of at most {_hours(most)} hours: {room}."]}
+            {"hours": [f"The queue {workload.queue.name} allows leases of at most {_hours(most)}: {room}."]}
         )
     ends_at = None
     if state == State.RUNNING:
@@ -774,7 +816,7 @@ def check_lease_to(user: Any, workload: Workload, lease_hours: Decimal) -> Decim
     the errors on `lease_hours`; a lease is only ever made longer."""
     more = lease_hours - Decimal(workload.lease_s or workload.runtime_limit_s) / 3600
     if more <= 0:
-        now = f"it is {workload.lease_hours} hours now"
+        now = f"it is {words.hours(workload.lease_s or workload.runtime_limit_s)} now"
         raise SubmitRejected({"lease_hours": [f"A lease can only be made longer: {now}."]})
     try:
         check_extend(user, workload, more)
@@ -800,12 +842,12 @@ def do_extend(user: Any, extension: Extension) -> Workload:
             raise CannotExtend(f"The fabric {w.fabric.name} could not extend it: {str(error).rstrip('.')}.") from error
     now = timezone.now()
     values: dict[str, Any] = {"lease_s": lease_s, "runtime_limit_s": lease_s, "updated_at": now}
-    by = f"lease extended by {_hours(float(extension.hours) * 3600)} hours"
+    by = f"lease extended by {_hours(float(extension.hours) * 3600)}"
     if ends_at is not None:
         values["lease_ends_at"] = ends_at
         reason = f"{by}: it now ends at {ends_at:%Y-%m-%d %H:%M} UTC"
     else:
-        reason = f"{by}, to {_hours(lease_s)} hours in all"
+        reason = f"{by}, to {_hours(lease_s)} in all"
     with transaction.atomic():
         same = Workload.objects.filter(pk=w.pk, state=w.state, lease_s=w.lease_s, runtime_limit_s=w.runtime_limit_s)
         if same.update(**values) != 1:

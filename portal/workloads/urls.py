@@ -12,4 +12,5 @@ urlpatterns = [
     path("workloads/<uuid:pk>/", views.workload_detail, name="detail"),
     path("workloads/<uuid:pk>/cancel/", views.workload_cancel, name="cancel"),
     path("workloads/<uuid:pk>/extend/", views.workload_extend, name="extend"),
+    path("workloads/<uuid:pk>/relaunch/", views.workload_relaunch, name="relaunch"),
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -9,9 +10,10 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -19,7 +21,15 @@ from portal import access
 from portal.accounts import ratelimit
 from portal.agents.models import LeaseKey
 from portal.workloads import services
-from portal.workloads.forms import BatchScriptForm, ExtendForm, NotebookForm, TrainingForm, VMForm
+from portal.workloads.forms import (
+    FORM_OF_KIND,
+    BatchScriptForm,
+    ExtendForm,
+    NotebookForm,
+    SubmitForm,
+    TrainingForm,
+    VMForm,
+)
 from portal.workloads.models import Workload
 from portal.workloads.states import FINISHED
 
@@ -32,25 +42,43 @@ def _partial(request: HttpRequest) -> bool:
 
 @login_required
 def workload_list(request: HttpRequest) -> HttpResponse:
-    scope = request.GET.get("scope", "mine")
-    workloads = (
-        access.visible_workloads(request.user)
-        .select_related("queue", "group", "owner")
-        .defer("log_tail", "rendered", "command", "script")
-        .filter(array_parent__isnull=True)  # an array is listed as its parent; its page counts the elements
-    )
+    """My workloads: running notebooks and leases as session cards, then every workload as a row.
+
+    The page stays live whatever the rows' states (work submitted from the API or the CLI appears by itself):
+    htmx asks again every few seconds with the version it shows, and while nothing changed the answer is an
+    empty 204 after one aggregate query."""
+    scope = "team" if request.GET.get("scope") == "team" else "mine"
+    # An array is listed as its parent; its page counts the elements.
+    workloads = access.visible_workloads(request.user).filter(array_parent__isnull=True)
     if scope != "team":
         workloads = workloads.filter(owner_id=request.user.pk)
-    rows = list(workloads[:LIST_LIMIT])
-    context = {"workloads": rows, "scope": scope, "live": any(w.state not in FINISHED for w in rows)}
-    template = "workloads/_rows.html" if _partial(request) else "workloads/list.html"
+    version = _version(workloads)
+    if _partial(request) and request.GET.get("v") == version:
+        return HttpResponse(status=204)  # nothing changed: htmx keeps what it shows (see base.html)
+    rows = list(
+        workloads.select_related("queue", "group", "owner").defer("log_tail", "rendered", "command", "script")[
+            :LIST_LIMIT
+        ]
+    )
+    sessions = [w for w in rows if w.interactive and w.state not in FINISHED]
+    context = {"workloads": rows, "sessions": sessions, "scope": scope, "version": version}
+    template = "workloads/_live.html" if _partial(request) else "workloads/list.html"
     return render(request, template, context)
+
+
+def _version(workloads: Any) -> str:
+    """What the list shows, in one query: how many rows and when the latest changed, and the minute (so that
+    "2 minutes ago" and "1 h left" move on even while nothing changes)."""
+    seen = workloads.aggregate(n=Count("pk"), latest=Max("updated_at"))
+    latest = seen["latest"].timestamp() if seen["latest"] else 0
+    return f"{seen['n']}-{latest:.6f}-{int(timezone.now().timestamp() // 60)}"
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def workload_new(request: HttpRequest) -> HttpResponse:
-    return _new(request, TrainingForm(request.POST or None, user=request.user), "New training run")
+    initial = _cloned(request, TrainingForm)
+    return _new(request, TrainingForm(request.POST or None, user=request.user, initial=initial), "New training run")
 
 
 @login_required
@@ -62,15 +90,47 @@ def script_new(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def notebook_new(request: HttpRequest) -> HttpResponse:
-    return _new(request, NotebookForm(request.POST or None, user=request.user), "New notebook")
+    initial = _cloned(request, NotebookForm)
+    return _new(request, NotebookForm(request.POST or None, user=request.user, initial=initial), "New notebook")
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def vm_new(request: HttpRequest) -> HttpResponse:
-    last = LeaseKey.objects.filter(workload__owner_id=request.user.pk).order_by("-workload__submitted_at").first()
-    initial = {"public_key": last.public_key, "from_addresses": last.from_addresses} if last else {}
+    initial = _last_key(request.user) | _cloned(request, VMForm)
     return _new(request, VMForm(request.POST or None, user=request.user, initial=initial), "New VM lease")
+
+
+def _last_key(user: Any) -> dict[str, str]:
+    """The SSH key and allowed addresses of the person's latest lease, for the next one."""
+    last = LeaseKey.objects.filter(workload__owner_id=user.pk).order_by("-workload__submitted_at").first()
+    return {"public_key": last.public_key, "from_addresses": last.from_addresses} if last else {}
+
+
+def _cloned(request: HttpRequest, form_class: type[SubmitForm]) -> dict[str, Any]:
+    """The form's initial values from the workload in `?from=` (Clone): one the user may see, else a 404."""
+    source = request.GET.get("from")
+    if request.method != "GET" or not source:
+        return {}
+    return form_class.initial_from(access.access_workload(request.user, source))
+
+
+@login_required
+@require_POST
+def workload_relaunch(request: HttpRequest, pk: UUID) -> HttpResponse:
+    """Submit a finished workload again as it was, as the person asking; when that is refused now (a queue
+    changed, say), the form of its kind comes back filled in, with the reasons on its fields."""
+    source = access.access_workload(request.user, pk)
+    if not source.finished:
+        return HttpResponse("Only finished work is relaunched; clone it instead.", status=409)
+    form_class = FORM_OF_KIND[source.kind]
+    data = form_class.initial_from(source)
+    if source.kind == "vm":
+        data |= _last_key(request.user)
+    data = {k: str(v) if isinstance(v, Decimal) else v for k, v in data.items()}
+    form = form_class(data, user=request.user)
+    title = f"Relaunch {source.name}"
+    return _new(request, form, title, action=f"{source.clone_url()}")
 
 
 def _submit(user: Any, form: TrainingForm | BatchScriptForm | NotebookForm | VMForm) -> Any:
@@ -90,10 +150,13 @@ def _submit(user: Any, form: TrainingForm | BatchScriptForm | NotebookForm | VMF
 
 
 def _new(
-    request: HttpRequest, form: TrainingForm | BatchScriptForm | NotebookForm | VMForm, title: str
+    request: HttpRequest,
+    form: TrainingForm | BatchScriptForm | NotebookForm | VMForm,
+    title: str,
+    action: str = "",
 ) -> HttpResponse:
     """A submit page: the full page, or the form alone (with its errors) when htmx posts."""
-    page = {"form": form, "title": title, "action": request.path}
+    page = {"form": form, "title": title, "action": action or request.path, "guide": form.guide()}
     if request.method == "POST":
         try:
             ratelimit.check_submit(request.user)

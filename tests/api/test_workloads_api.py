@@ -287,7 +287,7 @@ def test_patch_makes_a_lease_longer_as_the_contract_says(api_as, alice, submit):
 @pytest.mark.parametrize(
     ("body", "field", "words"),
     [
-        ({"lease_hours": 1}, "lease_hours", "can only be made longer: it is 1 hours now"),
+        ({"lease_hours": 1}, "lease_hours", "can only be made longer: it is 1 hour now"),
         ({"lease_hours": 0.5}, "lease_hours", "can only be made longer"),
         ({"lease_hours": 48}, "lease_hours", "allows leases of at most"),
         ({}, "detail", "Send priority, lease_hours or both."),

@@ -18,7 +18,7 @@ def test_launch_a_notebook_and_open_it(browser_page, gridlane, cast):
     page = browser_page
     signed_in(page, gridlane, cast["alice"])
     page.goto(f"{gridlane}/")
-    page.get_by_role("link", name="New notebook").click()
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="New notebook").click()
     page.wait_for_url(f"{gridlane}/notebooks/new/")
     page.get_by_label("Name").fill("explore-embeddings")
     page.get_by_label("GPUs").fill("0.25")

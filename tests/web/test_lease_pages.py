@@ -54,7 +54,7 @@ def test_extend_with_htmx_answers_the_outcome_in_a_line(alice_client, alice, sub
 
 @pytest.mark.parametrize(
     ("hours", "message"),
-    [("many", "Enter a number."), ("30", "allows leases of at most 24 hours: it can grow by 23 more")],
+    [("many", "Enter a number."), ("30", "allows leases of at most 24 hours: it can grow by 23 hours more")],
 )
 def test_a_refused_extension_says_why_with_422(alice_client, alice, submit, hours, message):
     w = notebook(submit, alice)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
 import pytest
+import time_machine
 
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -71,30 +75,59 @@ def test_a_request_no_fabric_can_hold_gets_a_clear_error(alice_client):
     assert "No fabric behind" in response.content.decode()
 
 
-def test_my_workloads_lists_mine_and_polls_while_live(alice_client, alice, bob, submit):
+def test_my_workloads_lists_mine_and_stays_live(alice_client, alice, bob, submit):
     submit(alice, name="mine")
     submit(bob, name="teammates")
     page = alice_client.get("/").content.decode()
     assert "mine" in page
     assert "teammates" not in page
-    assert 'hx-trigger="every 2s"' in page
+    assert 'hx-trigger="every 3s"' in page
     team = alice_client.get("/?scope=team").content.decode()
     assert "teammates" in team
 
 
-def test_the_rows_partial_is_served_to_htmx(alice_client, alice, submit):
+def test_the_live_part_is_served_to_htmx(alice_client, alice, submit):
     submit(alice, name="mine")
     response = alice_client.get("/", **HTMX)
     body = response.content.decode()
-    assert body.lstrip().startswith('<tbody id="workload-rows"')
+    assert body.lstrip().startswith('<div id="workloads-live"')
     assert "mine" in body
+    assert "<html" not in body
 
 
-def test_finished_work_stops_polling(alice_client, alice, submit):
-    workload = submit(alice)
+@time_machine.travel(datetime(2026, 3, 2, 9, 0, 5, tzinfo=UTC), tick=False)
+def test_the_list_stays_live_once_everything_finished(alice_client, alice, submit, api_as):
+    """The list polls even when every row has finished, so work from the API or CLI shows up."""
+    workload = submit(alice, name="done")
     Workload.objects.filter(pk=workload.pk).update(state=State.SUCCEEDED)
-    assert "every 2s" not in alice_client.get("/").content.decode()
+    page = alice_client.get("/").content.decode()
+    assert 'hx-trigger="every 3s"' in page
     assert "every 2s" not in alice_client.get(workload.get_absolute_url()).content.decode()
+    version = re.search(r'v=([^"&]+)"', page)
+    assert version is not None
+    # Nothing changed: an empty 204 (htmx keeps what it shows)...
+    assert alice_client.get(f"/?scope=mine&v={version[1]}", **HTMX).status_code == 204
+    # ...until something is submitted from elsewhere.
+    created = api_as(alice).post(
+        "/api/v1/workloads/",
+        {"queue": "train", "kind": "training", "name": "from-the-cli", "command": "true"},
+        format="json",
+    )
+    assert created.status_code == 201
+    response = alice_client.get(f"/?scope=mine&v={version[1]}", **HTMX)
+    assert response.status_code == 200
+    assert "from-the-cli" in response.content.decode()
+
+
+@time_machine.travel(datetime(2026, 3, 2, 9, 0, 5, tzinfo=UTC), tick=False)
+def test_an_unchanged_poll_costs_one_query_beyond_the_sign_in(alice_client, alice, submit, django_assert_num_queries):
+    for i in range(5):
+        submit(alice, name=f"j{i}")
+    page = alice_client.get("/").content.decode()
+    version = re.search(r'v=([^"&]+)"', page)
+    assert version is not None
+    with django_assert_num_queries(3):  # session, user, the version
+        assert alice_client.get(f"/?v={version[1]}", **HTMX).status_code == 204
 
 
 def test_the_workload_page_shows_state_reason_events_and_output(alice_client, alice, submit):

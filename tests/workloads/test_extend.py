@@ -92,7 +92,7 @@ def test_the_owner_a_lead_and_it_may_extend_but_not_a_teammate_or_another_team(a
         (Decimal(-1), "more than 0"),
         (Decimal("0.0001"), "more than 0"),  # less than a second
         (Decimal(1000), "at most 720"),
-        (Decimal("23.5"), "at most 24 hours: it can grow by 23 more"),  # the notebooks queue's maximum
+        (Decimal("23.5"), "at most 24 hours: it can grow by 23 hours more"),  # the notebooks queue's maximum
     ],
 )
 def test_an_extension_beyond_what_the_queue_allows_is_refused_on_hours(alice, submit, hours, message):

@@ -1,0 +1,43 @@
+"""`{% load words %}`: portal.words as template filters (`{{ w.gpus|gpus }}`, `{{ w.submitted_at|ago }}`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django import template
+from django.utils import timezone
+
+from portal import words
+
+register = template.Library()
+
+register.filter("number", words.number)
+register.filter("gpus", words.gpus)
+register.filter("cpus", words.cpus)
+register.filter("hours", words.hours)
+register.filter("kind_label", words.kind_label)
+
+
+@register.filter
+def ago(then: datetime | None) -> str:
+    return words.ago(then, timezone.now())
+
+
+@register.filter
+def left(until: datetime | None) -> str:
+    return words.left(until, timezone.now())
+
+
+@register.filter
+def plural(value: Decimal | float | int | None, nouns: str) -> str:
+    """`{{ n|plural:"node,nodes" }}` -> "1 node", "3 nodes"."""
+    singular, _, many = nouns.partition(",")
+    return words.count(value, singular, many or None)
+
+
+@register.filter
+def resources(w: Any) -> str:
+    """A workload's request in words."""
+    return words.resources(w.gpus, w.cpus, w.memory_gb, w.nodes)
