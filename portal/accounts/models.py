@@ -217,7 +217,7 @@ class ServiceIdentity(models.Model):
                     f"The team {self.group.slug!r} reserves {group_reservation} milli-GPUs, "
                     f"{others} of them already for its other agents."
                 )
-            if (self.gpu_limit_milli or 0) > group_limit:
+            if group_limit is not None and (self.gpu_limit_milli or 0) > group_limit:
                 errors.setdefault(
                     "gpu_limit_milli", f"The team {self.group.slug!r} may use at most {group_limit} milli-GPUs."
                 )
