@@ -221,6 +221,39 @@ def extend(fabric: Fabric, external_id: str, ends_at: datetime) -> None:
     method(external_id, ends_at)
 
 
+# What a fabric that cannot read its logs by range still hands over as "the whole log": its last 8 MiB.
+LOG_TAIL_FALLBACK_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Bytes [start, start + len(data)) of a job's output, of `total` bytes in all; `whole` is False where the
+    fabric could only give its end (then `start` counts from the first byte it gave)."""
+
+    data: bytes
+    start: int
+    total: int
+    whole: bool = True
+
+
+def read_log(fabric: Fabric, external_id: str, offset: int | None, length: int) -> LogChunk:
+    """Part of a job's output: `length` bytes from `offset` (None: the last `length`), for every fabric.
+
+    Fabrics with `read_log(external_id, offset, length) -> (bytes, total)` (the local fabric reads its files)
+    give any range; the others give what `tail` reaches, at most LOG_TAIL_FALLBACK_BYTES, paged the same way."""
+    method = getattr(fabric, "read_log", None)
+    if method is not None:
+        if offset is None:
+            _, total = method(external_id, 0, 0)
+            offset = max(0, total - length)
+        data, total = method(external_id, offset, length)
+        return LogChunk(data, offset, total)
+    text = fabric.tail(external_id, max_bytes=LOG_TAIL_FALLBACK_BYTES).encode("utf-8", "replace")
+    total = len(text)
+    start = max(0, total - length) if offset is None else min(max(0, offset), total)
+    return LogChunk(text[start : start + length], start, total, whole=total < LOG_TAIL_FALLBACK_BYTES)
+
+
 def find_many(fabric: Fabric, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
     """`find` for many workloads, in one round trip where the fabric can."""
     batch = getattr(fabric, "find_many", None)

@@ -86,3 +86,16 @@ def left(until: datetime | None, now: datetime) -> str:
 
 def kind_label(kind: str) -> str:
     return KIND_LABELS.get(kind, kind.capitalize())
+
+
+def ordinal(n: int) -> str:
+    """1 -> "1st", 2 -> "2nd", 11 -> "11th", 23 -> "23rd"."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def in_line(position: int, queue_name: str) -> str:
+    """A waiting workload's place: "next in line on Training", "3rd in line on Training"; "" when unknown."""
+    if position <= 0:
+        return ""
+    return f"{'next' if position == 1 else ordinal(position)} in line on {queue_name}"

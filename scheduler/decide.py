@@ -24,10 +24,12 @@ from scheduler.reasons import Reason
 
 
 class _Why(NamedTuple):
-    """Why a job waits, and the fabric it waits for capacity on (where a start can be estimated)."""
+    """Why a job waits, and the fabric it waits for capacity on (where a start can be estimated), or the team
+    limit it waits under ((group, fabric or None), where a start can be estimated from the team's running work)."""
 
     reason: Reason
     fabric_id: int | None
+    limit_key: tuple[int, int | None] | None = None
 
     @property
     def code(self) -> str:
@@ -164,7 +166,7 @@ class _Cycle:
             limit = ledger.limit.get(key)
             if limit is not None and not fits(add(ledger.group_used[key], need), limit):
                 used = ledger.group_used[key]
-                return _Why(reasons.group_at_limit(where, used, limit, need), None)
+                return _Why(reasons.group_at_limit(where, used, limit, need), None, key)
         owner = (ledger.owner_used[job.owner_id], owner_limit or 0, need[0])
         return _Why(reasons.owner_at_limit(*owner), None)
 
@@ -234,12 +236,18 @@ class _Cycle:
 
     # -- the result -----------------------------------------------------------------------------------
     def decisions(self, line: list[Job]) -> Decisions:
+        """Every waiting job with its reason, its place in its queue's line, and an estimated start: when
+        capacity frees up on the fabric it waits for, or, under a team limit, when the team's running work
+        ends (each at its runtime limit)."""
         profiles: dict[int, Profile] = {}
+        limit_profiles: dict[tuple[int, int | None], Profile] = {}
+        places: defaultdict[int, int] = defaultdict(int)
         waiting = []
         for job in line:
             why = self.waiting.get(job.id)
             if why is None:
                 continue
+            places[job.queue_id] += 1
             fid = why.fabric_id
             start = None
             if fid is not None:
@@ -247,8 +255,33 @@ class _Cycle:
                 if profile is None:
                     profile = profiles[fid] = Profile(self.now, self.ledger.free(fid), self._releases(fid))
                 start = profile.earliest(need_on(job, self.ledger.sharing[fid]), job.runtime_limit_s)
-            waiting.append(Waiting(job.id, why.reason, start))
+            elif why.limit_key is not None:
+                key = why.limit_key
+                profile = limit_profiles.get(key)
+                if profile is None:
+                    room = sub(self.ledger.limit[key], self.ledger.group_used[key])
+                    profile = limit_profiles[key] = Profile(self.now, room, self._team_releases(key))
+                sharing = self.ledger.sharing[key[1]] if key[1] is not None else True
+                start = profile.earliest(need_on(job, sharing), job.runtime_limit_s)
+            waiting.append(Waiting(job.id, why.reason, start, places[job.queue_id]))
         return Decisions(admit=tuple(self.admitted), waiting=tuple(waiting), preempt=tuple(self.preempted))
+
+    def _team_releases(self, key: tuple[int, int | None]) -> list[tuple[datetime, Amount]]:
+        """When a team's use under one of its limits comes down: each of its running jobs (on that fabric, or
+        anywhere for its team-wide limit) at its runtime limit."""
+        group_id, fabric_id = key
+        out = []
+        for fid, jobs in [*self.running.items(), *self.admitted_on.items()]:
+            if fabric_id is not None and fid != fabric_id:
+                continue
+            for job in jobs:
+                if job.group_id != group_id or job.id in self.gone:
+                    continue
+                start = job.started_at or self.now
+                end = max(self.now, start + timedelta(seconds=job.runtime_limit_s))
+                out.append((end, need_on(job, self.ledger.sharing[fid])))
+        out.sort(key=lambda r: r[0])
+        return out
 
 
 def _targets(job: Job, queue: QueueState) -> tuple[int, ...]:

@@ -116,6 +116,7 @@ class Waiting:
     job_id: str
     reason: Reason
     estimated_start: datetime | None = None
+    position: int = 0  # its place among the waiting work of its queue, in line order (1: next)
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,33 @@ class LocalFabric:
             text += "--- stderr ---\n" + err.decode("utf-8", "replace")
         return text
 
+    def read_log(self, external_id: str, offset: int, length: int) -> tuple[bytes, int]:
+        """Bytes of the whole output, read as `tail` shows it (stdout, then stderr under a marker line), and the
+        size of that whole; (b"", 0) for a job with no folder left."""
+        jobdir = self._existing_jobdir(external_id)
+        if jobdir is None:
+            return b"", 0
+        parts: list[tuple[Path | bytes, int]] = [(jobdir / "stdout.log", _size(jobdir / "stdout.log"))]
+        err_size = _size(jobdir / "stderr.log")
+        if err_size:
+            marker = b"--- stderr ---\n"
+            if parts[0][1] and not _tail_bytes(jobdir / "stdout.log", 1).endswith(b"\n"):
+                marker = b"\n" + marker
+            parts += [(marker, len(marker)), (jobdir / "stderr.log", err_size)]
+        total = sum(size for _, size in parts)
+        out, at = bytearray(), 0
+        for part, size in parts:
+            lo, hi = max(offset, at), min(offset + length, at + size)
+            if lo < hi:
+                if isinstance(part, bytes):
+                    out += part[lo - at : hi - at]
+                else:
+                    with open(part, "rb") as f:
+                        f.seek(lo - at)
+                        out += f.read(hi - lo)
+            at += size
+        return bytes(out), total
+
     def capacity(self) -> Capacity:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -362,6 +389,13 @@ def _supervisor_alive(pid: int, jobdir: Path) -> bool:
         return str(jobdir) in cmdline.read_bytes().decode("utf-8", "replace").split("\0")
     except OSError:
         return False
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _tail_bytes(path: Path, max_bytes: int) -> bytes:

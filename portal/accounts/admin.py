@@ -4,7 +4,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth.models import Group
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from portal.accounts import tokens
@@ -118,13 +118,76 @@ class AuditKindFilter(admin.SimpleListFilter):
         return queryset
 
 
+# Routine events, folded unless asked for: every sign-in, sign-out and token use.
+ROUTINE = Q(action__in=["signin", "signout", "token.used"])
+
+
+class RoutineFilter(admin.SimpleListFilter):
+    """Sign-ins, sign-outs and token use are most of the log: folded by default, one click to show them."""
+
+    title = "routine events"
+    parameter_name = "routine"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("shown", "Shown"), ("only", "Only these")]
+
+    def choices(self, changelist: Any) -> Any:
+        for choice in super().choices(changelist):
+            if choice["display"] == "All":
+                choice["display"] = "Folded"
+            yield choice
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+        if self.value() == "only":
+            return queryset.filter(ROUTINE)
+        if self.value() == "shown" or request.GET.get("kind") in ("signin", "signout", "token"):
+            return queryset
+        return queryset.exclude(ROUTINE)
+
+
+class ActorFilter(admin.SimpleListFilter):
+    """By who did it (the name is kept when the account is gone)."""
+
+    title = "actor"
+    parameter_name = "actor"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        names = AuditEvent.objects.exclude(actor_name="").values_list("actor_name", flat=True).distinct()
+        return [(name, name) for name in sorted(names)[:200]]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+        return queryset.filter(actor_name=self.value()) if self.value() else queryset
+
+
+class TeamFilter(admin.SimpleListFilter):
+    """By team: workload events carry it; policy changes name it (a quota "Vision on local", a team itself)."""
+
+    title = "team"
+    parameter_name = "team"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(g.slug, g.name) for g in ResourceGroup.objects.order_by("name")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+        if not self.value():
+            return queryset
+        team = ResourceGroup.objects.filter(slug=self.value()).first()
+        if team is None:
+            return queryset.none()
+        return queryset.filter(
+            Q(detail__team=team.slug) | Q(target=team.name) | Q(target__startswith=f"{team.name} on ")
+        )
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(admin.ModelAdmin[AuditEvent]):
-    """The audit log, read-only: who did what, and for policy changes the values before and after."""
+    """The audit log, read-only: who did what, and for policy changes the values before and after. Filter by
+    kind, actor, team and object (search); sign-ins and token use are folded until asked for."""
 
     list_display = ["at", "action", "actor_name", "target"]
-    list_filter = [AuditKindFilter, "action", "at"]
+    list_filter = [RoutineFilter, AuditKindFilter, ActorFilter, TeamFilter, "at"]
     search_fields = ["target", "actor_name", "action"]
+    search_help_text = "Search by object (a workload's name or id, a queue, a quota), actor or action."
     date_hierarchy = "at"
     readonly_fields = ["at", "actor", "actor_name", "action", "target", "detail"]
 

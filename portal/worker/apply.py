@@ -74,14 +74,16 @@ def _preempt(decisions: Decisions) -> int:
 
 
 def _record_waiting(decisions: Decisions, rows: dict[str, Row]) -> int:
-    changed: list[tuple[str, str, str, datetime | None]] = []
+    changed: list[tuple[str, str, str, datetime | None, int]] = []
     for place, waiting in enumerate(decisions.waiting):
         row = rows[waiting.job_id]
         reason = waiting.reason
         new_reason = reason.code != row.pending_reason_code
-        new_words = place < FRESH_REASONS and reason.message != row.pending_reason
-        if new_reason or new_words or _moved(waiting.estimated_start, row.estimated_start):
-            changed.append((waiting.job_id, reason.code, reason.message, waiting.estimated_start))
+        fresh = place < FRESH_REASONS  # near the head: words and places kept exact
+        new_words = fresh and reason.message != row.pending_reason
+        new_place = fresh and waiting.position != row.queue_position
+        if new_reason or new_words or new_place or _moved(waiting.estimated_start, row.estimated_start):
+            changed.append((waiting.job_id, reason.code, reason.message, waiting.estimated_start, waiting.position))
     _write_reasons(changed)
     return len(changed)
 
@@ -92,23 +94,27 @@ def _moved(new: datetime | None, old: datetime | None) -> bool:
     return abs((new - old).total_seconds()) > ESTIMATE_SLACK_S
 
 
-def _write_reasons(changed: list[tuple[str, str, str, datetime | None]]) -> None:
+def _write_reasons(changed: list[tuple[str, str, str, datetime | None, int]]) -> None:
     """One UPDATE ... FROM (VALUES ...) per 1,000 rows on PostgreSQL; executemany elsewhere."""
     table = Workload._meta.db_table
     with connection.cursor() as cursor:
         for start in range(0, len(changed), 1000):
             chunk = changed[start : start + 1000]
             if connection.vendor == "postgresql":
-                values = ", ".join(["(%s::uuid, %s, %s, %s::timestamptz)"] * len(chunk))
+                values = ", ".join(["(%s::uuid, %s, %s, %s::timestamptz, %s::integer)"] * len(chunk))
                 cursor.execute(
                     f"UPDATE {table} AS w SET pending_reason_code = v.code, pending_reason = v.reason, "  # noqa: S608 (our table name)
-                    f"estimated_start = v.estimate FROM (VALUES {values}) AS v(id, code, reason, estimate) "
+                    "estimated_start = v.estimate, queue_position = v.place "
+                    f"FROM (VALUES {values}) AS v(id, code, reason, estimate, place) "
                     "WHERE w.id = v.id AND w.state = 'pending'",
                     [item for row in chunk for item in row],
                 )
             else:
                 cursor.executemany(
-                    f"UPDATE {table} SET pending_reason_code = %s, pending_reason = %s, estimated_start = %s "  # noqa: S608
-                    "WHERE id = %s AND state = 'pending'",
-                    [(code, reason, estimate, job_id.replace("-", "")) for job_id, code, reason, estimate in chunk],
+                    f"UPDATE {table} SET pending_reason_code = %s, pending_reason = %s, estimated_start = %s, "  # noqa: S608
+                    "queue_position = %s WHERE id = %s AND state = 'pending'",
+                    [
+                        (code, reason, estimate, place, job_id.replace("-", ""))
+                        for job_id, code, reason, estimate, place in chunk
+                    ],
                 )

@@ -30,6 +30,7 @@ class Row(NamedTuple):
     pending_reason_code: str
     pending_reason: str
     estimated_start: datetime | None
+    queue_position: int
 
 
 # Read as tuples, not model instances: building 15,000 instances would cost more than deciding on them.
@@ -37,6 +38,7 @@ FIELDS = (
     "id", "state", "queue_id", "pending_reason_code", "pending_reason", "estimated_start",  # -> Row
     "owner_id", "group_id", "fabric_id", "priority", "submitted_at", "started_at", "runtime_limit_s",
     "gpus_milli", "cpus_milli", "memory_mib", "nodes", "native_kind", "array_parent_id", "array_throttle",
+    "queue_position",  # the last -> Row
 )  # fmt: skip
 
 
@@ -47,7 +49,7 @@ def _limit(value: int | None) -> int:
 def job_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]] | None = None) -> model.Job:
     """kinds: the fabric ids of each kind, for native work (which runs only where its scheduler reads it)."""
     (pk, _, queue_id, _, _, _, owner_id, group_id, fabric_id, priority, submitted_at, started_at, runtime_limit_s,
-     gpus, cpus, memory, nodes, native_kind, array_parent_id, array_throttle) = values  # fmt: skip
+     gpus, cpus, memory, nodes, native_kind, array_parent_id, array_throttle, _) = values  # fmt: skip
     return model.Job(
         id=str(pk),
         group_id=group_id,
@@ -112,7 +114,7 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
     }
     values = list(Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
     values += pending_candidates()
-    by_id = {str(v[0]): Row(*v[:6]) for v in values}
+    by_id = {str(v[0]): Row._make((*v[:6], v[-1])) for v in values}
     half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
     usage = {
         u.group_id: average_gpus(u.decayed_gpu_seconds, u.updated_at, now, half_life_s)

@@ -14,6 +14,9 @@ from portal.accounts.models import ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget, WorkloadKind
 from portal.workloads.states import FINISHED, State
 
+# Fabrics hand back the last 16 KiB of output (fabrics.base.Fabric.tail): a tail about that long was cut.
+LOG_TAIL_CUT_BYTES = 16_000
+
 
 class Priority(models.TextChoices):
     LOW = "low"
@@ -60,6 +63,8 @@ class Workload(models.Model):
     pending_reason_code = models.CharField(max_length=40, blank=True)
     pending_reason = models.CharField(max_length=300, blank=True)
     estimated_start = models.DateTimeField(null=True, blank=True)
+    # Its place among the waiting work of its queue, in the scheduler's order (1: next); 0 when not waiting.
+    queue_position = models.PositiveIntegerField(default=0)
 
     # Placement: where it ran. To the submitter an implementation detail, kept for support and audit.
     fabric = models.ForeignKey(Fabric, null=True, blank=True, on_delete=models.PROTECT, related_name="workloads")
@@ -111,6 +116,14 @@ class Workload(models.Model):
         """The new-workload form of its kind, filled in from this one."""
         page = {"notebook": "workloads:new_notebook", "vm": "workloads:new_vm"}.get(self.kind, "workloads:new")
         return f"{reverse(page)}?from={self.pk}"
+
+    @property
+    def log_lines(self) -> str:
+        """The stored end of its output from its first whole line (the tail is cut by bytes, often mid-line)."""
+        tail = self.log_tail
+        if len(tail.encode("utf-8", "replace")) >= LOG_TAIL_CUT_BYTES and "\n" in tail:
+            return "\u2026 (earlier output: see the full output)\n" + tail[tail.index("\n") + 1 :]
+        return tail
 
     @property
     def interactive(self) -> bool:

@@ -619,7 +619,7 @@ def transition(
     elif new in FINISHED:
         stamps["finished_at"] = fields.pop("finished_at", None) or now
     if new != State.PENDING and old == State.PENDING:
-        stamps |= {"pending_reason": "", "pending_reason_code": "", "estimated_start": None}
+        stamps |= {"pending_reason": "", "pending_reason_code": "", "estimated_start": None, "queue_position": 0}
     values = {**stamps, **fields, "state": new}
     with transaction.atomic():
         if Workload.objects.filter(pk=workload.pk, state=old).update(**values) != 1:
@@ -668,7 +668,7 @@ def transition_many(
     if new == State.ADMITTED:
         stamps["admitted_at"] = now
     if old == State.PENDING:
-        stamps |= {"pending_reason": "", "pending_reason_code": "", "estimated_start": None}
+        stamps |= {"pending_reason": "", "pending_reason_code": "", "estimated_start": None, "queue_position": 0}
     moved: list[Any] = []
     with transaction.atomic():
         for start in range(0, len(ids), 500):
@@ -704,7 +704,12 @@ def do_cancel(user: Any, workload: Workload, reason: str = "cancelled") -> Workl
         if state in FINISHED or state == State.CANCELLING:
             return workload
         target = State.CANCELLED if state in (State.PENDING, State.ADMITTED) else State.CANCELLING
-        if transition(workload, target, actor=user, reason=reason):
+        with transaction.atomic():
+            moved = transition(workload, target, actor=user, reason=reason)
+            if moved:  # recorded like an extension: who, what, and the state it was in
+                audit.record("workload.cancelled", audit_target(workload), actor=user, team=workload.group.slug,
+                             state=state.value)  # fmt: skip
+        if moved:
             kick_worker()
             return workload
         workload.refresh_from_db()
@@ -726,6 +731,11 @@ def _cancel_array(user: Any, parent: Workload, reason: str) -> Workload:
     return parent
 
 
+def audit_target(workload: Workload) -> str:
+    """How the audit log names a workload: by its name, with its id to find it by."""
+    return f"{workload.name} ({workload.pk})"
+
+
 def check_reprioritize(user: Any, workload: Workload, priority: str) -> None:
     """Raises SubmitRejected for a bad or late change, PermissionDenied when the user may not make it."""
     if priority not in Priority.values:
@@ -744,7 +754,8 @@ def do_reprioritize(user: Any, workload: Workload, priority: str) -> Workload:
     with transaction.atomic():
         changed = Workload.objects.filter(pk=workload.pk).exclude(state__in=FINISHED).update(priority=priority)
         if changed:
-            audit.record("workload.reprioritized", workload.pk, actor=user, before=old, after=priority)
+            audit.record("workload.reprioritized", audit_target(workload), actor=user, team=workload.group.slug,
+                         before=old, after=priority)  # fmt: skip
             kick_worker()
     workload.refresh_from_db()
     return workload
@@ -853,7 +864,8 @@ def do_extend(user: Any, extension: Extension) -> Workload:
         if same.update(**values) != 1:
             raise _Moved
         WorkloadEvent.objects.create(workload=w, at=now, actor=user, to_state=w.state, reason=reason[:500])
-        audit.record("workload.lease_extended", w.pk, actor=user, hours=str(extension.hours),
+        audit.record("workload.lease_extended", audit_target(w), actor=user, team=w.group.slug,
+                     hours=str(extension.hours),
                      before_s=w.lease_s or w.runtime_limit_s, after_s=lease_s, ends_at=ends_at)  # fmt: skip
     for key, value in values.items():
         setattr(w, key, value)

@@ -11,7 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count, Max
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
@@ -20,7 +20,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from portal import access
 from portal.accounts import ratelimit
 from portal.agents.models import LeaseKey
-from portal.workloads import services
+from portal.workloads import logs, services
 from portal.workloads.forms import (
     FORM_OF_KIND,
     BatchScriptForm,
@@ -248,3 +248,26 @@ def workload_extend(request: HttpRequest, pk: UUID) -> HttpResponse:
     else:
         messages.success(request, f"Extended the lease of {workload.name}.")
     return redirect(workload)
+
+
+@login_required
+def workload_log(request: HttpRequest, pk: UUID) -> HttpResponse:
+    """The whole output, a page at a time (`?offset=` in bytes; the last page by default)."""
+    workload = access.access_workload(request.user, pk)
+    try:
+        offset: int | None = max(0, int(request.GET["offset"])) if "offset" in request.GET else None
+    except ValueError:
+        offset = None
+    context = {"w": workload, "page": logs.page(workload, offset)}
+    return render(request, "workloads/log.html", context)
+
+
+@login_required
+def workload_log_download(request: HttpRequest, pk: UUID) -> StreamingHttpResponse:
+    """The whole output as a text file, streamed as it is read from the fabric."""
+    workload = access.access_workload(request.user, pk)
+    response = StreamingHttpResponse(logs.stream(workload), content_type="text/plain; charset=utf-8")
+    safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in workload.name)
+    response["Content-Disposition"] = f'attachment; filename="{safe}-{workload.pk}.log"'
+    response["Cache-Control"] = "no-store"
+    return response

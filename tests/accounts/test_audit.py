@@ -165,3 +165,48 @@ def test_it_revokes_tokens_from_the_admin_and_the_log_says_who(it_client, it_adm
     assert token.revoked_at is not None
     event = AuditEvent.objects.get(action="token.revoked")
     assert (event.actor, event.target) == (it_admin, f"{token.hint}… of alice")
+
+
+def test_cancellations_and_reprioritisations_are_recorded_like_extensions(alice, bob, submit):
+    from portal.workloads import services
+
+    w = submit(alice, name="sweep-7")
+    services.do_reprioritize(bob, w, "high")
+    services.do_cancel(alice, w)
+    services.do_cancel(alice, w)  # already cancelled: nothing more to record
+    events = list(AuditEvent.objects.filter(action__startswith="workload.").order_by("pk"))
+    assert [(e.action, e.actor_name, e.target, e.detail["team"]) for e in events] == [
+        ("workload.reprioritized", "bob", f"sweep-7 ({w.pk})", "vision"),
+        ("workload.cancelled", "alice", f"sweep-7 ({w.pk})", "vision"),
+    ]
+    assert events[1].detail["state"] == "pending"
+
+
+def test_the_audit_log_folds_routine_events_and_filters_by_actor_team_and_object(
+    client, it_admin, alice, charlie, submit, django_assert_max_num_queries
+):
+    from portal.workloads import services
+
+    for user in (alice, charlie):
+        client.force_login(user)  # sign-ins: routine
+    services.do_cancel(alice, submit(alice, name="vision-run"))
+    services.do_cancel(charlie, submit(charlie, name="fraud-run"))
+    client.force_login(it_admin)
+
+    def shown(**query: str) -> set[tuple[str, str]]:
+        page = client.get("/admin/accounts/auditevent/", query)
+        assert page.status_code == 200
+        return {(e.action, e.actor_name) for e in page.context["cl"].result_list}
+
+    with django_assert_max_num_queries(14):
+        default = shown()
+    assert ("workload.cancelled", "alice") in default
+    assert not {action for action, _ in default} & {"signin", "signout", "token.used"}
+    assert ("signin", "alice") in shown(routine="shown")
+    assert shown(routine="only") <= {("signin", name) for name in ("alice", "charlie", "it")}
+    assert shown(actor="charlie") == {("workload.cancelled", "charlie")}
+    assert ("workload.cancelled", "alice") in shown(team="vision")
+    assert ("workload.cancelled", "charlie") not in shown(team="vision")
+    assert ("quota.created", "") in shown(team="vision")  # the seed's quota "Vision on local"
+    assert shown(q="fraud-run") == {("workload.cancelled", "charlie")}
+    assert shown(kind="workload") == {("workload.cancelled", "alice"), ("workload.cancelled", "charlie")}

@@ -230,6 +230,18 @@ CASES = [
         want_reasons={"vision-0": r.NO_CAPACITY, "fraud-0": r.TOO_BIG},
     ),
     Case(
+        "a team at its limit of 4 GPUs with room to spare: the next job starts when its first running job ends",
+        fabrics=[fabric(POOL, 16)],
+        pending=gpu_jobs(VISION, 2, 2, name="next"),
+        running=running_on(POOL, gpu_jobs(VISION, 2, 2, runtime_s=3600), started_s_ago=600),
+        quotas=[reserve(VISION, POOL, 0, limit=4)],
+        want_admitted=set(),
+        want_reasons={"next-0": r.GROUP_AT_LIMIT, "next-1": r.GROUP_AT_LIMIT},
+        # the first running job ends 3000 + 1 s from now, the second 3000 s; the second waiting one then waits
+        # for its predecessor's hour too
+        want_start_in={"next-0": 3000 - 1, "next-1": 3000},
+    ),
+    Case(
         "a pool of 8 GPUs with 4 up: four one-GPU jobs run, the fifth waits for capacity",
         fabrics=[fabric(POOL, 4, declared_gpus=8)],
         pending=gpu_jobs(VISION, 5),
@@ -296,3 +308,16 @@ def test_the_scheduler_imports_no_django_and_reads_no_clock() -> None:
                 continue
             for name in names:
                 assert not name.startswith(("django", "portal")), f"{path.name} imports {name}"
+
+
+def test_waiting_work_knows_its_place_in_its_queues_line():
+    """Three 4-GPU jobs on a 4-GPU pool: one runs, the others are 1st and 2nd in their queue's line; another
+    queue's line is counted apart."""
+    pending = gpu_jobs(VISION, 3, 4, age_s=100) + gpu_jobs(FRAUD, 2, 4, queue=BOTH)
+    decisions = decide(snapshot([fabric(POOL, 4), fabric(SPARE, 0)], pending))
+    assert len(decisions.admit) == 1
+    by_queue: dict[int, list[int]] = {}
+    queue_of = {j.id: j.queue_id for j in pending}
+    for w in decisions.waiting:
+        by_queue.setdefault(queue_of[w.job_id], []).append(w.position)
+    assert sorted(map(sorted, by_queue.values())) == [[1, 2], [1, 2]]

@@ -269,3 +269,23 @@ def test_a_signed_in_person_who_is_not_it_sees_it_only_at_admin(alice_client):
 def test_it_reaches_the_admin(client, it_admin):
     client.force_login(it_admin)
     assert client.get("/admin/").status_code == 200
+
+
+def test_waiting_work_shows_its_place_in_line_and_an_estimated_start(alice_client, alice, submit):
+    """The worker's decisions reach the pages: a quota-blocked workload says where it stands and when."""
+    from portal.worker import tasks
+
+    running = [submit(alice, name=f"r{i}", command="sleep 600", gpus=3) for i in range(2)]  # vision's limit: 6
+    blocked = [submit(alice, name=f"b{i}", command="true", gpus=1) for i in range(2)]
+    tasks.admit()
+    Workload.objects.filter(pk__in=[w.pk for w in running]).update(
+        state=State.RUNNING, started_at=timezone.now(), fabric=Fabric.objects.get(name="local")
+    )
+    tasks.admit()
+    first, second = (Workload.objects.get(pk=w.pk) for w in blocked)
+    assert (first.state, first.queue_position, second.queue_position) == (State.PENDING, 1, 2)
+    assert first.estimated_start is not None  # from the team's running work's runtime limits
+    page = alice_client.get(first.get_absolute_url()).content.decode()
+    assert "Next in line on Training and batch; expected to start around" in page
+    listing = alice_client.get("/").content.decode()
+    assert "2nd in line on Training and batch, around" in listing

@@ -72,7 +72,8 @@ def test_the_owner_extends_a_pending_notebooks_lease_with_an_event_and_an_audit_
         alice, State.PENDING, "lease extended by 2 hours, to 3 hours in all"
     )  # fmt: skip
     audit = AuditEvent.objects.get(action="workload.lease_extended")
-    assert (audit.target, audit.actor, audit.detail["after_s"]) == (str(w.pk), alice, 3 * 3600)
+    assert (audit.target, audit.actor, audit.detail["after_s"]) == (f"{w.name} ({w.pk})", alice, 3 * 3600)
+    assert audit.detail["team"] == "vision"
 
 
 def test_the_owner_a_lead_and_it_may_extend_but_not_a_teammate_or_another_team(alice, bob, charlie, it_admin, submit):

@@ -18,6 +18,13 @@ register.filter("gpus", words.gpus)
 register.filter("cpus", words.cpus)
 register.filter("hours", words.hours)
 register.filter("kind_label", words.kind_label)
+register.filter("ordinal", words.ordinal)
+
+
+@register.filter
+def in_line(w: Any) -> str:
+    """A waiting workload's place in its queue's line, in words."""
+    return words.in_line(w.queue_position, w.queue.name) if w.state == "pending" else ""
 
 
 @register.filter

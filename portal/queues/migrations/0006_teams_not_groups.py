@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0003_teams_not_groups'),
-        ('queues', '0004_fabric_observed_capacity'),
+        ('queues', '0005_queuetarget_native'),
     ]
 
     operations = [
