@@ -27,12 +27,13 @@ class Page:
 def page(w: Workload, offset: int | None) -> Page:
     """One page of output at line boundaries: from `offset`, or the last page; the worker's stored tail where the
     workload never reached a fabric or the fabric cannot be asked."""
-    chunk = _chunk(w, offset, PAGE_BYTES)
+    # One byte more, before the page: whether the page begins a line.
+    chunk = _chunk(w, None if offset is None else max(0, offset - 1), PAGE_BYTES + 1)
     data, start = chunk.data, chunk.start
-    end = start + len(data)
-    if start > 0 and b"\n" in data:  # begin at a whole line; the cut part belongs to the page before
+    if start > 0 and b"\n" in data:  # begin at a whole line; a cut line belongs to the page before
         cut = data.index(b"\n") + 1
         data, start = data[cut:], start + cut
+    end = start + len(data)
     if end < chunk.total and b"\n" in data:  # end at a whole line
         data = data[: data.rindex(b"\n") + 1]
         end = start + len(data)

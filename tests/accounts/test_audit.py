@@ -60,7 +60,7 @@ def change(client, url: str, **changes: Any):
 
 def test_an_admin_change_to_a_quota_is_recorded_with_who_before_and_after(it_client, it_admin):
     quota = Quota.objects.get(group__slug="vision")
-    change(it_client, f"/admin/queues/quota/{quota.pk}/change/", gpu_limit_milli="7000")
+    change(it_client, f"/admin/queues/quota/{quota.pk}/change/", gpu_limit="7")  # the editor speaks GPUs
     event = AuditEvent.objects.filter(action="quota.changed").latest("pk")
     assert event.actor == it_admin
     assert event.actor_name == "it"

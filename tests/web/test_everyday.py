@@ -276,11 +276,11 @@ def test_waiting_work_shows_its_place_in_line_and_an_estimated_start(alice_clien
     from portal.worker import tasks
 
     running = [submit(alice, name=f"r{i}", command="sleep 600", gpus=3) for i in range(2)]  # vision's limit: 6
-    blocked = [submit(alice, name=f"b{i}", command="true", gpus=1) for i in range(2)]
     tasks.admit()
     Workload.objects.filter(pk__in=[w.pk for w in running]).update(
         state=State.RUNNING, started_at=timezone.now(), fabric=Fabric.objects.get(name="local")
     )
+    blocked = [submit(alice, name=f"b{i}", command="true", gpus=1) for i in range(2)]
     tasks.admit()
     first, second = (Workload.objects.get(pk=w.pk) for w in blocked)
     assert (first.state, first.queue_position, second.queue_position) == (State.PENDING, 1, 2)

@@ -82,7 +82,7 @@ def test_waiting_work_gets_a_reason_and_an_estimated_start(alice, submit):
 
 
 def test_a_cycle_takes_the_same_number_of_queries_for_5_or_50_pending(alice, submit):
-    Quota.objects.filter(group__slug="vision").update(gpu_limit_milli=0)  # nothing is admitted: all wait
+    quota = Quota.objects.filter(group__slug="vision")
 
     def queries_for_a_cycle():
         with CaptureQueriesContext(connection) as ctx:
@@ -91,10 +91,14 @@ def test_a_cycle_takes_the_same_number_of_queries_for_5_or_50_pending(alice, sub
 
     for i in range(5):
         submit(alice, name=f"a{i}", gpus=1)
+    # Nothing is admitted: all wait (set after submitting: a submit refuses work over a limit of 0).
+    quota.update(gpu_limit_milli=0)
     queries_for_a_cycle()  # the first cycle writes their reasons
     five = queries_for_a_cycle()
+    quota.update(gpu_limit_milli=6000)
     for i in range(45):
         submit(alice, name=f"b{i}", gpus=1)
+    quota.update(gpu_limit_milli=0)
     queries_for_a_cycle()
     assert queries_for_a_cycle() == five
 
