@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('accounts', '0003_teams_not_groups'),
+        ('accounts', '0005_teams_not_groups'),
         ('queues', '0005_queuetarget_native'),
     ]
 

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('accounts', '0002_claim_mappings_service_identities_audit'),
+        ('accounts', '0004_scheduler_usage'),
     ]
 
     operations = [
