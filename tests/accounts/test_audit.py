@@ -29,14 +29,10 @@ def admin_form_data(response) -> dict[str, Any]:
                 if value:
                     data[form.add_prefix(name)] = "on"
                 continue
+            if field.show_hidden_initial:  # a callable default: the page also posts what it showed at first
+                data[form.add_initial_prefix(name)] = value
             if isinstance(value, (list, tuple)):
                 data[form.add_prefix(name)] = [str(v) for v in value]
-            elif (
-                hasattr(field, "widget")
-                and field.widget.__class__.__name__ == "Textarea"
-                and isinstance(value, (dict, list))
-            ):
-                data[form.add_prefix(name)] = value
             else:
                 data[form.add_prefix(name)] = value
 
@@ -54,7 +50,14 @@ def change(client, url: str, **changes: Any):
     assert page.status_code == 200
     data = admin_form_data(page) | changes
     response = client.post(url, data)
-    assert response.status_code == 302, response.context["adminform"].form.errors if response.context else response
+    assert response.status_code == 302, (
+        [
+            response.context["adminform"].form.errors,
+            *(i.formset.errors for i in response.context["inline_admin_formsets"]),
+        ]
+        if response.context
+        else response
+    )
     return response
 
 
