@@ -93,12 +93,15 @@ def _free_gpus_milli(host: AgentHost) -> int:
 
 
 def try_claim(host: AgentHost, queues: list[str]) -> Claim | None:
-    """Take the oldest claimable work of the first queue that has some that fits; None when there is none."""
+    """Take the oldest claimable work of the first queue that has some that fits; None when there is none, and
+    for a host given up as lost (a long poll still open for an agent whose machine is gone) until it heartbeats."""
+    if AgentHost.objects.filter(pk=host.pk, state=AgentHost.HostState.LOST).exists():
+        return None
     for queue in queues:
         with transaction.atomic():
             candidates = Claim.objects.filter(
                 fabric_id=host.fabric_id, queue=queue, state=Claim.ClaimState.CLAIMABLE, cancel_requested=False
-            ).order_by("created_at", "pk")
+            ).order_by("created_at", "workload__submitted_at", "pk")  # claims made in one batch: oldest work first
             if connection.features.has_select_for_update_skip_locked:
                 candidates = candidates.select_for_update(skip_locked=True)
             free = _free_gpus_milli(host)

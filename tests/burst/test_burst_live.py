@@ -69,7 +69,12 @@ def test_a_reclaimed_spot_instance_puts_its_work_back_in_line_and_a_new_instance
 
     machines.client.terminate_instances(InstanceIds=[first.provider_id])  # the provider takes it back
 
-    wait_until(lambda: state_of(w) == State.RUNNING and w.attempt == 1, timeout=240, every=0.2)
+    # Running again, on another instance: its host is written when that instance's agent claims it.
+    wait_until(
+        lambda: state_of(w) == State.RUNNING and w.attempt == 1 and bool(w.host) and w.host != first.host_name,
+        timeout=240,
+        every=0.2,
+    )
     first.refresh_from_db()
     assert first.state == "gone"
     assert first.reason.startswith(f"spot instance {first.provider_id} (g5.xlarge) was reclaimed by the provider")
