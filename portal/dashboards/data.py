@@ -63,9 +63,10 @@ class TeamDashboard:
 
 
 def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDashboard:
-    """Eight queries: the quotas, their history (the audit log), the team's rollups, its members' rollups,
-    its work running or waiting now, what that work holds and asks for, how long the waiting work waited, and
-    its GPU-hours as the scheduler's accounting counts them (fetched by the worker, never by the page).
+    """Seven queries: the quotas, their history (the audit log), the team's rollups, its members' rollups,
+    its work running or waiting now, what that work holds and asks for, and its GPU-hours as the scheduler's
+    accounting counts them (fetched by the worker, never by the page); an eighth for how long the waiting work
+    waited when more than NOW_LIMIT workloads run or wait.
 
     Past hours come from the rollups; the current hour, which the rollup averages over the whole hour so far,
     is drawn with the live figures instead (the "now" panel's), so the chart's last point matches the panel.
@@ -116,7 +117,9 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
     hour_gpu_hours = list(used)  # GPU-hours per hour, for the busy and idle bars
     # The GPUs charts' current hour: what is held and asked for now, and the reservation in force now.
     used[-1], pending[-1], reserved[-1] = live.in_use, live.waiting, live.reservation
-    _count_work_still_waiting(group, waits, hour_of(now), now)
+    # Every waiting workload is in `current` unless it was cut at NOW_LIMIT: then they are read on their own.
+    waiting_now = None if len(current) >= NOW_LIMIT else [w for w in current if w.state == State.PENDING]
+    _count_work_still_waiting(group, waits, hour_of(now), now, waiting_now)
     limits = _limit_history(group, quotas, hours, limit_milli)
     figs = {
         "use": figures.use_against_quota(hours, used, reserved, limits),
@@ -177,15 +180,21 @@ def _count_work_still_waiting(
     waits: dict[str, tuple[list[datetime], list[float | None], list[float | None]]],
     hour: datetime,
     now: datetime,
+    waiting_now: list[Workload] | None = None,
 ) -> None:
     """Work still waiting counts in the current hour's wait: a p95 of 0 while a job has waited 5 minutes says
-    the opposite of what is true. Each queue's current p50/p95 is at least that of its waiting work's ages."""
+    the opposite of what is true. Each queue's current p50/p95 is at least that of its waiting work's ages.
+
+    waiting_now: all of the team's waiting work when the caller already holds it; None reads it here."""
     ages: defaultdict[str, list[float]] = defaultdict(list)
-    for queue, submitted in (
-        Workload.objects.filter(group=group, state=State.PENDING)
+    rows = (
+        [(w.queue.name, w.submitted_at) for w in waiting_now]
+        if waiting_now is not None
+        else Workload.objects.filter(group=group, state=State.PENDING)
         .order_by("submitted_at")
         .values_list("queue__name", "submitted_at")[:WAITING_SAMPLE]
-    ):
+    )
+    for queue, submitted in rows:
         ages[queue].append(max(0.0, (now - submitted).total_seconds()))
     for queue, seconds in ages.items():
         p50, p95 = _percentile(seconds, 50), _percentile(seconds, 95)
