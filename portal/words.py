@@ -63,8 +63,7 @@ def ago(then: datetime | None, now: datetime) -> str:
         return "just now"
     for unit, size in (("day", 86_400), ("hour", 3600), ("minute", 60)):
         if seconds >= size:
-            n = seconds // size
-            return f"{n} {unit}{'' if n == 1 else 's'} ago"
+            return f"{count(seconds // size, unit)} ago"
     return "just now"  # unreachable: seconds >= 60 matched a minute
 
 
