@@ -29,6 +29,15 @@ def start_worker(env, log):
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
 
 
+def admitted_since(database, moment: float) -> bool:
+    rows = psql(database, "SELECT count(*) FROM workloads_workload WHERE admitted_at > to_timestamp(%s)", (moment,))
+    return bool(rows[0][0])
+
+
+def pending(database) -> bool:
+    return bool(psql(database, "SELECT count(*) FROM workloads_workload WHERE state = 'pending'")[0][0])
+
+
 def test_two_workers_one_killed_again_and_again_lose_nothing_and_run_nothing_twice(scratch_database, tmp_path):
     env = production_env(
         scratch_database, tmp_path / "var", GRIDLANE_SUBMIT_RATE_LIMIT="100000",
@@ -50,12 +59,23 @@ def test_two_workers_one_killed_again_and_again_lose_nothing_and_run_nothing_twi
                 thread.start()
             victim = 0
             while any(t.is_alive() for t in load.threads) or kills < 4:
-                time.sleep(2.0)
+                # Kill once the load has moved on since the last kill (paced by progress, not by the clock).
+                progress = load.taken_count()
+                wait_for(
+                    lambda progress=progress: (
+                        load.taken_count() >= progress + 10 or not any(t.is_alive() for t in load.threads)
+                    ),
+                    "submissions between kills",
+                    timeout=300,
+                )
                 workers[victim].send_signal(signal.SIGKILL)  # the main process, as the OOM killer would
                 workers[victim].wait()
                 kills += 1
                 down = time.time()
-                time.sleep(3 * CYCLE_S)  # the other one alone for three cycles
+                # The other one alone until it has admitted something by itself (or nothing is left to admit).
+                wait_for(lambda down=down: admitted_since(scratch_database, down) or not (
+                    any(t.is_alive() for t in load.threads) or pending(scratch_database)
+                ), "the survivor to admit alone", timeout=600)  # fmt: skip
                 workers[victim] = start_worker(env, logs[victim])
                 alone.append((down, time.time()))
                 victim = 1 - victim
