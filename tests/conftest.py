@@ -131,3 +131,24 @@ def _fresh_cache() -> None:
     from django.core.cache import cache
 
     cache.clear()
+
+
+@pytest.fixture
+def local_jobs(cast: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Jobs of the local fabric in the test's own folder; whatever a test leaves running is killed at the end."""
+    import contextlib
+    import os
+    import signal
+    from pathlib import Path
+
+    from django.conf import settings as django_settings
+
+    from portal.worker import connections
+
+    monkeypatch.setenv("GRIDLANE_LOCAL_KILL_GRACE_S", "0.5")
+    connections.forget_all()
+    yield
+    for pidfile in Path(django_settings.GRIDLANE_LOCAL_FABRIC_ROOT).glob("*/*/child.pid"):
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pidfile.read_text().strip()), signal.SIGKILL)
+    connections.forget_all()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 from pathlib import Path
@@ -12,7 +11,7 @@ from django.conf import settings as django_settings
 
 from fabrics.local.fabric import LocalFabric
 from portal.queues.models import Fabric
-from portal.worker import connections, tasks
+from portal.worker import tasks
 from portal.worker.dispatch import job_spec
 from portal.worker.lock import cycle_lock
 from portal.workloads import services
@@ -21,18 +20,7 @@ from portal.workloads.states import State
 from scheduler import reasons
 from tests.conftest import wait_until
 
-
-@pytest.fixture(autouse=True)
-def local_jobs(cast, monkeypatch):
-    """Each test gets its own job folder; whatever a test leaves running is killed at the end."""
-    monkeypatch.setenv("GRIDLANE_LOCAL_KILL_GRACE_S", "0.5")
-    connections.forget_all()
-    yield
-    root = Path(django_settings.GRIDLANE_LOCAL_FABRIC_ROOT)
-    for pidfile in root.glob("*/*/child.pid"):
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pidfile.read_text().strip()), signal.SIGKILL)
-    connections.forget_all()
+pytestmark = pytest.mark.usefixtures("local_jobs")  # tests/conftest.py
 
 
 def run_until(workload: Workload, *states: State, timeout: float = 20) -> Workload:

@@ -3,36 +3,22 @@ stored, the snapshot and the apply step take a bounded number of queries, /metri
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.conf import settings as django_settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from portal.queues.models import Queue, Quota
-from portal.worker import connections, snapshot, tasks, usage
+from portal.worker import snapshot, tasks, usage
 from portal.worker.models import GroupUsage
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from scheduler import reasons
 from tests.conftest import wait_until
 
-
-@pytest.fixture(autouse=True)
-def local_jobs(cast, monkeypatch):
-    monkeypatch.setenv("GRIDLANE_LOCAL_KILL_GRACE_S", "0.5")
-    connections.forget_all()
-    yield
-    for pidfile in Path(django_settings.GRIDLANE_LOCAL_FABRIC_ROOT).glob("*/*/child.pid"):
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pidfile.read_text().strip()), signal.SIGKILL)
-    connections.forget_all()
+pytestmark = pytest.mark.usefixtures("local_jobs")  # tests/conftest.py
 
 
 def states(*workloads):

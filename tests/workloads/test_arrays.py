@@ -3,16 +3,11 @@ element sees its index. Through the API and on the local fabric with the real wo
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-from pathlib import Path
 
 import pytest
-from django.conf import settings as django_settings
 
-from portal.worker import connections, tasks
+from portal.worker import tasks
 from portal.workloads import services
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
@@ -24,18 +19,6 @@ URL = "/api/v1/workloads/"
 def post(client, **body):
     data = {"queue": "train", "kind": "batch", "name": "sweep", "command": "true"} | body
     return client.post(URL, json.dumps(data), content_type="application/json")
-
-
-@pytest.fixture
-def local_jobs(cast, monkeypatch):
-    monkeypatch.setenv("GRIDLANE_LOCAL_KILL_GRACE_S", "0.5")
-    connections.forget_all()
-    yield
-    root = Path(django_settings.GRIDLANE_LOCAL_FABRIC_ROOT)
-    for pidfile in root.glob("*/*/child.pid"):
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pidfile.read_text().strip()), signal.SIGKILL)
-    connections.forget_all()
 
 
 def test_an_array_is_one_parent_with_an_element_per_index(api_as, alice):

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -15,23 +12,13 @@ from django.core.exceptions import PermissionDenied
 
 from portal.accounts.models import AuditEvent, ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget
-from portal.worker import connections, tasks
+from portal.worker import tasks
 from portal.workloads import services
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
 from tests.conftest import wait_until
 
-
-@pytest.fixture(autouse=True)
-def local_jobs(cast, monkeypatch):
-    """Jobs of the local fabric in the test's own folder; whatever a test leaves running is killed at the end."""
-    monkeypatch.setenv("GRIDLANE_LOCAL_KILL_GRACE_S", "0.5")
-    connections.forget_all()
-    yield
-    for pidfile in Path(django_settings.GRIDLANE_LOCAL_FABRIC_ROOT).glob("*/*/child.pid"):
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pidfile.read_text().strip()), signal.SIGKILL)
-    connections.forget_all()
+pytestmark = pytest.mark.usefixtures("local_jobs")  # tests/conftest.py
 
 
 @pytest.fixture
