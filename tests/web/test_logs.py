@@ -9,7 +9,9 @@ import pytest
 from fabrics import base as fabric_base
 from portal.workloads.models import Workload
 from portal.workloads.states import State
-from tests.worker.test_cycle import local_jobs, run_until  # noqa: F401 (a fixture, used by name)
+from tests.worker.test_cycle import run_until
+
+pytestmark = pytest.mark.usefixtures("local_jobs")  # tests/conftest.py
 
 LINES = 20_000  # about 250 KB: several pages
 
