@@ -10,7 +10,7 @@ from django.http import HttpRequest
 
 from fabrics.registry import KINDS
 from portal import words
-from portal.queues.models import Fabric, Queue, QueueTarget, Quota, WorkloadKind
+from portal.queues.models import Fabric, Profile, Queue, QueueTarget, Quota, WorkloadKind
 
 
 class FabricForm(forms.ModelForm[Fabric]):
@@ -215,3 +215,71 @@ class QuotaAdmin(admin.ModelAdmin[Quota]):
 def _pair(reservation: int, limit: int | None, scale: int) -> str:
     cap = "no cap" if limit is None else words.number(limit / scale)
     return f"{words.number(reservation / scale)} / {cap}"
+
+
+class ProfileForm(forms.ModelForm[Profile]):
+    """A profile in the units people use: GPUs (fractions allowed), CPUs and GB; kinds as checkboxes."""
+
+    kinds = forms.MultipleChoiceField(
+        choices=[(k, words.kind_label(k)) for k in WorkloadKind.values],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The forms that offer it.",
+    )
+    gpus = forms.DecimalField(label="GPUs", min_value=0, max_value=1024, decimal_places=3, initial=1,
+                              help_text="Per node; fractions below one share a GPU, e.g. 0.25.")  # fmt: skip
+    cpus = forms.DecimalField(label="CPUs", min_value=Decimal("0.001"), max_value=100_000, decimal_places=3, initial=8)
+    memory_gb = forms.DecimalField(label="Memory (GB)", min_value=Decimal("0.001"), max_value=1_000_000,
+                                   decimal_places=3, initial=64)  # fmt: skip
+
+    class Meta:
+        model = Profile
+        fields = ["name", "description", "kinds", "queues", "hours", "order", "enabled"]
+        labels = {"hours": "Hours"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.initial.update(
+                gpus=self.instance.gpus.normalize(),
+                cpus=self.instance.cpus.normalize(),
+                memory_gb=self.instance.memory_gb,
+            )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("gpus") is not None:
+            self.instance.gpus_milli = int(data["gpus"] * 1000)
+        if data.get("cpus") is not None:
+            self.instance.cpus_milli = int(data["cpus"] * 1000)
+        if data.get("memory_gb") is not None:
+            self.instance.memory_mib = max(1, int(data["memory_gb"] * 1024))
+        queues, kinds = data.get("queues"), set(data.get("kinds") or ())
+        if queues and kinds and not any(kinds & set(q.kinds) for q in queues):
+            self.add_error("queues", "None of these queues takes these kinds of work: no form would offer it.")
+        return data
+
+
+@admin.register(Profile)
+class ProfileAdmin(admin.ModelAdmin[Profile]):
+    """IT's ready-made sizes, offered first on the submit forms."""
+
+    form = ProfileForm
+    fields = ["name", "description", "kinds", "gpus", "cpus", "memory_gb", "hours", "queues", "order", "enabled"]
+    list_display = ["name", "size", "kinds_in_words", "where", "order", "enabled"]
+    list_editable = ["order", "enabled"]
+    filter_horizontal = ["queues"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Profile]:
+        return super().get_queryset(request).prefetch_related("queues")
+
+    @admin.display(description="Size")
+    def size(self, profile: Profile) -> str:
+        return profile.summary()
+
+    @admin.display(description="Kinds")
+    def kinds_in_words(self, profile: Profile) -> str:
+        return ", ".join(words.kind_label(k) for k in profile.kinds)
+
+    @admin.display(description="Queues")
+    def where(self, profile: Profile) -> str:
+        return ", ".join(q.name for q in profile.queues.all()) or "every queue for its kinds"

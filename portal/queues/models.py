@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, ClassVar
 
 from django.conf import settings
@@ -219,3 +220,60 @@ class Quota(models.Model):
     @property
     def reservation(self) -> Resources:
         return Resources(self.gpu_reservation_milli, self.cpu_reservation_milli, self.memory_reservation_mib)
+
+
+class Profile(models.Model):
+    """A ready-made request IT offers as the first choice on the submit forms ("1 GPU, 8 CPUs, 64 GB, 8 hours"),
+    as JupyterHub's profile list does; free numbers stay the second choice."""
+
+    name = models.CharField(max_length=60, unique=True, help_text='What people pick, e.g. "Small GPU".')
+    description = models.CharField(max_length=200, blank=True, help_text="A line on what it is good for.")
+    kinds = models.JSONField(
+        default=list, validators=[validate_kinds], help_text="The kinds of work whose form offers it."
+    )
+    queues = models.ManyToManyField(
+        Queue, blank=True, related_name="profiles", help_text="Empty: every queue that takes its kinds of work."
+    )
+    gpus_milli = models.PositiveIntegerField("GPUs (milli)", default=0)
+    cpus_milli = models.PositiveIntegerField("CPUs (milli)", default=1000, validators=[MinValueValidator(1)])
+    memory_mib = models.PositiveBigIntegerField("Memory (MiB)", default=1024, validators=[MinValueValidator(1)])
+    hours = models.DecimalField(
+        max_digits=7,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0.01"))],
+        help_text="Runtime limit (training, batch) or lease (notebooks, VMs); empty: the queue's default.",
+    )
+    order = models.PositiveSmallIntegerField(default=0, help_text="Lower comes first; the first is preselected.")
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["order", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def gpus(self) -> Decimal:
+        return Decimal(self.gpus_milli) / 1000
+
+    @property
+    def cpus(self) -> Decimal:
+        return Decimal(self.cpus_milli) / 1000
+
+    @property
+    def memory_gb(self) -> Decimal:
+        return (Decimal(self.memory_mib) / 1024).quantize(Decimal("0.001")).normalize()
+
+    def summary(self) -> str:
+        """What the form shows beside its name: "1 GPU, 8 CPUs, 64 GB, 8 hours"."""
+        from portal import words
+
+        text = words.resources(self.gpus, self.cpus, self.memory_gb)
+        return f"{text}, {words.hours(float(self.hours * 3600))}" if self.hours else text
+
+    def offered_on(self, queue: Queue) -> bool:
+        """Whether this profile may be used on `queue` (needs `queues` prefetched to stay query-free)."""
+        chosen = self.queues.all()
+        return not chosen or any(q.pk == queue.pk for q in chosen)

@@ -8,11 +8,30 @@ from typing import Any, ClassVar
 from django import forms
 from django.db.models import Prefetch
 
-from portal import access
-from portal.queues.models import QueueTarget
+from portal import access, words
+from portal.queues.models import Profile, QueueTarget
 from portal.workloads.guide import QueueGuide, queue_guide
 from portal.workloads.models import Priority, Workload
 from portal.workloads.services import SubmitRequest
+
+CUSTOM = "custom"  # the profile choice that means "the numbers below"
+
+
+class ProfileChoice(forms.RadioSelect):
+    """Profiles as radio buttons, each carrying its numbers as data attributes, which the page's script copies
+    into the fields it hides (the server takes the profile's own numbers either way)."""
+
+    numbers: dict[str, dict[str, str]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.numbers = {}
+
+    def create_option(self, name: str, value: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        option = super().create_option(name, value, *args, **kwargs)
+        option["attrs"].update(self.numbers.get(str(value), {}))
+        return option
+
 
 # Service error keys -> form fields.
 FIELD_OF = {
@@ -31,6 +50,9 @@ class SubmitForm(forms.Form):
     kinds: ClassVar[frozenset[str]]
     # Service error keys -> this form's fields, where they differ from FIELD_OF.
     fields_of: ClassVar[dict[str, str]] = {}
+    # The fields an IT-defined profile fills (its resources, then its hours): empty where the form has none.
+    profile_fields: ClassVar[tuple[str, ...]] = ()
+    hours_field: ClassVar[str] = ""
     # Each form declares `queue` and `group` itself, where it wants them shown.
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
@@ -54,6 +76,63 @@ class SubmitForm(forms.Form):
         group_field.choices = [("", "My team"), *groups]
         if len(groups) <= 1:
             self.fields["group"].widget = forms.HiddenInput()
+        self.profiles = self._offer_profiles() if self.profile_fields else {}
+
+    def _offer_profiles(self) -> dict[str, Profile]:
+        """IT's profiles for this form's kinds and queues, as the first field (one query, two when some exist);
+        the free numbers become the last choice, "Custom"."""
+        found = offered_profiles(self.kinds, self.queue_objects)
+        if not found:
+            return {}
+        widget = ProfileChoice()
+        choices = []
+        for key, p in found.items():
+            said = f" \u2014 {p.description}" if p.description else ""
+            choices.append((key, f"{p.name} ({p.summary()}){said}"))
+            numbers = {"gpus": p.gpus, "cpus": p.cpus, "memory_gb": p.memory_gb}
+            if p.hours and self.hours_field:
+                numbers[self.hours_field] = p.hours * 60 if self.hours_field.endswith("minutes") else p.hours
+            widget.numbers[key] = {f"data-{k.replace('_', '-')}": words.number(v) for k, v in numbers.items()}
+        field = forms.ChoiceField(
+            label="Profile",
+            choices=[*choices, (CUSTOM, "Custom: the numbers below")],
+            widget=widget,
+            initial=next(iter(found)),
+            required=False,  # a post without it (a script's) gives its own numbers: Custom
+            help_text="IT's ready-made sizes; Custom lets you give your own numbers.",
+        )
+        self.fields = {"profile": field, **self.fields}  # the first choice, shown first
+        for name in self.profile_fields:
+            self.fields[name].required = False  # required only for Custom (see clean)
+        return found
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not self.profiles:
+            return data
+        chosen = data.get("profile")
+        if chosen in (CUSTOM, "", None):
+            for name in self.profile_fields:
+                if data.get(name) is None and name not in self.errors:
+                    self.add_error(name, "Give a number, or pick a profile above.")
+            return data
+        profile = self.profiles[str(chosen)]
+        queue = next((q for q in self.queue_objects if q.slug == data.get("queue")), None)
+        if queue is not None and not profile.offered_on(queue):
+            self.add_error("profile", f"{profile.name} is not offered on {queue.name}; pick another or Custom.")
+            return data
+        filled: dict[str, Any] = {"gpus": profile.gpus, "cpus": profile.cpus, "memory_gb": profile.memory_gb}
+        if "nodes" in self.profile_fields:
+            filled["nodes"] = 1
+        if self.hours_field and profile.hours:
+            minutes = self.hours_field.endswith("minutes")
+            filled[self.hours_field] = int(profile.hours * 60) if minutes else profile.hours
+        elif self.hours_field and data.get(self.hours_field) is None and self.hours_field not in self.errors:
+            self.add_error(self.hours_field, "Give how long, or pick a profile that says it.")
+        for name in filled:
+            self.errors.pop(name, None)  # the profile's numbers stand in for whatever was typed there
+        data |= filled
+        return data
 
     @classmethod
     def initial_from(cls, w: Workload) -> dict[str, Any]:
@@ -72,6 +151,15 @@ class SubmitForm(forms.Form):
                 self.add_error(field if field in self.fields else None, message)
 
 
+def offered_profiles(kinds: frozenset[str], queues: list[Any]) -> dict[str, Profile]:
+    """The enabled profiles for these kinds of work usable on at least one of these queues, in IT's order."""
+    return {
+        str(p.pk): p
+        for p in Profile.objects.filter(enabled=True).prefetch_related("queues")
+        if kinds & set(p.kinds) and any(p.offered_on(q) for q in queues)
+    }
+
+
 class ExtendForm(forms.Form):
     """Extend a notebook's or VM's lease by some hours; how many may be added is the services' rule."""
 
@@ -82,6 +170,8 @@ class TrainingForm(SubmitForm):
     """Fields parse types only (no ranges here), so every rule is checked, and reported, in one place."""
 
     kinds = frozenset({"training", "batch"})
+    profile_fields = ("gpus", "cpus", "memory_gb", "nodes", "runtime_limit_minutes")
+    hours_field = "runtime_limit_minutes"
     queue = forms.ChoiceField()
     kind = forms.ChoiceField(choices=[("training", "Training run"), ("batch", "Batch job")], initial="training")
     name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"placeholder": "llama-finetune"}))
@@ -113,6 +203,7 @@ class TrainingForm(SubmitForm):
             "nodes": w.nodes,
             "runtime_limit_minutes": max(1, w.runtime_limit_s // 60),
             "priority": w.priority,
+            "profile": CUSTOM,  # a copy keeps its own numbers
         }
 
     def to_request(self) -> SubmitRequest:
@@ -164,6 +255,8 @@ class NotebookForm(SubmitForm):
 
     kinds = frozenset({"notebook"})
     fields_of: ClassVar[dict[str, str]] = {"runtime_limit_minutes": "lease_hours"}
+    profile_fields = ("gpus", "cpus", "memory_gb", "lease_hours")
+    hours_field = "lease_hours"
     queue = forms.ChoiceField()
     name = forms.CharField(max_length=100, widget=forms.TextInput(attrs={"placeholder": "explore-embeddings"}))
     gpus = forms.DecimalField(
@@ -187,6 +280,7 @@ class NotebookForm(SubmitForm):
             "memory_gb": w.memory_gb,
             "image": w.image,
             "lease_hours": w.lease_hours or Decimal(w.runtime_limit_s) / 3600,
+            "profile": CUSTOM,  # a copy keeps its own numbers
         }
 
     def to_request(self) -> SubmitRequest:
@@ -247,7 +341,39 @@ class VMForm(SubmitForm):
     def initial_from(cls, w: Workload) -> dict[str, Any]:
         size = next((k for k, (_, g, c, m) in VM_SIZES.items() if (g, c, m) == (w.gpus, w.cpus, w.memory_gb)), "small")
         # Not its SSH key: the page offers the person's own last key (a teammate's lease may be cloned too).
-        return super().initial_from(w) | {"size": size, "lease_hours": w.lease_hours or Decimal(8)}
+        return super().initial_from(w) | {
+            "size": size,
+            "resources": (w.gpus, w.cpus, w.memory_gb),  # not a field: finds the same size among IT's profiles
+            "lease_hours": w.lease_hours or Decimal(8),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # IT's VM profiles, where it has defined some, are the sizes on offer; else the built-in ones.
+        self.sizes = {k: (label, g, c, m) for k, (label, g, c, m) in VM_SIZES.items()}
+        self.profiles = offered_profiles(self.kinds, self.queue_objects)
+        if self.profiles:
+            self.sizes = {
+                k: (f"{p.name} ({p.summary()})", p.gpus, p.cpus, p.memory_gb) for k, p in self.profiles.items()
+            }
+            size = self.fields["size"]
+            assert isinstance(size, forms.ChoiceField)  # noqa: S101 (declared above)
+            size.choices = [(k, v[0]) for k, v in self.sizes.items()]
+            size.label = "Profile"
+            # A clone or relaunch names a built-in size: the profile of the same size, else the first.
+            for values in (self.initial, self.data if isinstance(self.data, dict) else {}):
+                if "size" in values and values["size"] not in self.sizes:
+                    wanted = values.get("resources")
+                    same = (k for k, (_, g, c, m) in self.sizes.items() if (g, c, m) == wanted)
+                    values["size"] = next(same, next(iter(self.sizes)))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        profile = self.profiles.get(str(data.get("size")))
+        queue = next((q for q in self.queue_objects if q.slug == data.get("queue")), None)
+        if profile is not None and queue is not None and not profile.offered_on(queue):
+            self.add_error("size", f"{profile.name} is not offered on {queue.name}; pick another.")
+        return data
 
     def clean_public_key(self) -> str:
         key = " ".join(str(self.cleaned_data["public_key"]).split())
@@ -264,7 +390,7 @@ class VMForm(SubmitForm):
 
     def to_request(self) -> SubmitRequest:
         d = self.cleaned_data
-        _, gpus, cpus, memory_gb = VM_SIZES[d["size"]]
+        _, gpus, cpus, memory_gb = self.sizes[d["size"]]
         lease = d["lease_hours"]
         return SubmitRequest(
             queue=d["queue"],

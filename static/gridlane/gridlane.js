@@ -13,3 +13,31 @@ document.addEventListener("htmx:afterSwap", function (event) {
   }
   if (field) field.focus();
 });
+
+// Profiles (IT's ready-made sizes) on the submit forms: the chosen one's numbers go into the fields it stands
+// for, which the style sheet hides unless "Custom" is chosen; a profile that says how long fixes that too.
+// The server takes the profile's own numbers whatever the fields say: this only keeps the page truthful.
+function applyProfile(form) {
+  var chosen = form.querySelector("input[name=profile]:checked");
+  if (!chosen) return;
+  var custom = chosen.value === "custom";
+  form.querySelectorAll("input[name=runtime_limit_minutes], input[name=lease_hours]").forEach(function (f) {
+    f.readOnly = false;
+  });
+  if (custom) return;
+  Object.keys(chosen.dataset).forEach(function (key) {
+    var name = key.replace(/[A-Z]/g, function (c) { return "_" + c.toLowerCase(); });
+    var field = form.querySelector("[name=" + name + "]");
+    if (!field) return;
+    field.value = chosen.dataset[key];
+    if (name === "runtime_limit_minutes" || name === "lease_hours") field.readOnly = true;
+  });
+}
+document.addEventListener("change", function (event) {
+  if (event.target.name === "profile" && event.target.form) applyProfile(event.target.form);
+});
+function applyProfiles() {
+  document.querySelectorAll("form").forEach(applyProfile);
+}
+document.addEventListener("DOMContentLoaded", applyProfiles);
+document.addEventListener("htmx:afterSwap", applyProfiles);
