@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "portal.dashboards",
     "portal.agents",
     "portal.burst",
+    "portal.notify",
     "portal.api",
 ]
 
@@ -326,3 +327,21 @@ LOGGING = {
         },
     },
 }
+
+# Notifications (portal/notify): e-mail through Django's mail settings, webhooks with Slack/Teams-style JSON.
+EMAIL_BACKEND = os.environ.get("GRIDLANE_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("GRIDLANE_EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("GRIDLANE_EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("GRIDLANE_EMAIL_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("GRIDLANE_EMAIL_PASSWORD", "")
+EMAIL_USE_TLS = os.environ.get("GRIDLANE_EMAIL_TLS", "") == "1"
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = os.environ.get("GRIDLANE_EMAIL_FROM", "gridlane@localhost")
+GRIDLANE_NOTIFY_SENDERS = int(os.environ.get("GRIDLANE_NOTIFY_SENDERS", "4"))  # sender threads per worker
+GRIDLANE_NOTIFY_TIMEOUT_S = float(os.environ.get("GRIDLANE_NOTIFY_TIMEOUT_S", "10"))
+GRIDLANE_NOTIFY_RETRY_S = float(os.environ.get("GRIDLANE_NOTIFY_RETRY_S", "30"))  # doubled after each failed try
+# Hosts webhooks may go to (a name allows its subdomains), e.g. "hooks.slack.com,example.webhook.office.com";
+# empty: any. Sites should set it: a webhook is a request the portal makes on a person's behalf.
+GRIDLANE_NOTIFY_WEBHOOK_HOSTS = [
+    h.strip().lower() for h in os.environ.get("GRIDLANE_NOTIFY_WEBHOOK_HOSTS", "").split(",") if h.strip()
+]

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from portal.accounts import oidc, views
+from portal.notify import views as notify_views
 
 app_name = "accounts"
 urlpatterns = [
@@ -8,6 +9,7 @@ urlpatterns = [
     path("signed-out/", views.signed_out, name="signed_out"),
     path("tokens/", views.token_create, name="token_create"),
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
+    path("notifications/", notify_views.preferences, name="notifications"),
     path("agents/", views.agent_list, name="agents"),
     path("agents/new/", views.agent_new, name="agent_new"),
     path("agents/<int:pk>/", views.agent_detail, name="agent"),

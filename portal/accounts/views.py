@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -17,6 +18,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from portal import access
 from portal.accounts import agents, oidc, tokens
 from portal.accounts.forms import AgentForm, TokenForm
+from portal.notify import views as notify_views
 
 
 def login_view(request: HttpRequest, extra_context: dict[str, object] | None = None) -> HttpResponseBase:
@@ -57,15 +59,21 @@ def signed_out(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/signed_out.html")
 
 
-def _account_page(request: HttpRequest, form: TokenForm, new_token: str = "", status: int = 200) -> HttpResponse:
+def account_page(
+    request: HttpRequest,
+    form: TokenForm | None = None,
+    new_token: str = "",
+    status: int = 200,
+    notify_form: Any = None,
+) -> HttpResponse:
     user = request.user
     context = {
         "memberships": user.memberships.select_related("group").order_by("group__slug"),  # type: ignore[union-attr]
         "tokens": user.api_tokens.all(),  # type: ignore[union-attr]
-        "form": form,
+        "form": form or TokenForm(),
         "new_token": new_token,
         "is_it": access.is_it(user),
-    }
+    } | notify_views.section(user, notify_form)
     response = render(request, "accounts/account.html", context, status=status)
     response["Cache-Control"] = "no-store"  # a new token is on the page once; keep it out of caches
     return response
@@ -73,7 +81,7 @@ def _account_page(request: HttpRequest, form: TokenForm, new_token: str = "", st
 
 @login_required
 def account(request: HttpRequest) -> HttpResponse:
-    return _account_page(request, TokenForm())
+    return account_page(request, TokenForm())
 
 
 @login_required
@@ -83,9 +91,9 @@ def token_create(request: HttpRequest) -> HttpResponse:
         return HttpResponse("Agents do not issue tokens.", status=403)
     form = TokenForm(request.POST)
     if not form.is_valid():
-        return _account_page(request, form, status=422)
+        return account_page(request, form, status=422)
     _, plaintext = tokens.issue(request.user, form.cleaned_data["name"], form.expires_at(), by=request.user)
-    return _account_page(request, TokenForm(), new_token=plaintext)
+    return account_page(request, TokenForm(), new_token=plaintext)
 
 
 @login_required

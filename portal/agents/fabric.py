@@ -19,6 +19,8 @@ from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState,
 from portal.accounts import audit
 from portal.agents import services
 from portal.agents.models import AgentHost, Claim
+from portal.notify import outbox
+from portal.notify.models import Event
 from portal.queues.models import Fabric as FabricRow
 from portal.workloads.models import Workload
 
@@ -190,6 +192,7 @@ def _warn_before_expiry(claim: Claim, warn_s: float) -> None:
     if Claim.objects.filter(pk=claim.pk, lease_warned_at__isnull=True).update(lease_warned_at=now):
         audit.record("lease.expiring", claim.workload_id, actor=None, ends_at=ends.isoformat(),
                      owner=claim.workload.owner_id)  # fmt: skip
+        outbox.tell(claim.workload, Event.LEASE, key=f"lease:{claim.workload_id}:{ends.isoformat()}", when=ends)
 
 
 def _spec(job: JobSpec) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from django.utils import timezone
 
 from fabrics import jupyter
 from fabrics.base import JobStatus
+from portal.notify import outbox
+from portal.notify.models import Event
 from portal.workloads import services
 from portal.workloads.models import Workload
 
@@ -108,7 +110,8 @@ def follow(w: Workload, status: JobStatus) -> bool:
     if decision.act == Act.WARN and decision.stop_at is not None:
         stop_at = decision.stop_at
         reason = f"Idle for {_minutes(decision.idle)} min: this notebook stops at {stop_at:%H:%M} UTC unless it is used"
-        services.do_warn_idle(w, stop_at, reason)
+        if services.do_warn_idle(w, stop_at, reason):
+            outbox.tell(w, Event.IDLE, key=f"idle:{w.pk}:{stop_at.isoformat()}", when=stop_at)
     elif decision.act == Act.CLEAR:
         why = "in use again" if limit is not None else "its queue no longer stops idle notebooks"
         services.do_clear_idle(w, f"{why}: it will not be stopped for being idle")

@@ -8,6 +8,7 @@
     burst     cloud instances for work that waits for capacity, ended idle    skipped while another scales
     accounting  sacct's GPU-hours per team account, every GRIDLANE_ACCOUNTING_SECONDS  skipped while another asks
     retention delete raw samples, events, audit past their days, hourly      skipped while another prunes
+    notify    outbox of people's notifications, handed to sender threads     skipped while another collects
 
 A kick (a submit, a cancel) runs admit and dispatch at once, without waiting for a slow fabric's sync; the
 periodic cycle runs them all. Stale status can only make admit see more in use than there is, never less.
@@ -23,6 +24,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from portal.burst import autoscale as scaling
+from portal.notify import outbox, send
 from portal.usage import rollup
 from portal.worker import accounting, apply, capacity, retention, snapshot, stats, sync, usage
 from portal.worker import dispatch as dispatching
@@ -54,6 +56,10 @@ def cycle() -> dict[str, Any]:
     with cycle_lock("retention") as held:
         if held:
             retention.step(timezone.now())
+    with cycle_lock("notify") as held:
+        if held:
+            outbox.collect(timezone.now())
+            send.deliver(timezone.now())
     stats.gauge(last_cycle_at=time.time())  # /readyz: the worker is alive and cycling
     summary["seconds"] = round(time.perf_counter() - started, 4)
     if synced or summary.get("admitted") or summary.get("preempted") or summary["dispatched"]:
