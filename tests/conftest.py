@@ -136,9 +136,6 @@ def _fresh_cache() -> None:
 @pytest.fixture
 def local_jobs(cast: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Any:
     """Jobs of the local fabric in the test's own folder; whatever a test leaves running is killed at the end."""
-    import contextlib
-    import os
-    import signal
     from pathlib import Path
 
     from django.conf import settings as django_settings
@@ -148,7 +145,20 @@ def local_jobs(cast: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("GRIDLANE_LOCAL_KILL_GRACE_S", "0.5")
     connections.forget_all()
     yield
-    for pidfile in Path(django_settings.GRIDLANE_LOCAL_FABRIC_ROOT).glob("*/*/child.pid"):
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pidfile.read_text().strip()), signal.SIGKILL)
+    kill_groups_named_in(Path(django_settings.GRIDLANE_LOCAL_FABRIC_ROOT).glob("*/*/child.pid"))
     connections.forget_all()
+
+
+def kill_groups_named_in(pidfiles: Any) -> None:
+    """SIGKILL the process group whose id is the first word of each file: jobs a test left behind. Never the
+    test's own group (a file naming a process that shares it), nor a group that is gone or not ours to kill."""
+    import contextlib
+    import os
+    import signal
+
+    own = os.getpgrp()
+    for pidfile in pidfiles:
+        with contextlib.suppress(ProcessLookupError, ValueError, PermissionError, IndexError, OSError):
+            pgid = int(pidfile.read_text().split()[0])
+            if pgid > 1 and pgid != own and os.getpgid(pgid) == pgid:  # a group leader, so a group of its own
+                os.killpg(pgid, signal.SIGKILL)

@@ -34,6 +34,7 @@ from portal.agents.models import AgentHost, Claim
 from portal.burst import enrollment
 from portal.burst.models import BurstPool, Decision, Instance, InstanceType
 from portal.queues.models import Fabric, Queue, Quota
+from portal.worker import capacity
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
 from scheduler import burst, reasons
@@ -213,6 +214,11 @@ def reclaimed(pool: BurstPool, rec: Instance, why: str, now: datetime) -> None:
     host = AgentHost.objects.filter(fabric_id=pool.fabric_id, name=rec.host_name).first() if rec.host_name else None
     if host is not None:
         agents.lose(host, reason)
+    # The fabric is smaller now: ask it at once, so that the next admission does not hand the reclaimed
+    # work to capacity that is gone (it would wait there, dispatched, and no instance would start for it).
+    fabric = Fabric.objects.filter(pk=pool.fabric_id).first()
+    if fabric is not None:
+        capacity.observe(fabric, now)
     note(pool, Decision.Action.REPLACE, f"{reason}; its work goes back in line, and an instance starts again if "
          "work still waits", rec)  # fmt: skip
 

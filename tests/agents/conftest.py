@@ -3,7 +3,6 @@ with the worker's cycle running in a thread of the test process, as django-q2 wo
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import kill_groups_named_in
 
 ROOT = Path(__file__).resolve().parents[2]
 RAN = re.compile(r"^agent \S+: running (\S+) from ", re.MULTILINE)
@@ -107,7 +108,8 @@ def start_agent(live_server: Any, hosts: dict[str, Any], tmp_path: Path) -> Iter
                 *[arg for q in queues for arg in ("--queue", q)], *extra]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         with open(log, "w") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
+                                    start_new_session=True)  # fmt: skip
         agent = AgentProcess(proc, log)
         started.append(agent)
         return agent
@@ -123,9 +125,7 @@ def start_agent(live_server: Any, hosts: dict[str, Any], tmp_path: Path) -> Iter
             agent.proc.kill()
             agent.proc.wait()
     # Whatever jobs a killed agent left behind: their process groups are named in pids files the tests write.
-    for pidfile in tmp_path.glob("**/*.pid"):
-        with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
-            os.killpg(int(pidfile.read_text().split()[0]), signal.SIGKILL)
+    kill_groups_named_in(tmp_path.glob("**/*.pid"))
 
 
 @pytest.fixture

@@ -50,7 +50,9 @@ def sshd(tmp_path: Path) -> Iterator[dict[str, Any]]:
         f"PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nPidFile {root}/sshd.pid\n"
         f"AllowUsers {getpass.getuser()}\n"
     )
-    proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stderr=subprocess.DEVNULL, start_new_session=True
+    )
 
     def listening() -> bool:
         with socket.socket() as s:

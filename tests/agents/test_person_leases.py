@@ -45,7 +45,9 @@ def person_sshd(tmp_path: Path, person: str) -> Iterator[dict[str, Any]]:
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
         f"PermitRootLogin no\nStrictModes yes\nUsePAM no\nPidFile {root}/sshd.pid\nAllowUsers {person}\n"
     )
-    proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stderr=subprocess.DEVNULL, start_new_session=True
+    )
 
     def listening() -> bool:
         import socket

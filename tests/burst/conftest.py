@@ -20,6 +20,7 @@ import pytest
 from tests.agents.conftest import cycling  # noqa: F401 (the worker's cycle in a thread)
 from tests.cloud.conftest import KEYS, REGION, ec2, moto_url, pool_name  # noqa: F401 (moto on loopback)
 from tests.cloud.ec2_double import Proxy
+from tests.conftest import kill_groups_named_in
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".venv" / "bin"
@@ -133,9 +134,7 @@ class Machines:
         self.thread.join(timeout=10)
         for iid in list(self.procs):
             self.kill(iid)
-        for pidfile in self.tmp.glob("**/*.pid"):  # jobs a killed agent left behind
-            with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
-                os.killpg(int(pidfile.read_text().split()[0]), signal.SIGKILL)
+        kill_groups_named_in(self.tmp.glob("**/*.pid"))  # jobs a killed agent left behind
 
 
 @pytest.fixture
