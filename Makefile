@@ -13,10 +13,13 @@ PYTEST_ARGS ?=
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml portal/dashboards/vendor/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	@# plotly.js's basic bundle for the dashboards (a quarter of the full one); without npm the full one serves.
+	@if command -v npm >/dev/null; then npm ci --prefix portal/dashboards/vendor --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: dashboards serve plotly's full bundle (slower to draw); install npm, then make again"; fi
 	touch $@
 
 run: $(VENV)/.installed ## Install, migrate, seed the demo, serve on 127.0.0.1:$PORT with the worker (Ctrl-C stops)

@@ -186,7 +186,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "portal.dashboards.finders.PlotlyFinder",  # static/vendor/plotly.min.js, from the plotly package (no CDN)
+    "portal.dashboards.finders.PlotlyFinder",  # static/vendor/plotly.min.js, from an installed package (no CDN)
 ]
 WHITENOISE_USE_FINDERS = True  # serve straight from the apps in development and tests, no collectstatic
 if not DEMO and not DEBUG:
@@ -345,3 +345,5 @@ GRIDLANE_NOTIFY_RETRY_S = float(os.environ.get("GRIDLANE_NOTIFY_RETRY_S", "30"))
 GRIDLANE_NOTIFY_WEBHOOK_HOSTS = [
     h.strip().lower() for h in os.environ.get("GRIDLANE_NOTIFY_WEBHOOK_HOSTS", "").split(",") if h.strip()
 ]
+# plotly.js for the dashboards: "basic" (scatter and bar, where `make` installed it) or "full" (the plotly package's).
+GRIDLANE_PLOTLY_BUNDLE = os.environ.get("GRIDLANE_PLOTLY_BUNDLE", "basic")
