@@ -1,7 +1,23 @@
 #!/usr/bin/env bash
-# Stop the test identity provider, only if up.sh started it (by the PID it recorded, if that is still it).
+# Let go of the test identity provider; the last test run holding it stops it, by the PID up.sh recorded
+# (if that is still it).
 set -euo pipefail
-pidfile="$GRIDLANE_TEST_STATE/idp.pid"
+port="${GRIDLANE_TEST_IDP_PORT:-9000}"
+rundir="/run/gridlane-test-idp-$port"
+holder="${GRIDLANE_IDP_HOLDER:-$PPID}"
+[ -d "$rundir" ] || exit 0
+exec 9>"$rundir/lock"
+flock 9
+rm -f "$rundir/holders/$holder"
+for h in "$rundir"/holders/*; do
+  [ -e "$h" ] || continue
+  if kill -0 "$(basename "$h")" 2>/dev/null; then
+    echo "identity provider: another test run still holds it; leaving it up"
+    exit 0
+  fi
+  rm -f "$h"
+done
+pidfile="$rundir/idp.pid"
 if [ -f "$pidfile" ]; then
   pid=$(cat "$pidfile")
   if grep -qs "idp.mjs" "/proc/$pid/cmdline"; then
