@@ -211,32 +211,49 @@ def retrying(call: Any, seconds: float = 60) -> Any:
 
 
 @pytest.fixture
-def slow_sbatch(slurm, cluster):
-    """A bin_dir whose sbatch takes half a second, so a batch can be interrupted halfway."""
-    bin_dir = f"{cluster['home']}/slow-bin-{uuid.uuid4().hex[:8]}"
-    script = textwrap.dedent(f"""\
-        mkdir -p {bin_dir}
-        printf '#!/bin/bash\\nsleep 0.5\\nexec /usr/bin/sbatch "$@"\\n' > {bin_dir}/sbatch
-        chmod +x {bin_dir}/sbatch
-        for c in squeue sacct scancel sinfo; do ln -sf /usr/bin/$c {bin_dir}/$c; done
-    """)
+def gated_sbatch(slurm, cluster):
+    """A bin_dir whose sbatch counts its calls and holds the third until the test opens the gate, so a batch
+    is interrupted exactly halfway: two jobs submitted, the third under way, three not begun."""
+    bin_dir = f"{cluster['home']}/gated-bin-{uuid.uuid4().hex[:8]}"
+    wrapper = (
+        f"#!/bin/bash\nn=$(( $(cat {bin_dir}/calls 2>/dev/null || echo 0) + 1 )); echo $n > {bin_dir}/calls\n"
+        f'if [ "$n" -eq 3 ]; then while [ ! -e {bin_dir}/open ]; do sleep 0.05; done; fi\n'
+        'exec /usr/bin/sbatch "$@"\n'
+    )
+    script = "\n".join([
+        f"mkdir -p {bin_dir}",
+        f"cat > {bin_dir}/sbatch <<'WRAPPER'",
+        wrapper + "WRAPPER",
+        f"chmod +x {bin_dir}/sbatch",
+        f"for c in squeue sacct scancel sinfo; do ln -sf /usr/bin/$c {bin_dir}/$c; done",
+    ])  # fmt: skip
     assert slurm.ssh.run_script(script).ok
-    yield bin_dir
+
+    def halfway() -> None:
+        """Wait until the third sbatch is held at the gate."""
+        wait_for(lambda: slurm.ssh.run(["cat", f"{bin_dir}/calls"]).stdout.strip() == "3", "the third sbatch")
+
+    def open_gate() -> None:
+        assert slurm.ssh.run(["touch", f"{bin_dir}/open"]).ok
+
+    yield {"bin_dir": bin_dir, "halfway": halfway, "open": open_gate}
+    open_gate()
     slurm.ssh.run(["rm", "-rf", bin_dir])
 
 
-def test_ssh_dropped_mid_batch_loses_no_job_and_runs_none_twice(slurm, slurm_settings, slow_sbatch):
-    settings = slurm_settings | {"bin_dir": slow_sbatch, "submit_parallelism": 1}
+def test_ssh_dropped_mid_batch_loses_no_job_and_runs_none_twice(slurm, slurm_settings, gated_sbatch):
+    settings = slurm_settings | {"bin_dir": gated_sbatch["bin_dir"], "submit_parallelism": 1}
     fabric = SlurmFabric(FabricConfig("hpc", "slurm", Resources(), settings))
     specs = [job("true") for _ in range(6)]
     outcome: dict[uuid.UUID, Any] = {}
     thread = threading.Thread(target=lambda: outcome.update(fabric.submit_many(specs)))
     thread.start()
-    time.sleep(1.5)  # two or three of six sbatch calls have run
+    gated_sbatch["halfway"]()  # two of six sbatch calls have run, the third is under way
     transport = fabric.ssh._client.get_transport() if fabric.ssh._client else None
     assert transport is not None
     transport.sock.close()  # the network goes away under the batch
     thread.join(30)
+    gated_sbatch["open"]()  # the orphaned batch runs on to its end on the login node
     assert all(isinstance(v, FabricError) and v.retryable for v in outcome.values())
 
     # The next dispatch: its look-up waits for the orphaned batch, which ran on to its end, so it
@@ -249,8 +266,8 @@ def test_ssh_dropped_mid_batch_loses_no_job_and_runs_none_twice(slurm, slurm_set
     fabric.close()
 
 
-def test_a_worker_killed_mid_dispatch_leaves_one_job_per_workload(slurm, slurm_settings, slow_sbatch):
-    settings = slurm_settings | {"bin_dir": slow_sbatch, "submit_parallelism": 1}
+def test_a_worker_killed_mid_dispatch_leaves_one_job_per_workload(slurm, slurm_settings, gated_sbatch):
+    settings = slurm_settings | {"bin_dir": gated_sbatch["bin_dir"], "submit_parallelism": 1}
     specs = [job("true") for _ in range(6)]
     program = textwrap.dedent(f"""\
         import uuid
@@ -273,10 +290,11 @@ def test_a_worker_killed_mid_dispatch_leaves_one_job_per_workload(slurm, slurm_s
     )
     assert worker.stdout is not None
     assert worker.stdout.readline().strip() == "submitting"
-    time.sleep(2.0)  # mid-batch: some sbatch calls have run, some have not
+    gated_sbatch["halfway"]()  # mid-batch: two sbatch calls have run, the third is under way, three have not
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait(10)
     assert worker.returncode == -signal.SIGKILL
+    gated_sbatch["open"]()
 
     # The restarted worker dispatches the same workloads: it waits for the orphaned batch, finds its jobs.
     wids = [s.workload_id for s in specs]
