@@ -14,6 +14,14 @@ g<14 hex digits of the workload id> (Torque keeps 15 characters). Status is `qst
 on PBS Pro, for finished jobs) plus what the job recorded itself: its exit status and, when
 Gridlane cancelled it, a marker (see render.py). Notebooks report their server as on Slurm
 (fabrics.ssh.notebook), with the setting `notebook_url`.
+
+Run as the person, as on Slurm: a job whose spec names `run_as` goes through `sudo -n -u <user> qsub`
+in their home, behind the guard of fabrics.ssh.runas (no root, no unknown user, no uid below `min_uid`).
+Its script travels on qsub's stdin (`qsub /dev/stdin`, from a file in a folder only the submit account
+enters, removed once read); its output and exit record land in the person's own .gridlane (so `workdir`
+must be `.gridlane`, the folder the sudoers rule names); the submit account keeps `<job id>.owner` beside
+its records, and poll reads the exit record, tail the output and qdel cancels, as that owner. The records
+of what was submitted and the submit lock stay in the submit account's home: dispatch stays crash-safe.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from fabrics.base import Batched, Capacity, FabricConfig, FabricError, JobSpec, 
 from fabrics.pbs import directives, native, parse
 from fabrics.pbs.render import FLAVORS, Options, render
 from fabrics.slurm.directives import DirectiveError
-from fabrics.ssh import batch, notebook
+from fabrics.ssh import batch, notebook, runas
 from fabrics.ssh.scripts import PATH, TEMPLATE_NAMES, WORD, split_template
 from fabrics.ssh.settings import SshSettings
 from fabrics.ssh.transport import Result, SshTransport, host_keys
@@ -39,11 +47,39 @@ JOB_ID = re.compile(r"^\d+(\.[A-Za-z0-9.-]+)?$")
 
 # Reads the records the jobs left: `exit <id> <status>` and `cancelled <id>` lines. Builtins only.
 _RECORDS = r"""
-d=$1; shift
+d=$1 guard=$2 floor=$3; shift 3
 for id in "$@"; do
-  if [ -f "$d/$id.exit" ]; then IFS= read -r code <"$d/$id.exit"; printf 'exit %s %s\n' "$id" "$code"; fi
+  if [ -f "$d/$id.exit" ]; then IFS= read -r code <"$d/$id.exit"; printf 'exit %s %s\n' "$id" "$code"
+  elif [ -f "$d/$id.owner" ]; then
+    IFS= read -r u <"$d/$id.owner"
+    code=$(sh -c "$guard" gridlane-runas "$u" "$floor" "" tail -c 32 -- ".gridlane/$id.exit" 2>/dev/null) &&
+      printf 'exit %s %s\n' "$id" "$code"
+  fi
   if [ -f "$d/$id.cancelled" ]; then printf 'cancelled %s\n' "$id"; fi
 done
+"""
+# A command run as the job's owner where the submit account recorded one (<id>.owner), else as itself.
+_AS_OWNER = r"""
+d=$1 id=$2 guard=$3 floor=$4; shift 4
+if [ -f "$d/$id.owner" ]; then
+  IFS= read -r u <"$d/$id.owner"
+  exec sh -c "$guard" gridlane-runas "$u" "$floor" "" "$@"
+fi
+exec "$@"
+"""
+# qsub as the person (the guarded argv after the first three words), its script on stdin, then the owner
+# recorded under the job id. The script is written to a file in a folder only the submit account may enter,
+# readable by its inode (0644): the person's qsub reaches it through the descriptor it is handed (/dev/stdin,
+# which the Torque wrappers pass on to sbatch), never by its path; it is removed once qsub has read it.
+_OWNED = r"""
+u=$1 d=$2 f=$3; shift 3
+{ mkdir -p -m 0700 -- "$d/run-as" && chmod 0700 -- "$d/run-as" && (umask 022 && cat >"$f"); } || exit 96
+out=$("$@" <"$f"); rc=$?
+rm -f -- "$f"
+printf '%s\n' "$out"
+id=$(printf '%s\n' "$out" | tail -n 1)
+if [ "$rc" -eq 0 ] && [[ $id =~ ^[0-9]+(\.[A-Za-z0-9.-]+)?$ ]]; then printf '%s\n' "$u" >"$d/$id.owner"; fi
+exit "$rc"
 """
 JOB_ID_RE = r"^[0-9]+(\.[A-Za-z0-9.-]+)?$"  # JOB_ID for bash, matched against what qsub recorded
 
@@ -63,6 +99,7 @@ class PbsFabric(Batched):
             workdir=settings.get("workdir", ".gridlane"),
         )
         self.bin_dir: str = settings.get("bin_dir", "")
+        self.min_uid: int = settings.get("min_uid", runas.DEFAULT_MIN_UID)
         self.parallel: int = settings.get("submit_parallelism", 2)
         self.ssh = SshTransport(SshSettings.from_settings(settings))
         self._queued: set[str] = set()  # jobs the last poll saw waiting; they have no output yet
@@ -97,6 +134,9 @@ class PbsFabric(Batched):
         value = settings.get("submit_parallelism", 2)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 64:
             raise ValueError("settings.submit_parallelism: a whole number from 1 to 64")
+        value = settings.get("min_uid", runas.DEFAULT_MIN_UID)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError("settings.min_uid: the lowest uid a job may run as (system accounts sit below), e.g. 1000")
         notebook.check_url_template(settings.get("notebook_url", notebook.CONNECT_URL))
 
     def render(self, job: JobSpec) -> str:
@@ -133,6 +173,8 @@ class PbsFabric(Batched):
                 results[key] = job_id
             elif outcome is None:
                 results[key] = FabricError(f"no answer from qsub for this job ({output.message()})", retryable=True)
+            elif (refused_as := runas.error(outcome.stderr)) is not None:
+                results[key] = refused_as  # never retried as anyone else
             else:
                 said = (outcome.stderr.strip() or outcome.stdout.strip() or f"exit status {outcome.status}")[:300]
                 transient = re.search(r"cannot connect|connection refused|timed out|try again|problem", said, re.I)
@@ -150,6 +192,8 @@ class PbsFabric(Batched):
         """qsub of the job's script, written first where the Torque wrappers read it (no script on stdin)."""
         path = self._path(f"{job.workload_id}.pbs")
         account = ["-A", job.account] if job.account else []  # the team's project, charged in PBS's accounting
+        if self._as_person(job):
+            return self._person_step(job, account)
         if job.script:  # the user's own script, byte for byte; its output goes where it says
             argv = [self._bin("qsub"), *account, *self._native_options(job), path]
             return self._step(job.workload_id, argv, job.script, write_to=path)
@@ -157,13 +201,36 @@ class PbsFabric(Batched):
         argv = [self._bin("qsub"), *account, "-o", "/dev/null", "-e", "/dev/null", path]
         return self._step(job.workload_id, argv, script, write_to=path)
 
+    def _person_step(self, job: JobSpec, account: list[str]) -> batch.Step:
+        """qsub as the person, the script on its stdin, behind the guard; the owner recorded by job id."""
+        options = self._native_options(job) if job.script else ["-o", "/dev/null", "-e", "/dev/null"]
+        qsub = [self._bin("qsub"), *account, *options, "/dev/stdin"]
+        guarded = runas.argv(job.run_as, self.min_uid, qsub, workdir=self.options.workdir)
+        script = job.script or self._script(job)
+        held = self._path(f"run-as/{job.workload_id}.pbs")
+        argv = ["bash", "-c", _OWNED, "owned", job.run_as, self.options.workdir, held, *guarded]
+        return self._step(job.workload_id, argv, script)
+
+    def _as_person(self, job: JobSpec) -> bool:
+        return bool(job.run_as) and job.run_as != self.ssh.settings.user
+
+    def _as_owner(self, external_id: str, argv: Sequence[str]) -> list[str]:
+        """argv run as the job's recorded owner (a person's job), else as the submit account."""
+        return ["bash", "-c", _AS_OWNER, "as-owner", self.options.workdir, external_id, runas.GUARD,
+                str(self.min_uid), *argv]  # fmt: skip
+
     def _refused(self, job: JobSpec) -> FabricError | None:
-        """A job this fabric must not submit: one to run as a person (PBS jobs here still run as the submit
-        account, whose files and exit records poll reads), or an account that is no PBS project name."""
-        if job.run_as and job.run_as != self.ssh.settings.user:
+        """A job this fabric must not submit: a run_as that is no POSIX name Gridlane runs as, a person's job
+        where the workdir is not the one the sudoers rule names, or an account that is no PBS project name."""
+        if job.run_as:
+            try:
+                runas.check_user(job.run_as)
+            except ValueError as error:
+                return FabricError(str(error), retryable=False)
+        if self._as_person(job) and self.options.workdir != ".gridlane":
             return FabricError(
-                f"this PBS fabric runs jobs as its own account only, not as {job.run_as}; "
-                "IT removes its POSIX policy or moves the queue to Slurm",
+                f"jobs run as people write to their own .gridlane, which the sudoers rule names; this fabric's "
+                f"workdir is {self.options.workdir!r}: IT sets it to .gridlane",
                 retryable=False,
             )
         if job.account and not WORD.match(job.account):
@@ -202,7 +269,9 @@ class PbsFabric(Batched):
         history = ["-x"] if self.options.flavor == "pro" else []
         steps = [
             batch.Step(["env", "TZ=UTC", self._bin("qstat"), "-f", *history, *wanted]),
-            batch.Step(["bash", "-c", _RECORDS, "records", self.options.workdir, *wanted]),
+            batch.Step(
+                ["bash", "-c", _RECORDS, "records", self.options.workdir, runas.GUARD, str(self.min_uid), *wanted]
+            ),
         ]
         text, marker = batch.script(steps)
         outcomes = batch.parse(self.ssh.run_script(text, retry=True).stdout, marker, len(steps))
@@ -235,11 +304,12 @@ class PbsFabric(Batched):
         if not JOB_ID.match(external_id):
             return
         marker = self._path(f"{external_id}.cancelled")
-        result = self.ssh.run(
-            ["bash", "-c", '"$1" "$2" && touch "$3"', "cancel", self._bin("qdel"), external_id, marker]
-        )
+        qdel = self._as_owner(external_id, [self._bin("qdel"), external_id])
+        result = self.ssh.run(["bash", "-c", '"${@:2}" && touch "$1"', "cancel", marker, *qdel])
         if result.ok or re.search(r"Unknown Job|invalid.*state|completed|finished", result.message(), re.I):
             return
+        if (refused := runas.error(result.stderr)) is not None:
+            raise refused
         if result.status == 1 and not result.stderr.strip():
             return  # Slurm's qdel wrapper says nothing for a job that has already ended
         raise FabricError(f"qdel {external_id} failed: {result.message()}", retryable=True)
@@ -247,9 +317,13 @@ class PbsFabric(Batched):
     def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
         if not JOB_ID.match(external_id) or external_id in self._queued:
             return ""  # a job that has not started has written nothing: no round trip for it
-        steps = [
-            batch.Step(["tail", "-c", str(max_bytes // 2), self._path(f"{external_id}.err")]),
-            batch.Step(["tail", "-c", str(max_bytes), self._path(f"{external_id}.out")]),
+        steps = [  # as the owner, where a person's job wrote them in their own .gridlane
+            batch.Step(
+                self._as_owner(external_id, ["tail", "-c", str(max_bytes // 2), "--", self._path(f"{external_id}.err")])
+            ),
+            batch.Step(
+                self._as_owner(external_id, ["tail", "-c", str(max_bytes), "--", self._path(f"{external_id}.out")])
+            ),
         ]
         text, marker = batch.script(steps)
         outcomes = batch.parse(self.ssh.run_script(text, retry=True).stdout, marker, len(steps))

@@ -93,7 +93,7 @@ SUBMIT_ERRORS = {
     "More processors requested than permitted": "it asks for more CPUs than the cluster's partition allows",
     "Node count specification invalid": "it asks for more nodes than the cluster's partition allows",
     "Invalid account or account/partition combination specified": (
-        "the cluster does not let Gridlane's account use this partition"
+        "the cluster does not let this job's account (the team's, or its owner's default) use this partition"
     ),
     "Invalid qos specification": "the cluster does not accept the QOS this queue asks for",
     "Job violates accounting/QOS policy": "the request breaks a limit of the cluster's account or QOS",

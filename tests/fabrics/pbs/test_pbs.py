@@ -211,10 +211,56 @@ def test_qsub_charges_the_teams_project_with_minus_a(pbs, people):
     assert sacct_user_and_account(external_id) == ["gridlane", "gl-vision"]
 
 
-def test_a_job_to_run_as_a_person_is_refused_on_pbs_never_run_as_the_submit_account(pbs):
-    spec = job("true", run_as="gl-alice")
+def test_a_persons_pbs_job_runs_as_them_charged_to_their_team_and_reports_its_exit_and_output(pbs, people):
+    ok = job("id -un; pwd", run_as="gl-alice", account="gl-vision")
+    bad = job("echo failing >&2; exit 3", run_as="gl-charlie", account="gl-fraud")
+    placed = pbs.place_many([ok, bad])
+    ok_id, bad_id = placed[ok.workload_id], placed[bad.workload_id]
+    assert isinstance(ok_id, str), ok_id
+    assert isinstance(bad_id, str), bad_id
+    assert pbs.find_many([ok.workload_id, bad.workload_id]) == placed  # crash-safe as before
+    assert pbs.place_many([ok, bad]) == placed  # a dispatch resumed after a crash submits nothing twice
+    assert finished(pbs, ok_id).state is JobState.SUCCEEDED
+    assert finished(pbs, bad_id).exit_code == 3  # read from charlie's own record, as charlie
+    assert sacct_user_and_account(ok_id) == ["gl-alice", "gl-vision"]
+    assert sacct_user_and_account(bad_id) == ["gl-charlie", "gl-fraud"]
+    alice_home = pbs.ssh.run(["getent", "passwd", "gl-alice"]).stdout.split(":")[5]
+    assert pbs.tail(ok_id) == f"gl-alice\n{alice_home}\n"  # its output, in alice's own .gridlane
+    assert pbs.tail(bad_id) == "--- stderr ---\nfailing\n"
+    # Nothing of the person's job sits in the submit account's folder but the records Gridlane keeps.
+    assert pbs.ssh.run(["ls", f".gridlane/{ok.workload_id}.pbs"]).status != 0
+    assert pbs.ssh.run(["cat", f".gridlane/{ok_id}.owner"]).stdout == "gl-alice\n"
+
+
+def test_qdel_cancels_a_persons_pbs_job_as_its_owner(pbs, people):
+    external_id = pbs.submit(job("sleep 300", run_as="gl-alice", account="gl-vision"))
+    wait_for(lambda: pbs.poll([external_id])[external_id].state is JobState.RUNNING, "the job to start")
+    pbs.cancel(external_id)
+    assert finished(pbs, external_id).state is JobState.CANCELLED
+
+
+@pytest.mark.parametrize(
+    ("user", "said"),
+    [
+        ("gl-sys", "below 1000: a system account runs nothing for Gridlane"),
+        ("gl-nobody-here", "there is no user gl-nobody-here"),
+        ("Root;rm", "is not a POSIX user name Gridlane runs as"),
+    ],
+)
+def test_a_pbs_job_for_a_system_unknown_or_bad_user_is_refused_never_run_as_anyone(pbs, people, user, said):
+    spec = job("true", run_as=user)
     error = pbs.place_many([spec])[spec.workload_id]
     assert isinstance(error, FabricError)
     assert not error.retryable
-    assert "runs jobs as its own account only, not as gl-alice" in str(error)
+    assert said in str(error)
     assert pbs.find_many([spec.workload_id]) == {}
+
+
+def test_a_persons_job_needs_the_workdir_the_sudoers_rule_names(cluster_lock, slurm_settings):
+    settings = {k: v for k, v in slurm_settings.items() if k not in ("partition", "gpu_partition")}
+    fabric = PbsFabric(FabricConfig("pbs", "pbs", Resources(), settings | {"flavor": "torque", "workdir": "jobs"}))
+    spec = job("true", run_as="gl-alice")
+    error = fabric.place_many([spec])[spec.workload_id]
+    assert isinstance(error, FabricError)
+    assert "which the sudoers rule names" in str(error)
+    fabric.close()

@@ -25,7 +25,7 @@ for person in $PEOPLE; do
   sacctmgr -n -P show assoc user="$user" account="$account" format=User | grep -qx "$user" ||
     sacctmgr -i add user "$user" Account="$account" >/dev/null
 done
-# PBS jobs run as the submit account (fabrics/pbs), charged to a team's project with qsub -A.
+# The submit account in the teams' accounts too: PBS jobs of a fabric without a POSIX policy run as it, charged with qsub -A.
 for person in $PEOPLE; do
   account=${person#*:}
   sacctmgr -n -P show assoc user="$SUBMIT_USER" account="$account" format=User | grep -qx "$SUBMIT_USER" ||
