@@ -131,12 +131,15 @@ def jobs_named(fabric: SlurmFabric, *workload_ids: uuid.UUID) -> dict[uuid.UUID,
     return {wid: sorted(ids) for wid, ids in result.items()}
 
 
-def fabric_behind_queue(settings: dict[str, Any], *, groups: Any, template: str = "", **queue: Any) -> Any:
-    """A Slurm fabric `hpc` (8 GPUs, 32 CPUs), checked as the admin checks it, behind one queue of `groups`."""
+def fabric_behind_queue(
+    settings: dict[str, Any], *, groups: Any, template: str = "", kind: str = "slurm", **queue: Any
+) -> Any:
+    """A Slurm (or PBS) fabric `hpc` (8 GPUs, 32 CPUs), checked as the admin checks it, behind one queue of
+    `groups`."""
     from portal.queues.models import Fabric, Queue, QueueTarget
 
     fabric = Fabric(
-        name="hpc", kind="slurm", gpus_milli=8000, cpus_milli=32000, memory_mib=64000, gpu_sharing=False,
+        name="hpc", kind=kind, gpus_milli=8000, cpus_milli=32000, memory_mib=64000, gpu_sharing=False,
         settings=settings,
     )  # fmt: skip
     fabric.full_clean()  # the settings pass SlurmFabric.check_settings, as in the admin
