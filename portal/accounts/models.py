@@ -473,6 +473,11 @@ class SchedulerUsage(models.Model):
     gridlane_gpu_hours = models.FloatField(help_text="Gridlane's own records of its jobs in the window.")
     scheduler_gpu_hours = models.FloatField(help_text="What sacct reports for the same jobs (Gridlane's, by tag).")
     account_gpu_hours = models.FloatField(help_text="What sacct reports for every job on the account.")
+    members = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Per member: [{"member", "posix" (the users sacct names), "gridlane", "scheduler"}] GPU-hours.',
+    )
     fetched_at = models.DateTimeField()
 
     class Meta:

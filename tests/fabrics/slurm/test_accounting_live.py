@@ -40,9 +40,15 @@ def test_the_dashboard_shows_gridlanes_gpu_hours_beside_sacct_and_they_agree(ali
     assert usage.scheduler_gpu_hours == pytest.approx(usage.gridlane_gpu_hours, abs=3 * 2 / 3600)  # 2 s a job
     assert usage.account_gpu_hours >= usage.scheduler_gpu_hours - 1e-9  # others may charge gl-vision too
     assert SchedulerUsage.objects.get(group__slug="fraud", fabric=mapped_hpc).scheduler_gpu_hours == 0
+    # By member too: alice's jobs ran as her own POSIX user, and sacct's hours for them agree with Gridlane's.
+    [mine] = usage.members
+    assert (mine["member"], mine["posix"]) == ("alice", [ALICE])
+    assert mine["gridlane"] == pytest.approx(want)
+    assert mine["scheduler"] == pytest.approx(mine["gridlane"], abs=3 * 2 / 3600)
 
     client.force_login(alice)
     page = client.get("/teams/vision/").content.decode()
     assert "sacct, Gridlane&#x27;s jobs" in page or "sacct, Gridlane's jobs" in page
     shown = [floatformat(value, 2) for value in (usage.gridlane_gpu_hours, usage.scheduler_gpu_hours)]
     assert "<td>{}</td><td>{}</td>".format(*shown) in page
+    assert f'alice <span class="hint">(sacct: {ALICE})</span>' in page
