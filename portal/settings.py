@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from pathlib import Path
 
 import dj_database_url
@@ -347,3 +348,7 @@ GRIDLANE_NOTIFY_WEBHOOK_HOSTS = [
 ]
 # plotly.js for the dashboards: "basic" (scatter and bar, where `make` installed it) or "full" (the plotly package's).
 GRIDLANE_PLOTLY_BUNDLE = os.environ.get("GRIDLANE_PLOTLY_BUNDLE", "basic")
+# The monthly cost of one owned GPU (purchase spread over its life, power, space), for the capacity page's
+# "buy or burst"; empty: the page shows the numbers without a verdict.
+_gpu_month = os.environ.get("GRIDLANE_GPU_MONTH_PRICE", "")
+GRIDLANE_GPU_MONTH_PRICE = Decimal(_gpu_month) if _gpu_month else None

@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
-from django.db.models import F, Sum
+from django.conf import settings
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from fabrics.base import Resources
+from portal.burst.models import Instance
 from portal.dashboards import figures
 from portal.dashboards.data import WINDOWS
 from portal.queues.models import Fabric, Queue, QueueTarget
@@ -97,10 +101,57 @@ class FlavorPlan:
     short_hours: int
     hours: int
     figure: figures.Figure
+    choice: BuyOrBurst
 
     @property
     def signal(self) -> bool:
         return self.hours > 0 and self.short_hours / self.hours > SHORT_HOURS_SIGNAL
+
+
+@dataclass(frozen=True)
+class BuyOrBurst:
+    """ "Do we buy more GPUs or burst to cloud", in numbers, for one flavor over the window."""
+
+    short_gpu_hours: float  # demand above the site's own capacity (in use plus waiting, hour by hour)
+    gpus_to_buy: int  # GPUs that would have covered 95 % of the hours (the 95th percentile of the shortfall)
+    burst_spend: Decimal  # what burst instances of this flavor cost in the window
+    burst_gpu_hours: float  # what they held
+    window_days: float
+    gpu_month_price: Decimal | None  # IT's monthly cost of one owned GPU (GRIDLANE_GPU_MONTH_PRICE), if set
+
+    @property
+    def burst_rate(self) -> Decimal | None:
+        """What a burst GPU-hour cost in the window (None: no burst ran)."""
+        if not self.burst_gpu_hours:
+            return None
+        return (self.burst_spend / Decimal(str(self.burst_gpu_hours))).quantize(Decimal("0.0001"))
+
+    @property
+    def burst_per_month(self) -> Decimal | None:
+        """The shortfall served by burst at the window's rate, per 30 days."""
+        rate = self.burst_rate
+        if rate is None or not self.window_days:
+            return None
+        return (rate * Decimal(str(self.short_gpu_hours)) * Decimal(30) / Decimal(str(self.window_days))).quantize(
+            Decimal("0.01")
+        )
+
+    @property
+    def buy_per_month(self) -> Decimal | None:
+        if self.gpu_month_price is None:
+            return None
+        return (self.gpu_month_price * self.gpus_to_buy).quantize(Decimal("0.01"))
+
+    @property
+    def verdict(self) -> str:
+        if not self.short_gpu_hours:
+            return "nothing to buy or burst for: demand stayed within capacity"
+        burst, buy = self.burst_per_month, self.buy_per_month
+        if burst is None or buy is None:
+            return ""  # the numbers are shown; a comparison needs both prices
+        if buy < burst:
+            return f"buy: {self.gpus_to_buy} GPUs at {buy} a month cost less than bursting at {burst} a month"
+        return f"burst: {burst} a month costs less than {self.gpus_to_buy} GPUs bought at {buy} a month"
 
 
 def capacity_plan(window: str, now: datetime) -> list[FlavorPlan]:
@@ -110,10 +161,11 @@ def capacity_plan(window: str, now: datetime) -> list[FlavorPlan]:
     start = hour_of(now) - WINDOWS[window] + HOUR
     hours = list(hours_between(start, now))
     index = {h: i for i, h in enumerate(hours)}
-    fabrics = list(Fabric.objects.filter(enabled=True))
+    fabrics = list(Fabric.objects.filter(enabled=True).select_related("burst_pool"))
     capacity: defaultdict[str, float] = defaultdict(float)
     for f in fabrics:
-        capacity[f.gpu_flavor or "unnamed"] += f.gpus_milli / 1000
+        if not hasattr(f, "burst_pool"):  # a burst pool is declared as big as it may grow: not the site's own
+            capacity[f.gpu_flavor or "unnamed"] += f.gpus_milli / 1000
     flavor_of: dict[int, str] = {}
     for queue_id, flavor in QueueTarget.objects.order_by("queue_id", "-order").values_list(
         "queue_id", "fabric__gpu_flavor"
@@ -134,11 +186,35 @@ def capacity_plan(window: str, now: datetime) -> list[FlavorPlan]:
             continue
         used[queue_flavor][i] += u or 0.0
         pending[queue_flavor][i] += p or 0.0
+    spend, held = burst_in_window(start, now)
+    days = (now - start).total_seconds() / 86400
+    price = settings.GRIDLANE_GPU_MONTH_PRICE
     plans = []
     for flavor in sorted(capacity):
         u, p, cap = used[flavor], pending[flavor], capacity[flavor]
-        short = sum(1 for a, b in zip(u, p, strict=True) if a + b > cap)
+        over = [max(0.0, a + b - cap) for a, b in zip(u, p, strict=True)]
+        short = sum(1 for o in over if o > 0)
         title = f"{flavor}: demand against {cap:g} GPUs"
         fig = figures.demand_against_capacity(hours, u, p, cap, title)
-        plans.append(FlavorPlan(flavor, cap, short, len(hours), fig))
+        choice = BuyOrBurst(sum(over), math.ceil(percentile(over, 0.95)), spend[flavor], held[flavor], days, price)
+        plans.append(FlavorPlan(flavor, cap, short, len(hours), fig, choice))
     return plans
+
+
+def burst_in_window(start: datetime, now: datetime) -> tuple[defaultdict[str, Decimal], defaultdict[str, float]]:
+    """Per flavor: what burst instances cost between start and now, and the GPU-hours they held (one query)."""
+    spend: defaultdict[str, Decimal] = defaultdict(Decimal)
+    held: defaultdict[str, float] = defaultdict(float)
+    ran = Instance.objects.filter(launched_at__lt=now).filter(Q(gone_at__isnull=True) | Q(gone_at__gt=start))
+    for inst in ran.select_related("pool__fabric"):
+        begin, end = max(inst.launched_at or start, start), min(inst.gone_at or now, now)
+        hours = max(0.0, (end - begin).total_seconds() / 3600)
+        flavor = inst.pool.fabric.gpu_flavor or "unnamed"
+        spend[flavor] += (inst.price_per_hour * Decimal(str(hours))).quantize(Decimal("0.0001"))
+        held[flavor] += hours * inst.gpus
+    return spend, held
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0

@@ -93,3 +93,62 @@ def test_capacity_planning_says_buy_or_burst_when_demand_passes_capacity(client,
         page = client.get("/it/capacity/?window=24h").content.decode()
     assert "buy or burst" in page
     assert 'id="figure-flavor-1"' in page
+
+
+def _burst_pool(flavor: str):
+    from decimal import Decimal
+
+    from portal.burst.models import BurstPool
+
+    fabric = Fabric.objects.create(name="cloud", kind="agent", gpu_flavor=flavor, gpus_milli=64_000)
+    return BurstPool.objects.create(
+        fabric=fabric, provider="ec2", credentials="env:NONE", region="eu-west-1", image="ami-0a1b2c3d4e5f60718",
+        server_url="https://gridlane.example", agent_group=ResourceGroup.objects.create(slug="platform", name="P"),
+        budget_per_hour=Decimal(20), budget_per_month=Decimal(5000),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("gpu_month", "says"), [("500", "burst: "), ("100", "buy: 3 GPUs at 300.00 a month")])
+def test_capacity_planning_answers_buy_or_burst_with_numbers(client, it_admin, cast, settings, gpu_month, says,
+                                                              django_assert_max_num_queries):  # fmt: skip
+    from decimal import Decimal
+
+    from portal.burst.models import Instance
+
+    settings.GRIDLANE_GPU_MONTH_PRICE = Decimal(gpu_month)
+    vision, train = ResourceGroup.objects.get(slug="vision"), Queue.objects.get(slug="train")
+    now = hour_of(timezone.now())
+    for back in range(10):  # 3 GPUs short for 10 hours on the 8-GPU demo flavor
+        UsageRollup.objects.create(group=vision, queue=train, hour=now - timedelta(hours=back), gpu_hours=6,
+                                   pending_gpu_hours=5)  # fmt: skip
+    pool = _burst_pool("demo")
+    at = timezone.now()  # one instance of one GPU at 1.006 an hour, for two hours of the window
+    Instance.objects.create(
+        pool=pool, instance_type="g5.xlarge", gpus=1, price_per_hour=Decimal("1.006"), state="gone",
+        launched_at=at - timedelta(hours=5), gone_at=at - timedelta(hours=3),
+    )  # fmt: skip
+    (plan,) = it.capacity_plan("24h", timezone.now())
+    assert plan.capacity == 8.0  # the burst pool's declared size is not the site's own capacity
+    c = plan.choice
+    assert (c.short_gpu_hours, c.gpus_to_buy) == (30.0, 3)
+    assert (c.burst_spend, c.burst_rate) == (Decimal("2.0120"), Decimal("1.006"))
+    assert c.burst_gpu_hours == pytest.approx(2.0)
+    per_month = Decimal("1.006") * 30 * Decimal(30) / Decimal(str(c.window_days))
+    assert c.burst_per_month == per_month.quantize(Decimal("0.01"))
+    assert c.buy_per_month == Decimal(gpu_month) * 3
+    assert c.verdict.startswith(says)
+    client.force_login(it_admin)
+    with django_assert_max_num_queries(11):
+        page = client.get("/it/capacity/?window=24h").content.decode()
+    assert "30 GPU-hours; 3 GPUs more would have covered 95 % of the hours" in page
+    assert "2 GPU-hours for 2.01 (1.006 a GPU-hour)" in page
+    assert says in page
+
+
+def test_without_a_gpu_price_the_page_gives_the_numbers_and_no_verdict(cast, settings):
+    settings.GRIDLANE_GPU_MONTH_PRICE = None
+    (plan,) = it.capacity_plan("24h", timezone.now())
+    assert plan.choice.short_gpu_hours == 0
+    assert plan.choice.verdict == "nothing to buy or burst for: demand stayed within capacity"
+    assert plan.choice.burst_rate is None
+    assert plan.choice.burst_per_month is None
