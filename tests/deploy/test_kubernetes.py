@@ -266,6 +266,13 @@ BREAKAGES = {
         "`selector` does not match template `labels`",
         False,
     ),
+    "a Deployment without a selector": (
+        broken("worker.yaml", lambda d: d["spec"].pop("selector")),
+        422,
+        "spec.selector",
+        "Required value",
+        True,
+    ),
     "a Deployment whose selector is empty": (
         broken("worker.yaml", lambda d: d["spec"].update(selector={"matchLabels": {}})),
         422,
