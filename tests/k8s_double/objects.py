@@ -1,6 +1,7 @@
 """What the double's API server knows about objects: kinds, names, quantities, timestamps, Status bodies.
 
-Shapes follow the Kubernetes API reference (meta/v1 Status, ObjectMeta, the batch/v1 and core/v1 types).
+Shapes follow the Kubernetes API reference (meta/v1 Status, ObjectMeta, the core/v1, apps/v1, batch/v1 and
+networking.k8s.io/v1 types).
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ KINDS = (
     Kind("", "v1", "nodes", "Node", namespaced=False),
     Kind("", "v1", "pods", "Pod"),
     Kind("", "v1", "services", "Service"),
+    Kind("", "v1", "secrets", "Secret"),
+    Kind("", "v1", "configmaps", "ConfigMap"),
+    Kind("apps", "v1", "deployments", "Deployment"),
     Kind("batch", "v1", "jobs", "Job"),
+    Kind("networking.k8s.io", "v1", "ingresses", "Ingress"),
     Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", builtin=False),
     Kind("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", builtin=False),
 )
@@ -53,6 +58,7 @@ BY_NAME |= {k.plural: k for k in KINDS}  # "jobs" as well as "jobs.batch"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")  # keys of a ConfigMap's or a Secret's data
 QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 

@@ -78,3 +78,23 @@ def field_selector(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
         return "" if current is None else str(current)
 
     return lambda obj: all((value_at(obj, path) != want) == negate for path, want, negate in checks)
+
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a meta/v1 LabelSelector ({matchLabels, matchExpressions}) selects these labels."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, values = expression.get("key", ""), set(expression.get("values") or [])
+        held = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": labels.get(key) not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }
+        if not held.get(expression.get("operator", ""), False):
+            return False
+    return True

@@ -6,7 +6,8 @@ Routes (the subset of the API the official client calls for Gridlane, and a litt
     GET|PUT|PATCH|DELETE  /api/v1/namespaces/{ns}/{plural}/{name}     read, replace, merge-patch, delete
     GET                   /api/v1/namespaces/{ns}/pods/{name}/log     (tailLines, limitBytes)
     GET                   /api/v1/{plural}                            nodes, namespaces, or pods in every namespace
-    the same under /apis/{group}/{version}/... for batch/v1, scheduling.volcano.sh, kueue.x-k8s.io
+    the same under /apis/{group}/{version}/... for apps/v1, batch/v1, networking.k8s.io/v1, scheduling.volcano.sh,
+    kueue.x-k8s.io
 Every error is a meta/v1 Status. Writes bump a global resourceVersion.
 """
 
@@ -128,6 +129,7 @@ class Store:
             raise bad_request(f"the API version in the data ({obj.get('apiVersion')}) does not match the expected")
         if meta.get("resourceVersion"):
             raise bad_request("resourceVersion should not be set on objects to be created")
+        validation.decode(kind, obj)
         causes = validation.validate(kind, obj)
         if causes:
             raise invalid(kind, meta.get("name", ""), causes)
@@ -136,7 +138,8 @@ class Store:
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()
-        if kind.kind not in ("Pod", "Node", "Namespace", "Service"):  # kinds with a spec generation
+        # Pods, nodes, namespaces, services, secrets and config maps carry no generation.
+        if kind.kind not in ("Pod", "Node", "Namespace", "Service", "Secret", "ConfigMap"):
             meta.setdefault("generation", 1)
         if manager:
             meta["managedFields"] = [
@@ -430,6 +433,7 @@ class Api:
         patched = merge_patch(obj, body or {})
         for locked in ("uid", "name", "namespace", "creationTimestamp"):
             patched["metadata"][locked] = obj["metadata"].get(locked)
+        validation.decode(kind, patched)
         causes = validation.validate(kind, patched)
         if causes:
             raise invalid(kind, obj["metadata"]["name"], causes)

@@ -235,11 +235,16 @@ def test_discovery_answers_api_and_apis(double):
     assert {"batch", "scheduling.volcano.sh", "kueue.x-k8s.io"} <= groups
     resources = call(double, "GET", "/apis/batch/v1")[1]["resources"]
     assert [r["name"] for r in resources] == ["jobs"]
+    # What deploy/kubernetes/ creates: Deployments, Ingresses, and Secrets and ConfigMaps in the core group.
+    assert {"apps", "networking.k8s.io"} <= groups
+    assert [r["kind"] for r in call(double, "GET", "/apis/apps/v1")[1]["resources"]] == ["Deployment"]
+    assert [r["kind"] for r in call(double, "GET", "/apis/networking.k8s.io/v1")[1]["resources"]] == ["Ingress"]
+    assert {"Secret", "ConfigMap"} <= {r["kind"] for r in call(double, "GET", "/api/v1")[1]["resources"]}
 
 
 def test_a_wrong_token_is_401_and_an_unknown_path_404(double):
     assert call(double, "GET", "/api/v1/nodes", token="wrong")[1]["reason"] == "Unauthorized"
-    assert call(double, "GET", "/apis/apps/v1/namespaces/default/deployments")[0] == 404
+    assert call(double, "GET", "/apis/apps/v1/namespaces/default/statefulsets")[0] == 404
 
 
 def test_creating_in_a_namespace_that_does_not_exist_is_404(double):
@@ -282,6 +287,35 @@ def test_resource_versions_grow_and_a_stale_update_conflicts(double):
     assert (code, body["reason"]) == (409, "Conflict")
     listed = call(double, "GET", JOBS)[1]
     assert int(listed["metadata"]["resourceVersion"]) >= int(patched["metadata"]["resourceVersion"])
+
+
+SECRETS = "/api/v1/namespaces/default/secrets"
+CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
+
+
+def test_a_secrets_string_data_joins_its_data_base64_encoded_and_bad_base64_is_400(double):
+    body = {"metadata": {"name": "s"}, "data": {"A": "b25l"}, "stringData": {"B": "two"}}
+    code, created = call(double, "POST", SECRETS, body)
+    assert code == 201
+    assert (created["data"], created["type"]) == ({"A": "b25l", "B": "dHdv"}, "Opaque")
+    assert "stringData" not in created
+    code, refused = call(double, "POST", SECRETS, {"metadata": {"name": "t"}, "data": {"A": "not base64!"}})
+    assert (code, refused["reason"]) == (400, "BadRequest")
+    assert (
+        refused["message"]
+        == 'Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 3'
+    )
+    code, refused = call(double, "POST", SECRETS, {"metadata": {"name": "u"}, "data": {"a key": "b25l"}})
+    assert (code, refused["details"]["causes"][0]["field"]) == (422, "data[a key]")
+
+
+def test_a_config_maps_values_and_every_annotation_must_be_strings(double):
+    assert call(double, "POST", CONFIGMAPS, {"metadata": {"name": "c"}, "data": {"N": "2"}})[0] == 201
+    code, refused = call(double, "POST", CONFIGMAPS, {"metadata": {"name": "d"}, "data": {"N": 2}})
+    assert (code, refused["reason"]) == (400, "BadRequest")
+    assert "cannot unmarshal number into Go struct field ConfigMap.data of type string" in refused["message"]
+    annotated = {"metadata": {"name": "e", "annotations": {"timeout": 75}}}
+    assert call(double, "POST", CONFIGMAPS, annotated)[0] == 400
 
 
 def test_invalid_gpu_quantities_are_refused_like_a_cluster_does(double):
