@@ -83,12 +83,13 @@ class AgentFabric:
         direct = Workload.objects.in_bulk([job.workload_id for job in jobs])
         results: dict[UUID, str | FabricError] = {}
         claims = []
+        now = timezone.now()  # one batch, one moment: its claims are taken oldest work first, not in batch order
         for job in jobs:
             workload = direct.get(job.workload_id) or services.workload_for(job.workload_id, row.name)
             if workload is None:
                 results[job.workload_id] = FabricError(f"no workload runs as {job.workload_id}", retryable=False)
                 continue
-            claims.append(_claim(row, workload, job))
+            claims.append(_claim(row, workload, job, now))
             results[job.workload_id] = str(job.workload_id)
         Claim.objects.bulk_create(claims, ignore_conflicts=True)
         return results
@@ -162,8 +163,9 @@ class AgentFabric:
         return Capacity(total, healthy=True, detail=f"online agent hosts: {names}")
 
 
-def _claim(row: FabricRow, workload: Workload, job: JobSpec) -> Claim:
+def _claim(row: FabricRow, workload: Workload, job: JobSpec, now: datetime | None = None) -> Claim:
     return Claim(
+        created_at=now or timezone.now(),
         run_id=job.workload_id,
         workload=workload,
         fabric=row,

@@ -120,6 +120,9 @@ def claim(request: Request) -> Response:
         if time.monotonic() >= deadline:
             return Response(status=204)
         time.sleep(CLAIM_EVERY_S)
+        if AgentHost.objects.filter(pk=host.pk, state=AgentHost.HostState.LOST).exists():
+            # Given up while it waited (its heartbeats stopped, its instance was reclaimed): no point holding on.
+            return Response({"errors": {"host": ["This host was marked lost; register again."]}}, status=409)
 
 
 @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import kill_groups_named_in
+from tests.conftest import kill_groups_named_in, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 RAN = re.compile(r"^agent \S+: running (\S+) from ", re.MULTILINE)
@@ -126,6 +126,16 @@ def start_agent(live_server: Any, hosts: dict[str, Any], tmp_path: Path) -> Iter
             agent.proc.wait()
     # Whatever jobs a killed agent left behind: their process groups are named in pids files the tests write.
     kill_groups_named_in(tmp_path.glob("**/*.pid"))
+    let_requests_finish(hosts["fabric"])
+
+
+def let_requests_finish(fabric: Any) -> None:
+    """Long polls that stopped agents left open on the live server end once their hosts are given up: wait for
+    every request to finish, so that none claims while the test's database is flushed (a deadlock there)."""
+    from portal.agents.models import AgentHost
+
+    AgentHost.objects.filter(fabric=fabric).update(state=AgentHost.HostState.LOST)
+    wait_until(lambda: not any("process_request_thread" in t.name for t in threading.enumerate()), timeout=60)
 
 
 @pytest.fixture

@@ -17,7 +17,10 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.agents.conftest import cycling  # noqa: F401 (the worker's cycle in a thread)
+from tests.agents.conftest import (
+    cycling,  # noqa: F401 (the worker's cycle in a thread)
+    let_requests_finish,
+)
 from tests.cloud.conftest import KEYS, REGION, ec2, moto_url, pool_name  # noqa: F401 (moto on loopback)
 from tests.cloud.ec2_double import Proxy
 from tests.conftest import kill_groups_named_in
@@ -143,6 +146,7 @@ def machines(moto_url: str, burst_pool: Any, tmp_path: Path) -> Iterator[Machine
     m.thread.start()
     yield m
     m.close()
+    let_requests_finish(burst_pool.fabric)
     if m.errors:
         raise m.errors[0]
 
