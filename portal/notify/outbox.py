@@ -48,7 +48,7 @@ def collect(now: datetime) -> int:
         w = ev.workload
         event = EVENT_OF[State(ev.to_state)]
         subject, text = say(event, w, reason=ev.reason)
-        pref = w.owner.notify_preference  # type: ignore[attr-defined]
+        pref = w.owner.notify_preference  # type: ignore[attr-defined, unused-ignore]
         rows += messages(pref, w, event, f"event:{ev.pk}", subject, text)
     created = record(rows)
     WorkerStats.objects.update_or_create(name=CURSOR, defaults={"value": now.timestamp()})

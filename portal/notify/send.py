@@ -94,7 +94,7 @@ def retry_after(attempts: int) -> timedelta:
 
 def preference_of(n: Notification) -> Preference:
     """The settings of the message's person as they are now (selected with it): where it goes."""
-    pref: Preference = n.user.notify_preference  # type: ignore[attr-defined]
+    pref: Preference = n.user.notify_preference  # type: ignore[attr-defined, unused-ignore]
     return pref
 
 

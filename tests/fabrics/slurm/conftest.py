@@ -44,11 +44,17 @@ def ssh_settings(cluster: dict[str, Any]) -> dict[str, Any]:
     return {key: cluster[key] for key in ("host", "port", "user", "known_hosts", "key_file")}
 
 
+# The cluster is machine-wide (tests/services/slurm/common.sh keeps its records here), so its lock is too: a
+# test run beside another must not stop the controller under the other's feet.
+CLUSTER_RUNDIR = Path("/run/gridlane-slurm-test")
+
+
 @pytest.fixture
 def cluster_lock(request: pytest.FixtureRequest, cluster: dict[str, Any]) -> Iterator[None]:
-    """Shared for live tests; exclusive for a test that also asks for `controller_outage`."""
+    """Shared for live tests; exclusive for a test that also asks for `controller_outage`, across every test
+    run on this machine."""
     exclusive = "controller_outage" in request.fixturenames
-    with open(state_dir() / "cluster.lock", "a+") as lock:
+    with open(CLUSTER_RUNDIR / "cluster.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         try:
             yield
