@@ -253,3 +253,20 @@ def test_the_webhook_check_allows_subdomains_of_what_it_names(settings):
     assert send.webhook_problem("https://hooks.slack.com/services/T0/B0/x") == ""
     assert send.webhook_problem("https://slack.com.evil.example/x") != ""
     assert send.webhook_problem("https://notslack.com/x") != ""
+
+
+def test_the_account_page_costs_the_same_queries_for_one_notification_or_many(
+    client, alice, submit, django_assert_max_num_queries
+):
+    opt_in(alice, email=False, webhook_url="https://hooks.example/x")
+    client.force_login(alice)
+    w = submit(alice, name="counted")
+    Notification.objects.create(user=alice, workload=w, event="started", channel="webhook", key="k0", subject="s",
+                                text="t")  # fmt: skip
+    with django_assert_max_num_queries(12) as one:
+        assert client.get("/accounts/").status_code == 200
+    for i in range(1, 10):
+        Notification.objects.create(user=alice, workload=w, event="started", channel="webhook", key=f"k{i}",
+                                    subject="s", text="t")  # fmt: skip
+    with django_assert_max_num_queries(len(one.captured_queries)):
+        assert client.get("/accounts/").status_code == 200
