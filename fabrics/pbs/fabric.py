@@ -78,7 +78,21 @@ out=$("$@" <"$f"); rc=$?
 rm -f -- "$f"
 printf '%s\n' "$out"
 id=$(printf '%s\n' "$out" | tail -n 1)
-if [ "$rc" -eq 0 ] && [[ $id =~ ^[0-9]+(\.[A-Za-z0-9.-]+)?$ ]]; then printf '%s\n' "$u" >"$d/$id.owner"; fi
+if [ "$rc" -eq 0 ] && [[ $id =~ ^[0-9]+(\.[A-Za-z0-9.-]+)?$ ]]; then
+  rm -f -- "$d/$id.cancelled" "$d/$id.exit"  # an older job's, under an id come round again
+  printf '%s\n' "$u" >"$d/$id.owner"
+fi
+exit "$rc"
+"""
+# qsub as the submit account itself, then the records an older job left under the same id removed.
+_FRESH = r"""
+d=$1; shift
+out=$("$@"); rc=$?
+printf '%s\n' "$out"
+id=$(printf '%s\n' "$out" | tail -n 1)
+if [ "$rc" -eq 0 ] && [[ $id =~ ^[0-9]+(\.[A-Za-z0-9.-]+)?$ ]]; then
+  rm -f -- "$d/$id.cancelled" "$d/$id.exit" "$d/$id.owner"  # an older job's, under an id come round again
+fi
 exit "$rc"
 """
 JOB_ID_RE = r"^[0-9]+(\.[A-Za-z0-9.-]+)?$"  # JOB_ID for bash, matched against what qsub recorded
@@ -194,11 +208,12 @@ class PbsFabric(Batched):
         account = ["-A", job.account] if job.account else []  # the team's project, charged in PBS's accounting
         if self._as_person(job):
             return self._person_step(job, account)
+        fresh = ["bash", "-c", _FRESH, "fresh", self.options.workdir]
         if job.script:  # the user's own script, byte for byte; its output goes where it says
-            argv = [self._bin("qsub"), *account, *self._native_options(job), path]
+            argv = [*fresh, self._bin("qsub"), *account, *self._native_options(job), path]
             return self._step(job.workload_id, argv, job.script, write_to=path)
         script = self._script(job)
-        argv = [self._bin("qsub"), *account, "-o", "/dev/null", "-e", "/dev/null", path]
+        argv = [*fresh, self._bin("qsub"), *account, "-o", "/dev/null", "-e", "/dev/null", path]
         return self._step(job.workload_id, argv, script, write_to=path)
 
     def _person_step(self, job: JobSpec, account: list[str]) -> batch.Step:

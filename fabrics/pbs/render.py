@@ -79,9 +79,12 @@ def records(options: Options) -> list[str]:
     """Lines that send the job's output, and its exit status at the end, to <workdir>/<job id>.*."""
     workdir = options.workdir
     where = shlex.quote(workdir) if workdir.startswith("/") else f'"$HOME"/{shlex.quote(workdir)}'
+    # Fresh files: a job id comes round again (a server reinstalled, PBS Pro's ids wrapping), and an old job's
+    # output or exit status must never be read as this one's.
     return [
         f"_gl_dir={where}",
-        'exec >>"$_gl_dir/$PBS_JOBID.out" 2>>"$_gl_dir/$PBS_JOBID.err"',
+        'rm -f "$_gl_dir/$PBS_JOBID.exit"',
+        'exec >"$_gl_dir/$PBS_JOBID.out" 2>"$_gl_dir/$PBS_JOBID.err"',
         "trap 'echo $? >\"$_gl_dir/$PBS_JOBID.exit\"' EXIT",
     ]
 

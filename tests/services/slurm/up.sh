@@ -33,6 +33,11 @@ fi
 install -d -m 0755 "$RUNDIR" "$HOLDERS"
 exec 9>"$RUNDIR/lock"
 flock 9  # every daemon started below gets `9>&-`: one that inherited the lock would hold it forever
+# A test of another run may have stopped the controller on purpose (tests/fabrics/slurm/conftest.py holds this
+# lock exclusively for that): wait for it to start it again rather than "repair" the cluster under it.
+# Held (shared) to the end; the daemons started below get `8>&-` as they get `9>&-`.
+exec 8>"$RUNDIR/cluster.lock"
+flock -s 8
 touch "$HOLDERS/$HOLDER"
 
 NODE=$(node_name)
@@ -93,7 +98,7 @@ start_cluster() {
   if ! munge_answers; then
     [ -s /etc/munge/munge.key ] || { mungekey --create; chown munge:munge /etc/munge/munge.key; chmod 0400 /etc/munge/munge.key; }
     install -d -m 0755 -o munge -g munge /run/munge
-    runuser -u munge -- /usr/sbin/munged 9>&-
+    runuser -u munge -- /usr/sbin/munged 8>&- 9>&-
     wait_for 10 munged munge_answers
     record_pid munged "$(pid_from_file /run/munge/munged.pid /usr/sbin/munged)"
   fi
@@ -101,7 +106,7 @@ start_cluster() {
   # MariaDB runs on these machines; start it if it does not answer.
   if ! mariadb-admin -h 127.0.0.1 -P 3306 -u root ping >/dev/null 2>&1; then
     log "starting MariaDB"
-    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd 9>&-
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd 8>&- 9>&-
     wait_for 30 MariaDB mariadb-admin -h 127.0.0.1 -P 3306 -u root ping
     record_pid mariadbd "$(pgrep -x -o mariadbd)"
   fi
@@ -111,7 +116,7 @@ start_cluster() {
     CREATE USER IF NOT EXISTS '$DBUSER'@'localhost' IDENTIFIED BY '$DBPASS';
     GRANT ALL ON $DBNAME.* TO '$DBUSER'@'127.0.0.1'; GRANT ALL ON $DBNAME.* TO '$DBUSER'@'localhost'; FLUSH PRIVILEGES;"
 
-  /usr/sbin/slurmdbd 9>&-
+  /usr/sbin/slurmdbd 8>&- 9>&-
   wait_for 30 slurmdbd port_open 6819
   record_pid slurmdbd "$(pid_from_file /run/slurmdbd.pid /usr/sbin/slurmdbd)"
   # Associations before slurmctld starts, so it loads them at once.
@@ -121,13 +126,13 @@ start_cluster() {
   # An operator may lengthen a running job's time limit (the fabric setting extend_time_limit).
   sacctmgr -i add user "$SUBMIT_USER" Account=gridlane AdminLevel=Operator >/dev/null
 
-  /usr/sbin/slurmctld -c 9>&-  # -c: no jobs or node state from an earlier run
+  /usr/sbin/slurmctld -c 8>&- 9>&-  # -c: no jobs or node state from an earlier run
   wait_for 60 slurmctld bash -c "scontrol ping | grep -q 'is UP'"  # slurmd registers only once it is UP
   record_pid slurmctld "$(pid_from_file /run/slurmctld.pid /usr/sbin/slurmctld)"
   # gl-gpu2 caps a user at 2 GPUs; the gres/gpu TRES exists only once slurmctld has registered it.
   sacctmgr -i add qos gl-gpu2 MaxTRESPerUser=gres/gpu=2 >/dev/null
   sacctmgr -i modify user "$SUBMIT_USER" set QOS=normal,gl-gpu2 DefaultQOS=normal >/dev/null
-  /usr/sbin/slurmd 9>&-
+  /usr/sbin/slurmd 8>&- 9>&-
   # slurmctld may drop a registration that comes while it still sets up (with slurmdbd it says UP
   # early); the node then stays "unknown" until its next ping, minutes later. Ask again instead.
   for _ in 1 2 3 4 5 6 7 8 9 10; do
@@ -166,7 +171,7 @@ if ! pid_is "$sshd_pid" "$(program_of sshd)" || ! port_open "$(cat "$RUNDIR/ssh_
   render sshd_config.in "$port" >"$RUNDIR/sshd_config"
   install -d -m 0755 /run/sshd
   /usr/sbin/sshd -t -f "$RUNDIR/sshd_config"
-  /usr/sbin/sshd -f "$RUNDIR/sshd_config" 9>&-
+  /usr/sbin/sshd -f "$RUNDIR/sshd_config" 8>&- 9>&-
   wait_for 10 sshd pid_from_file "$RUNDIR/sshd.pid" "$(program_of sshd)"
   wait_for 10 sshd port_open "$port"
   record_pid sshd "$(pid_from_file "$RUNDIR/sshd.pid" "$(program_of sshd)")"
