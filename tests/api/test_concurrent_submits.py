@@ -15,6 +15,7 @@ from portal.accounts.models import ApiToken, Membership, ResourceGroup
 from portal.worker import tasks
 from portal.workloads.models import Workload
 from portal.workloads.states import State
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CLIENTS = 50
@@ -23,6 +24,15 @@ KEYS = 12  # each client sends 20 requests over 12 idempotency keys: 8 are repea
 LIMIT = 16  # submissions per identity per window: each client's last 4 are refused
 VISION_GPU_LIMIT_MILLI = 6000  # the demo's quota of team vision on the local fabric
 JOB = {"queue": "train", "kind": "batch", "command": "true", "resources": {"gpus": 1, "cpus": 1, "memory_gb": 1}}
+
+
+def free_connections() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int"
+            " - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+        )
+        return int(cursor.fetchone()[0])
 
 
 def test_a_thousand_concurrent_submits_from_fifty_clients(cast, settings):
@@ -64,6 +74,9 @@ def test_a_thousand_concurrent_submits_from_fifty_clients(cast, settings):
         finally:
             connection.close()
 
+    # Each client holds a database connection of its own: start once the server has room for them all (another
+    # test run beside this one may be using many of its connections for a while).
+    wait_until(lambda: free_connections() >= CLIENTS + 10, timeout=600, every=0.5)
     with time_machine.travel(datetime(2026, 12, 1, 9, 0, 30, tzinfo=UTC), tick=False):  # one rate window
         threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
         admitting = threading.Thread(target=worker)
