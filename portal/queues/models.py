@@ -222,6 +222,16 @@ class Quota(models.Model):
         return Resources(self.gpu_reservation_milli, self.cpu_reservation_milli, self.memory_reservation_mib)
 
 
+def in_gpus(milli: int) -> Decimal:
+    """Milli-units (GPUs or CPUs) as people count them: 250 -> 0.25."""
+    return Decimal(milli) / 1000
+
+
+def in_gb(mib: int) -> Decimal:
+    """MiB as GB to two places, without trailing zeros: 65536 -> 64."""
+    return (Decimal(mib) / 1024).quantize(Decimal("0.01")).normalize()
+
+
 class Profile(models.Model):
     """A ready-made request IT offers as the first choice on the submit forms ("1 GPU, 8 CPUs, 64 GB, 8 hours"),
     as JupyterHub's profile list does; free numbers stay the second choice."""
@@ -256,15 +266,15 @@ class Profile(models.Model):
 
     @property
     def gpus(self) -> Decimal:
-        return Decimal(self.gpus_milli) / 1000
+        return in_gpus(self.gpus_milli)
 
     @property
     def cpus(self) -> Decimal:
-        return Decimal(self.cpus_milli) / 1000
+        return in_gpus(self.cpus_milli)
 
     @property
     def memory_gb(self) -> Decimal:
-        return (Decimal(self.memory_mib) / 1024).quantize(Decimal("0.001")).normalize()
+        return in_gb(self.memory_mib)
 
     def summary(self) -> str:
         """What the form shows beside its name: "1 GPU, 8 CPUs, 64 GB, 8 hours"."""

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup
-from portal.queues.models import Fabric, Queue, QueueTarget, WorkloadKind
+from portal.queues.models import Fabric, Queue, QueueTarget, WorkloadKind, in_gb, in_gpus
 from portal.workloads.states import FINISHED, State
 
 # Fabrics hand back the last 16 KiB of output (fabrics.base.Fabric.tail): a tail about that long was cut.
@@ -165,15 +165,15 @@ class Workload(models.Model):
 
     @property
     def gpus(self) -> Decimal:
-        return Decimal(self.gpus_milli) / 1000
+        return in_gpus(self.gpus_milli)
 
     @property
     def cpus(self) -> Decimal:
-        return Decimal(self.cpus_milli) / 1000
+        return in_gpus(self.cpus_milli)
 
     @property
     def memory_gb(self) -> Decimal:
-        return (Decimal(self.memory_mib) / 1024).quantize(Decimal("0.01")).normalize()
+        return in_gb(self.memory_mib)
 
 
 class WorkloadEvent(models.Model):

@@ -215,7 +215,8 @@ def test_idle_warnings_and_lease_endings_are_told_once_each(alice, submit, hook)
 def test_a_person_turns_notifications_on_from_the_account_page(client, alice, hook):
     client.force_login(alice)
     page = client.get("/accounts/").content.decode()
-    assert "Notifications" in page
+    assert "<title>Your account" in page
+    assert page.count('id="notifications"') == 1  # one section, in the page's body
     assert "Off until you turn it on" in page
     form = {"email": "on", "email_to": "alice@lab.example", "webhook_url": hook.url, "events": ["started", "failed"]}
     response = client.post("/accounts/notifications/", form)
