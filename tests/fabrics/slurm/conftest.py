@@ -158,9 +158,8 @@ def fabric_behind_queue(
 
 @pytest.fixture
 def mapped_hpc(cast: dict[str, Any], cluster_lock: None, people: None, slurm_settings: dict[str, Any]) -> Iterator[Any]:
-    """A Slurm fabric `hpc` behind queue `hpc` that runs jobs as their owners, by the claim preferred_username
-    without its domain (see `signed_in`), charging vision's to gl-vision and fraud's to gl-fraud."""
-    from portal.accounts.models import PosixPolicy, ResourceGroup, SchedulerAccount
+    """A Slurm fabric `hpc` behind queue `hpc` that runs jobs as their owners (see `map_people`)."""
+    from portal.accounts.models import ResourceGroup
     from portal.worker import connections
 
     connections.forget_all()
@@ -169,11 +168,37 @@ def mapped_hpc(cast: dict[str, Any], cluster_lock: None, people: None, slurm_set
         slug="hpc", name="HPC", kinds=["training", "batch", "notebook"], default_runtime_minutes=10,
         max_runtime_minutes=60,
     )  # fmt: skip
+    map_people(fabric)
+    yield fabric
+    connections.forget_all()
+
+
+@pytest.fixture
+def mapped_pbs(cast: dict[str, Any], cluster_lock: None, people: None, slurm_settings: dict[str, Any]) -> Iterator[Any]:
+    """The same people on a PBS fabric behind queue `pbs`: the cluster's Torque wrappers, qsub with -A."""
+    from portal.accounts.models import ResourceGroup
+    from portal.worker import connections
+
+    connections.forget_all()
+    settings = {k: v for k, v in slurm_settings.items() if k not in ("partition", "gpu_partition")}
+    fabric = fabric_behind_queue(
+        settings | {"flavor": "torque", "queue": "cpu", "gpu_queue": "gpu"}, kind="pbs",
+        groups=ResourceGroup.objects.filter(slug__in=["vision", "fraud"]), slug="pbs", name="PBS",
+        kinds=["training", "batch"], default_runtime_minutes=10, max_runtime_minutes=60,
+    )  # fmt: skip
+    map_people(fabric)
+    yield fabric
+    connections.forget_all()
+
+
+def map_people(fabric: Any) -> None:
+    """Jobs on `fabric` run as their owners, by the claim preferred_username without its domain (see
+    `signed_in`), charging vision's to gl-vision and fraud's to gl-fraud."""
+    from portal.accounts.models import PosixPolicy, ResourceGroup, SchedulerAccount
+
     PosixPolicy.objects.create(fabric=fabric, claim="preferred_username", pattern=r"^(.*)@corp\.example$")
     for slug in ("vision", "fraud"):
         SchedulerAccount.objects.create(group=ResourceGroup.objects.get(slug=slug), fabric=fabric, account=f"gl-{slug}")
-    yield fabric
-    connections.forget_all()
 
 
 def signed_in(user: Any, name: str) -> None:

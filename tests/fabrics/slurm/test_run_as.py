@@ -20,13 +20,12 @@ from fabrics.base import FabricError, JobState
 from fabrics.slurm.fabric import SlurmFabric
 from portal import access
 from portal.queues.models import Fabric, QueueTarget
-from portal.worker import connections, tasks
+from portal.worker import tasks
 from portal.workloads import services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from tests.conftest import wait_until
 from tests.fabrics.slurm.conftest import (
-    fabric_behind_queue,
     finished,
     job,
     sacct_user_and_account,
@@ -146,46 +145,31 @@ def test_a_person_cannot_charge_another_teams_account(slurm_as):
 # --- Through the portal: identity mapping -> dispatch -> sudo sbatch ----------------------------------
 
 
-def test_through_gridlane_no_job_runs_as_the_shared_account(alice, charlie, submit, mapped_hpc):
+def each_runs_as_its_owner(alice: Any, charlie: Any, submit: Any, queue: str) -> Any:
+    """alice's and charlie's jobs on `queue` run as gl-alice and gl-charlie, charged to their teams' accounts;
+    returns alice's workload."""
     signed_in(alice, ALICE)
     signed_in(charlie, CHARLIE)
-    mine = submit(alice, queue="hpc", command="id -un", memory_gb=1)
-    theirs = submit(charlie, queue="hpc", command="id -un", memory_gb=1)
+    mine = submit(alice, queue=queue, command="id -un", memory_gb=1)
+    theirs = submit(charlie, queue=queue, command="id -un", memory_gb=1)
     for workload, user, account in ((mine, ALICE, "gl-vision"), (theirs, CHARLIE, "gl-fraud")):
         run_until(workload, State.SUCCEEDED)
         assert workload.log_tail.strip() == user
         assert sacct_user_and_account(workload.external_id) == [user, account]
+    return mine
+
+
+def test_through_gridlane_no_job_runs_as_the_shared_account(alice, charlie, submit, mapped_hpc):
+    mine = each_runs_as_its_owner(alice, charlie, submit, "hpc")
     with pytest.raises(Http404):  # nor can charlie reach alice's workload through Gridlane to cancel it
         access.access_workload(charlie, mine.pk)
 
 
 def test_through_gridlane_a_pbs_queue_runs_each_job_as_its_owner_charged_with_minus_a(
-    alice, charlie, submit, cluster_lock, people, slurm_settings
+    alice, charlie, submit, mapped_pbs
 ):
     """The same people on a PBS fabric (the cluster's Torque wrappers): qsub as each of them, with -A."""
-    from portal.accounts.models import PosixPolicy, ResourceGroup, SchedulerAccount
-
-    connections.forget_all()
-    settings = {k: v for k, v in slurm_settings.items() if k not in ("partition", "gpu_partition")}
-    fabric = fabric_behind_queue(
-        settings | {"flavor": "torque", "queue": "cpu", "gpu_queue": "gpu"}, kind="pbs",
-        groups=ResourceGroup.objects.filter(slug__in=["vision", "fraud"]), slug="pbs", name="PBS",
-        kinds=["training", "batch"], default_runtime_minutes=10, max_runtime_minutes=60,
-    )  # fmt: skip
-    PosixPolicy.objects.create(fabric=fabric, claim="preferred_username", pattern=r"^(.*)@corp\.example$")
-    for slug in ("vision", "fraud"):
-        SchedulerAccount.objects.create(group=ResourceGroup.objects.get(slug=slug), fabric=fabric, account=f"gl-{slug}")
-    signed_in(alice, ALICE)
-    signed_in(charlie, CHARLIE)
-    try:
-        mine = submit(alice, queue="pbs", command="id -un", memory_gb=1)
-        theirs = submit(charlie, queue="pbs", command="id -un", memory_gb=1)
-        for workload, user, account in ((mine, ALICE, "gl-vision"), (theirs, CHARLIE, "gl-fraud")):
-            run_until(workload, State.SUCCEEDED)
-            assert workload.log_tail.strip() == user
-            assert sacct_user_and_account(workload.external_id) == [user, account]
-    finally:
-        connections.forget_all()
+    each_runs_as_its_owner(alice, charlie, submit, "pbs")
 
 
 def test_through_gridlane_a_person_without_a_mapping_gets_the_plain_error(alice, submit, mapped_hpc):
