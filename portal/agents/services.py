@@ -92,10 +92,15 @@ def _free_gpus_milli(host: AgentHost) -> int:
     return host.gpus * 1000 - used
 
 
+def host_lost(host: AgentHost) -> bool:
+    """Whether the host has been given up (heartbeats stopped, instance reclaimed), as stored now."""
+    return AgentHost.objects.filter(pk=host.pk, state=AgentHost.HostState.LOST).exists()
+
+
 def try_claim(host: AgentHost, queues: list[str]) -> Claim | None:
     """Take the oldest claimable work of the first queue that has some that fits; None when there is none, and
     for a host given up as lost (a long poll still open for an agent whose machine is gone) until it heartbeats."""
-    if AgentHost.objects.filter(pk=host.pk, state=AgentHost.HostState.LOST).exists():
+    if host_lost(host):
         return None
     for queue in queues:
         with transaction.atomic():

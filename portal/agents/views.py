@@ -120,7 +120,7 @@ def claim(request: Request) -> Response:
         if time.monotonic() >= deadline:
             return Response(status=204)
         time.sleep(CLAIM_EVERY_S)
-        if AgentHost.objects.filter(pk=host.pk, state=AgentHost.HostState.LOST).exists():
+        if services.host_lost(host):
             # Given up while it waited (its heartbeats stopped, its instance was reclaimed): no point holding on.
             return Response({"errors": {"host": ["This host was marked lost; register again."]}}, status=409)
 
