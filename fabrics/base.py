@@ -107,6 +107,21 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """A web server a job runs (a notebook's Jupyter, or an app it publishes), as the portal reaches it.
+
+    `path` is where the server serves from: a notebook's Jupyter serves under the workload's connect path
+    (its base_url), so the portal passes request paths on unchanged. `token` is the server's own secret,
+    which the portal adds to each request it passes on and which never reaches a browser ("" for none).
+    """
+
+    host: str
+    port: int
+    token: str = ""
+    path: str = "/"
+
+
+@dataclass(frozen=True)
 class JobStatus:
     state: JobState
     exit_code: int | None = None
@@ -115,7 +130,7 @@ class JobStatus:
     finished_at: datetime | None = None
     reason: str = ""  # the fabric's own words, e.g. why it still waits
     estimated_start: datetime | None = None  # the fabric's own estimate, for queued jobs
-    connect_url: str = ""  # notebooks: where the user opens it, once the fabric knows
+    endpoint: Endpoint | None = None  # notebooks: their server, once the fabric knows it answers
     # Notebooks: when the server last saw use (kernel, terminal or API activity), by its own status API;
     # None where the fabric cannot tell, and then nothing is ever stopped for being idle.
     last_activity: datetime | None = None

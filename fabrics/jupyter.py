@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from fabrics.base import Endpoint
+
 PROBE_TIMEOUT_S = 0.5  # per request to a notebook's server
 PROBE_BUDGET_S = 2.0  # for all of one poll's (or one cycle's) requests
 BUSY_CHECK_AFTER_S = 60.0  # past this long without activity, a notebook's kernels are asked if one is busy
@@ -33,19 +35,19 @@ class Budget:
     def spent(self) -> bool:
         return self.left_s <= 0
 
-    def probe(self, host: str, port: int, token: str) -> tuple[bool, datetime | None]:
+    def probe(self, server: Endpoint) -> tuple[bool, datetime | None]:
         """`probe` within what is left; (False, None) once the budget is spent (the rest are asked next time)."""
         if self.spent:
             return False, None
         started = time.monotonic()
         try:
-            return probe(host, port, token, min(self.per_probe_s, self.left_s))
+            return probe(server, min(self.per_probe_s, self.left_s))
         finally:
             self.left_s -= time.monotonic() - started
 
 
 def probe(
-    host: str, port: int, token: str, timeout: float, busy_check_after_s: float = BUSY_CHECK_AFTER_S
+    server: Endpoint, timeout: float, busy_check_after_s: float = BUSY_CHECK_AFTER_S
 ) -> tuple[bool, datetime | None]:
     """Ask a Jupyter server how it is used: (whether it answered, its last activity).
 
@@ -53,8 +55,7 @@ def probe(
     and neither does a request marked no_track_activity. A kernel busy with a long silent computation
     sends nothing, so past `busy_check_after_s` of quiet the kernels are asked too: a busy one is use now.
     """
-    where = f"[{host}]" if ":" in host else host
-    base, headers = f"http://{where}:{port}/api", {"Authorization": f"token {token}"}
+    base, headers = base_url(server) + "api", {"Authorization": f"token {server.token}"}
     started = time.monotonic()
     # {"started": "...", "last_activity": "2025-05-01T12:00:00.123456Z", "kernels": 1, "connections": 1}
     status = _get_json(f"{base}/status", headers, timeout)
@@ -74,6 +75,13 @@ def probe(
                                              for k in kernels):  # fmt: skip
             last_activity = now
     return True, last_activity
+
+
+def base_url(server: Endpoint) -> str:
+    """http://host:port/path/ of a server (an IPv6 address in brackets)."""
+    where = f"[{server.host}]" if ":" in server.host else server.host
+    path = server.path if server.path.endswith("/") else server.path + "/"
+    return f"http://{where}:{server.port}{path}"
 
 
 def parse_time(value: Any) -> datetime | None:

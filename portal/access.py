@@ -14,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
-from django.db.models import Exists, QuerySet
+from django.db.models import Exists, Q, QuerySet
 from django.http import Http404
 
 from portal.accounts.models import Membership, ResourceGroup, ServiceIdentity
@@ -78,6 +78,31 @@ def access_workload(user: Any, workload_id: UUID | str) -> Workload:
         return visible_workloads(user).select_related("queue", "group", "owner", "fabric").get(pk=workload_id)
     except (Workload.DoesNotExist, ValueError, ValidationError) as error:  # not a UUID
         raise Http404("No such workload.") from error
+
+
+def connectable_workload(user: Any, workload_id: UUID | str) -> Workload | None:
+    """Connect to its web server (portal.connect): the owner; a member of its team once the owner shared it.
+    No one else, IT included: a server runs as its owner, with their files and terminal. None when not."""
+    if not user.is_authenticated:
+        return None
+    mine = Q(owner_id=user.pk)
+    shared = Q(shared_with_team=True, group_id__in=member_group_ids(user))
+    try:
+        return Workload.objects.select_related("fabric").filter(mine | shared).filter(pk=workload_id).first()
+    except (ValueError, ValidationError):  # not a UUID
+        return None
+
+
+def may_connect(user: Any, workload: Workload) -> bool:
+    """`connectable_workload`'s rule for a workload in hand (pages decide whether to show its Open button)."""
+    if workload.owner_id == user.pk:
+        return True
+    return workload.shared_with_team and member_group_ids(user).filter(group_id=workload.group_id).exists()
+
+
+def may_share(user: Any, workload: Workload) -> bool:
+    """Share a workload's web server with its team, or stop sharing: its owner only (a person, not an agent)."""
+    return workload.owner_id == user.pk and not is_service(user)
 
 
 def can_manage(user: Any, workload: Workload) -> bool:

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "portal.agents",
     "portal.burst",
     "portal.notify",
+    "portal.connect",
     "portal.api",
 ]
 
@@ -175,6 +176,12 @@ GRIDLANE_SUBMIT_RATE_WINDOW_SECONDS = int(os.environ.get("GRIDLANE_SUBMIT_RATE_W
 GRIDLANE_AGENT_MAX_DAYS = int(os.environ.get("GRIDLANE_AGENT_MAX_DAYS", "365"))
 # The portal's address as jobs on a cluster's nodes reach it (a notebook reports its server there).
 GRIDLANE_PUBLIC_URL = os.environ.get("GRIDLANE_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# The connect proxy (portal.connect): seconds to open a connection to a job's server, and for its answer once
+# the request is sent; the largest WebSocket message passed on (Jupyter's outputs can be large).
+GRIDLANE_CONNECT_TIMEOUT_S = float(os.environ.get("GRIDLANE_CONNECT_TIMEOUT_S", "10"))
+GRIDLANE_CONNECT_ANSWER_S = float(os.environ.get("GRIDLANE_CONNECT_ANSWER_S", "120"))
+GRIDLANE_CONNECT_WS_MAX_BYTES = int(os.environ.get("GRIDLANE_CONNECT_WS_MAX_BYTES", str(64 * 1024 * 1024)))
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -18,6 +18,7 @@ urlpatterns = [
     path("teams/", include("portal.dashboards.urls")),
     path("it/", include("portal.dashboards.it_urls")),
     path("api/v1/", include("portal.api.urls")),
+    path("connect/", include("portal.connect.urls")),
     path("healthz", health.healthz),
     path("readyz", health.readyz),
     path("metrics", metrics),

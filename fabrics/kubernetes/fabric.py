@@ -166,7 +166,6 @@ class KubernetesFabric(Batched):
                 mine,
                 podgroup=podgroups.get(name),
                 kueue_workload=kueue.get(job["metadata"].get("uid", "")),
-                connect_url=self._connect_url(job),
             )
         return statuses
 
@@ -323,11 +322,3 @@ class KubernetesFabric(Batched):
             log.info("%s: Volcano's PodGroups are not readable: %s", self.config.name, error)
             return {}
         return {group["metadata"]["name"]: group for group in groups}
-
-    def _connect_url(self, job: Mapping[str, Any]) -> str:
-        labels = (job.get("metadata") or {}).get("labels") or {}
-        wid = render.workload_id_of(job["metadata"]["name"])
-        if labels.get(render.KIND_LABEL) != "notebook" or wid is None:
-            return ""
-        namespace = job["metadata"].get("namespace") or self.namespace
-        return render.connect_url(self.settings, namespace, job["metadata"]["name"], wid)

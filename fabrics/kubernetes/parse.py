@@ -60,7 +60,6 @@ def job_status(
     *,
     podgroup: Obj | None = None,
     kueue_workload: Obj | None = None,
-    connect_url: str = "",
 ) -> JobStatus:
     """The Job's state from its conditions, else from its pods; reasons for whatever holds it back."""
     meta, spec, st = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
@@ -83,11 +82,10 @@ def job_status(
     states = [POD_PHASES.get(str((p.get("status") or {}).get("phase")), JobState.UNDETERMINED) for p in live]
     waiting = [p for p, s in zip(live, states, strict=True) if s is JobState.QUEUED]
     if JobState.RUNNING in states:
-        url = connect_url if any(_ready(p) for p in live) else ""
         reason = (
             f"{len(waiting)} of {len(live)} pods still wait: {pending_reason(waiting, podgroup)}" if waiting else ""
         )
-        return JobStatus(JobState.RUNNING, host=host, started_at=started_at, reason=reason, connect_url=url)
+        return JobStatus(JobState.RUNNING, host=host, started_at=started_at, reason=reason)
     if JobState.UNDETERMINED in states:
         unknown = next(p for p, s in zip(live, states, strict=True) if s is JobState.UNDETERMINED)
         phase = (unknown.get("status") or {}).get("phase")
@@ -177,13 +175,6 @@ def pending_reason(pods: Sequence[Obj], podgroup: Obj | None = None) -> str:
 def _image(pod: Obj) -> str:
     containers = (pod.get("spec") or {}).get("containers") or [{}]
     return str(containers[0].get("image", ""))
-
-
-def _ready(pod: Obj) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or []
-    )
 
 
 def _rank(pod: Obj) -> tuple[int, str]:

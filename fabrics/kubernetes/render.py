@@ -10,7 +10,9 @@ annotations.
     training/batch  a batch/v1 Job (backoffLimit 0, activeDeadlineSeconds, ttlSecondsAfterFinished)
     gang (nodes>1)  an Indexed Job, parallelism == completions == nodes, plus a headless Service
                     whose name is the pods' subdomain: rank i is <job>-i.<job>, rank 0 the master
-    notebook        a Job running Jupyter on port 8888, plus a Service in front of it
+    notebook        a Job running Jupyter through Gridlane's launcher (fabrics.ssh.notebook), which reports
+                    the pod's IP, its port and token to the portal; the browser reaches it only
+                    through the portal's connect path
     Kueue           the template's kueue.x-k8s.io/queue-name label goes on the Job, created suspended
     Volcano         schedulerName volcano and a PodGroup (minMember = nodes) the pods belong to
 """
@@ -24,7 +26,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 from uuid import UUID
 
 import yaml
@@ -32,6 +33,7 @@ import yaml
 from fabrics.base import JobSpec, TemplateError
 from fabrics.kubernetes import manifest
 from fabrics.kubernetes.settings import KubeSettings
+from fabrics.ssh import notebook
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 WORKLOAD_LABEL = "gridlane.io/workload-id"
@@ -42,7 +44,6 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
 JOB_INDEX = "batch.kubernetes.io/job-completion-index"
 RENDEZVOUS_PORT = 29500
-NOTEBOOK_PORT = 8888
 DEFAULT_COMMAND = ("/bin/sh", "-c")
 # Set by Gridlane on the pod spec; a template that sets them would be silently overruled.
 GRIDLANE_POD_FIELDS = frozenset({"subdomain", "hostname", "restartPolicy"})
@@ -208,14 +209,14 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     if not main["image"]:
         raise TemplateError("no image: the workload names none, and neither do the queue's pod template or the fabric")
     if notebook:
-        main["command"] = notebook_command(settings, namespace, name, job.workload_id)
+        main["command"] = notebook_command()
     else:
         main["command"] = list(given.get("command") or DEFAULT_COMMAND)
         main["args"] = [job.command]
     main |= {k: v for k, v in given.items() if k not in ("name", "image", "command", "env", "resources")}
-    if notebook:
-        main["ports"] = [*(given.get("ports") or []), {"name": "http", "containerPort": NOTEBOOK_PORT}]
     main["env"] = _env(given.get("env") or [], job, name)
+    if notebook:  # the address the launcher reports: the pod's own
+        main["env"].append({"name": "GRIDLANE_NOTEBOOK_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     main["resources"] = _resources(given.get("resources") or {}, job, settings)
     containers[index] = main
     pod["restartPolicy"] = "Never"
@@ -249,8 +250,6 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     service = None
     if gang:
         service = _service(name, namespace, own, headless=True)
-    elif notebook:
-        service = _service(name, namespace, own, headless=False)
     podgroup = _podgroup(job, name, namespace, own, settings) if settings.volcano else None
     return Manifests(manifest, service, podgroup)
 
@@ -268,31 +267,11 @@ def native_job(job: JobSpec, namespace: str) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def notebook_command(settings: KubeSettings, namespace: str, name: str, workload_id: UUID) -> list[str]:
-    """Jupyter on the notebook port, serving under the path of the fabric's connect URL.
-
-    Jupyter keeps its own default: a random token, printed in its log (the workload's log tail).
-    """
-    return [
-        "jupyter",
-        "lab",
-        "--ip=0.0.0.0",
-        f"--port={NOTEBOOK_PORT}",
-        "--no-browser",
-        f"--ServerApp.base_url={_base_path(settings, namespace, name, workload_id)}",
-    ]
-
-
-def connect_url(settings: KubeSettings, namespace: str, name: str, workload_id: UUID) -> str:
-    """The fabric's notebook_url filled in; "" when the fabric has none."""
-    if not settings.notebook_url:
-        return ""
-    return settings.notebook_url.format(name=name, namespace=namespace, workload_id=workload_id, service=name)
-
-
-def _base_path(settings: KubeSettings, namespace: str, name: str, workload_id: UUID) -> str:
-    path = urlsplit(connect_url(settings, namespace, name, workload_id)).path or "/"
-    return path if path.endswith("/") else path + "/"
+def notebook_command() -> list[str]:
+    """JupyterLab started by Gridlane's launcher, as on a batch cluster: on a free port, with a token it picks and
+    reports to the portal (never on a command line, in the manifest or in the pod's log), under the workload's
+    connect path. The image needs bash and python3 beside Jupyter (every Jupyter image has them)."""
+    return ["bash", "-c", notebook.FUNCTION + "gridlane_notebook jupyter lab\n"]
 
 
 def _env(template_env: list[dict[str, Any]], job: JobSpec, name: str) -> list[dict[str, Any]]:
@@ -352,18 +331,13 @@ def gpu_units(job: JobSpec, settings: KubeSettings) -> int:
 
 
 def _service(name: str, namespace: str, own: dict[str, str], *, headless: bool) -> dict[str, Any]:
-    if headless:
-        spec: dict[str, Any] = {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,  # ranks resolve each other before they are ready
-            "selector": {WORKLOAD_LABEL: own[WORKLOAD_LABEL]},
-            "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT}],
-        }
-    else:
-        spec = {
-            "selector": {WORKLOAD_LABEL: own[WORKLOAD_LABEL]},
-            "ports": [{"name": "http", "port": NOTEBOOK_PORT, "targetPort": NOTEBOOK_PORT}],
-        }
+    """A gang's headless Service, whose name is its pods' subdomain."""
+    spec: dict[str, Any] = {
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,  # ranks resolve each other before they are ready
+        "selector": {WORKLOAD_LABEL: own[WORKLOAD_LABEL]},
+        "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT}],
+    }
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -392,13 +366,25 @@ def _podgroup(job: JobSpec, name: str, namespace: str, own: dict[str, str], sett
     }
 
 
+def _masked(document: dict[str, Any]) -> dict[str, Any]:
+    if document.get("kind") != "Job":
+        return document
+    copied = copy.deepcopy(document)
+    for container in copied["spec"]["template"]["spec"].get("containers") or []:
+        for entry in container.get("env") or []:
+            if entry.get("name") in notebook.SECRET_ENV and "value" in entry:
+                entry["value"] = notebook.MASKED
+    return copied
+
+
 def to_json(manifests: Manifests) -> str:
     """The manifests as the workload's record: the JSON the client sends, one object or a v1 List of them.
 
     JSON rather than YAML: it is literally what went over the wire, `kubectl apply -f` takes it, and
-    emitting YAML cost more than the API call itself (it halved Jobs created per second).
+    emitting YAML cost more than the API call itself (it halved Jobs created per second). The job's report
+    secret is masked in the record, as in a batch script's (fabrics.ssh.notebook).
     """
-    documents = manifests.documents()
+    documents = [_masked(d) for d in manifests.documents()]
     if len(documents) == 1:
         return json.dumps(documents[0], indent=2)
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}, indent=2)

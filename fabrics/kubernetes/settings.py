@@ -11,7 +11,6 @@
         "t4-shared": {"resource": "nvidia.com/gpu.shared", "milli_per_unit": 250}
       },
       "ttl_seconds_after_finished": 3600,
-      "notebook_url": "https://jupyter.example.org/{namespace}/{name}/",
       "volcano": false, "volcano_queue": "",
       "default_image": "", "capacity": "nodes", "node_selector": "",
       "request_timeout_s": 30
@@ -35,11 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fabrics import templating
-
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-URL_FIELDS = frozenset({"name", "namespace", "workload_id", "service"})
 KNOWN = frozenset(
     {
         "kubeconfig",
@@ -49,7 +45,6 @@ KNOWN = frozenset(
         "gpu_sharing",
         "gpu_resources",
         "ttl_seconds_after_finished",
-        "notebook_url",
         "volcano",
         "volcano_queue",
         "default_image",
@@ -97,7 +92,6 @@ class KubeSettings:
     gpu: GpuResource = GpuResource()
     gpu_sharing: bool = True
     ttl_s: int = 3600
-    notebook_url: str = ""
     volcano: bool = False
     volcano_queue: str = ""
     default_image: str = ""
@@ -126,9 +120,6 @@ class KubeSettings:
         timeout = settings.get("request_timeout_s", 30)
         if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout <= 300:
             raise ValueError("request_timeout_s must be a number of seconds between 0 and 300")
-        notebook_url = _text(settings, "notebook_url")
-        if notebook_url:
-            check_url_template(notebook_url)
         return cls(
             kubeconfig=_text(settings, "kubeconfig"),
             context=_text(settings, "context"),
@@ -136,7 +127,6 @@ class KubeSettings:
             gpu=gpu_resource(_text(settings, "gpu_flavor"), settings.get("gpu_resources", {})),
             gpu_sharing=sharing,
             ttl_s=ttl,
-            notebook_url=notebook_url,
             volcano=volcano,
             volcano_queue=_text(settings, "volcano_queue"),
             default_image=_text(settings, "default_image"),
@@ -175,12 +165,6 @@ def _entry(flavor: str, value: Any) -> GpuResource:
             f"gpu_resources[{flavor!r}].milli_per_unit must divide 1000 (1000: a unit is a whole GPU, 250: a quarter)"
         )
     return GpuResource(resource, milli)
-
-
-def check_url_template(template: str) -> None:
-    """A Kubernetes fabric's `notebook_url`: http(s), with only the URL_FIELDS."""
-    example = "https://jupyter.example.org/{namespace}/{name}/"
-    templating.check_url_template(template, URL_FIELDS, setting="notebook_url", example=example)
 
 
 def _text(settings: Mapping[str, Any], key: str) -> str:

@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ from uuid import UUID
 
 import fabrics
 from fabrics import jupyter, templating
-from fabrics.base import Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
+from fabrics.base import Capacity, Endpoint, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
 from fabrics.local.supervisor import DEADLINE, group_alive, signal_group, write_atomic
 
 # Every value becomes one shell-quoted word, so the command reaches bash -c as data. The name
@@ -50,12 +49,15 @@ set -eu
 python=$python
 pick='import secrets, socket; s = socket.socket(); s.bind(("127.0.0.1", 0))'
 read -r port token < <("$$python" -c "$$pick; print(s.getsockname()[1], secrets.token_urlsafe(32))")
-printf '{"port": %s, "token": "%s"}\\n' "$$port" "$$token" > "$$GRIDLANE_JOB_DIR/notebook.json.tmp"
+base=$${GRIDLANE_CONNECT_PREFIX:-/}
+record='{"port": %s, "token": "%s", "path": "%s"}\\n'
+printf "$$record" "$$port" "$$token" "$$base" > "$$GRIDLANE_JOB_DIR/notebook.json.tmp"
 mv "$$GRIDLANE_JOB_DIR/notebook.json.tmp" "$$GRIDLANE_JOB_DIR/notebook.json"
 export JUPYTER_TOKEN="$$token" JUPYTER_RUNTIME_DIR="$$GRIDLANE_JOB_DIR/jupyter-runtime"
-exec "$$python" -m jupyter_server --no-browser --ip 127.0.0.1 --port "$$port" --allow-root --ServerApp.root_dir="$$PWD"
+exec "$$python" -m jupyter_server --no-browser --ip 127.0.0.1 --port "$$port" --allow-root \\
+  --ServerApp.root_dir="$$PWD" \\
+  --ServerApp.base_url="$$base" --ServerApp.allow_remote_access=True
 """
-NOTEBOOK_CONNECT_URL = "http://{host}:{port}/lab?token={token}"
 TEMPLATE_NAMES = frozenset(
     {
         "workload_id",
@@ -105,12 +107,6 @@ class LocalFabric:
         root = settings.get("root")
         if not isinstance(root, str) or not root.strip():
             raise ValueError("the local fabric needs settings.root, the directory its jobs live in")
-        templating.check_url_template(
-            settings.get("connect_url_template", NOTEBOOK_CONNECT_URL),
-            {"host", "port", "token"},
-            setting="connect_url_template",
-            example=NOTEBOOK_CONNECT_URL,
-        )
 
     def render(self, job: JobSpec) -> str:
         template = job.template or (NOTEBOOK_TEMPLATE if job.kind == "notebook" else DEFAULT_TEMPLATE)
@@ -176,8 +172,8 @@ class LocalFabric:
         for external_id, jobdir in servers.items():
             if budget.spent:
                 break  # the rest are asked next time; meanwhile nothing changes for them
-            url, last_activity = self._notebook(jobdir, budget)
-            statuses[external_id] = replace(statuses[external_id], connect_url=url, last_activity=last_activity)
+            endpoint, last_activity = self._notebook(jobdir, budget)
+            statuses[external_id] = replace(statuses[external_id], endpoint=endpoint, last_activity=last_activity)
         return statuses
 
     def extend(self, external_id: str, ends_at: datetime) -> None:
@@ -302,18 +298,15 @@ class LocalFabric:
             return JobStatus(JobState.RUNNING, host=_hostname(), started_at=started_at, reason=reason), None
         return JobStatus(JobState.FAILED, started_at=started_at, reason=SUPERVISOR_LOST), None
 
-    def _notebook(self, jobdir: Path, budget: jupyter.Budget) -> tuple[str, datetime | None]:
-        """The notebook's connect URL and last activity once its server answers; ("", None) before."""
+    def _notebook(self, jobdir: Path, budget: jupyter.Budget) -> tuple[Endpoint | None, datetime | None]:
+        """The notebook's server and last activity once it answers; (None, None) before."""
+        # {"port": 41234, "token": "...", "path": "/connect/<workload id>/"}, written by the notebook's script
         notebook = _read_json(jobdir / "notebook.json")
         if notebook is None:
-            return "", None
-        port, token = int(notebook["port"]), str(notebook["token"])
-        answered, last_activity = budget.probe("127.0.0.1", port, token)
-        if not answered:
-            return "", None
-        template = self.config.settings.get("connect_url_template", NOTEBOOK_CONNECT_URL)
-        url = str(template).format(host="127.0.0.1", port=port, token=urllib.parse.quote(token, safe=""))
-        return url, last_activity
+            return None, None
+        endpoint = Endpoint("127.0.0.1", int(notebook["port"]), str(notebook["token"]), str(notebook.get("path", "/")))
+        answered, last_activity = budget.probe(endpoint)
+        return (endpoint, last_activity) if answered else (None, None)
 
 
 def template_values(job: JobSpec) -> dict[str, object]:

@@ -3,7 +3,7 @@
 Settings: the SSH ones (fabrics.ssh.settings) and
 
     {"flavor": "pro", "queue": "workq", "gpu_queue": "", "workdir": ".gridlane", "bin_dir": "",
-     "submit_parallelism": 2, "notebook_url": "http://{host}:{port}/lab?token={token}"}
+     "submit_parallelism": 2, "connect_via": "direct"}
 
 qsub reads no script from stdin on every PBS, so each script is written to
 <workdir>/<workload id>.pbs and qsub run on it; qsub's output goes straight to
@@ -13,7 +13,7 @@ submit lock: a workload whose record names a job is not submitted again. The job
 g<14 hex digits of the workload id> (Torque keeps 15 characters). Status is `qstat -f` (with -x
 on PBS Pro, for finished jobs) plus what the job recorded itself: its exit status and, when
 Gridlane cancelled it, a marker (see render.py). Notebooks report their server as on Slurm
-(fabrics.ssh.notebook), with the setting `notebook_url`.
+(fabrics.ssh.notebook), reached directly or through the login node (`connect_via`).
 
 Run as the person, as on Slurm: a job whose spec names `run_as` goes through `sudo -n -u <user> qsub`
 in their home, behind the guard of fabrics.ssh.runas (no root, no unknown user, no uid below `min_uid`).
@@ -151,7 +151,7 @@ class PbsFabric(Batched):
         value = settings.get("min_uid", runas.DEFAULT_MIN_UID)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError("settings.min_uid: the lowest uid a job may run as (system accounts sit below), e.g. 1000")
-        notebook.check_url_template(settings.get("notebook_url", notebook.CONNECT_URL))
+        notebook.check_connect_via(settings)
 
     def render(self, job: JobSpec) -> str:
         if job.script:  # the user's own script: written as it is, Gridlane's options on qsub's command line
@@ -270,11 +270,6 @@ class PbsFabric(Batched):
             if job_id := _found(outcome):
                 found[wid] = job_id
         return found
-
-    @classmethod
-    def notebook_connect_url(cls, settings: Mapping[str, Any], host: str, port: int, token: str) -> str:
-        """The link to a notebook whose job reported where its server listens (fabrics.ssh.notebook)."""
-        return notebook.connect_url(settings, host, port, token)
 
     def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
         statuses = {i: JobStatus(JobState.MISSING) for i in ids}

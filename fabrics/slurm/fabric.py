@@ -4,7 +4,7 @@ Settings (JSON, checked by `check_settings`), the SSH ones as in fabrics.ssh.set
 
     {"partition": "cpu", "gpu_partition": "gpu", "gpu_request": "gres", "gpu_type": "",
      "workdir": ".gridlane", "bin_dir": "", "submit_parallelism": 8, "accounting": true,
-     "notebook_url": "http://{host}:{port}/lab?token={token}", "extend_time_limit": false,
+     "connect_via": "direct", "extend_time_limit": false,
      "min_uid": 1000}
 
 Run as the person: a job whose spec names `run_as` (the portal's identity mapping) is submitted with
@@ -25,8 +25,9 @@ moment sbatch prints it: a worker that died after sbatch finds its job, however 
 instead of submitting a second one.
 
 Notebooks: the script starts the queue template's Jupyter with `gridlane_notebook`, which reports
-the server's host, port and token to the portal (fabrics.ssh.notebook); `notebook_url` turns them
-into the link the user opens.
+the server's host, port and token to the portal (fabrics.ssh.notebook), which passes the user's browser
+through to it (portal.connect): directly, or with `"connect_via": "ssh"` through this fabric's SSH
+connection to the login node, where the compute nodes are not routable from the portal.
 
 Leases: a Slurm user may shorten a job's time limit but not lengthen it; an operator may. With
 `"extend_time_limit": true` (the submit account is a Slurm operator: `sacctmgr modify user <user>
@@ -136,7 +137,7 @@ class SlurmFabric(Batched):
         value = settings.get("min_uid", runas.DEFAULT_MIN_UID)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError("settings.min_uid: the lowest uid a job may run as (system accounts sit below), e.g. 1000")
-        notebook.check_url_template(settings.get("notebook_url", notebook.CONNECT_URL))
+        notebook.check_connect_via(settings)
 
     def render(self, job: JobSpec) -> str:
         if job.script:  # the user's own script: sent as it is, Gridlane's options on sbatch's command line
@@ -180,11 +181,6 @@ class SlurmFabric(Batched):
             if job_id is not None:
                 found[wid] = job_id
         return found
-
-    @classmethod
-    def notebook_connect_url(cls, settings: Mapping[str, Any], host: str, port: int, token: str) -> str:
-        """The link to a notebook whose job reported where its server listens (fabrics.ssh.notebook)."""
-        return notebook.connect_url(settings, host, port, token)
 
     def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
         """One squeue for the account's jobs; one sacct for those slurmctld no longer holds."""

@@ -4,8 +4,9 @@ Gridlane cannot reach into a compute node to ask, so the job reports, as batchsp
 the portal puts a callback URL and a per-workload secret into the job's environment (quoted
 exports), and `gridlane_notebook COMMAND...`, a shell function every notebook script carries,
 starts the server on a free port with a random token, waits until its /api answers, and POSTs
-`{"host", "port", "token"}` to the callback with the secret. The portal turns that into the
-connect link through the fabric's `notebook_url` template.
+`{"host", "port", "token", "path"}` to the callback with the secret. The server serves under the
+workload's connect path (GRIDLANE_CONNECT_PREFIX, its base_url): the portal passes the user's browser
+through to it there (portal.connect), adding the token, which no browser ever sees.
 
 The token goes to the server in its environment (JUPYTER_TOKEN), never on a command line that
 other users of the node could read; the callback's secret is taken out of the server's
@@ -17,17 +18,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote
-
-from fabrics import templating
 
 ENDPOINT_URL_ENV = "GRIDLANE_ENDPOINT_URL"  # where the job reports its server
 ENDPOINT_SECRET_ENV = "GRIDLANE_ENDPOINT_SECRET"  # noqa: S105 (a name: the per-workload secret it reports with)
 SECRET_ENV = frozenset({ENDPOINT_SECRET_ENV})  # sent to the cluster, masked in the stored script
 MASKED = "(not shown: sent to the cluster, not stored)"
 
-CONNECT_URL = "http://{host}:{port}/lab?token={token}"  # a fabric's default `notebook_url`
-URL_FIELDS = frozenset({"host", "port", "token"})
+CONNECT_VIA = ("direct", "ssh")  # how the portal reaches a job's server: the node itself, or via the login node
 
 # Run by the job with python3: wait until the server answers, then report it (the callback may go through a proxy).
 REPORT = """\
@@ -41,7 +38,7 @@ while True:  # until the server answers on /api (it does without a token)
     except OSError:
         sys.exit("gridlane: the Jupyter server ended before it answered")
     try:
-        with local.open("http://127.0.0.1:%d/api" % port, timeout=5) as answer:
+        with local.open("http://127.0.0.1:%d%sapi" % (port, os.environ["GL_BASE"]), timeout=5) as answer:
             if answer.status == 200:
                 break
     except OSError:
@@ -49,7 +46,7 @@ while True:  # until the server answers on /api (it does without a token)
     if time.monotonic() > deadline:
         sys.exit("gridlane: the Jupyter server did not answer on /api in time")
     time.sleep(0.5)
-body = {"host": os.environ["GL_HOST"], "port": port, "token": os.environ["GL_TOKEN"]}
+body = {"host": os.environ["GL_HOST"], "port": port, "token": os.environ["GL_TOKEN"], "path": os.environ["GL_BASE"]}
 request = urllib.request.Request(
     os.environ["GRIDLANE_ENDPOINT_URL"], data=json.dumps(body).encode(), method="POST",
     headers={"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["GRIDLANE_ENDPOINT_SECRET"]},
@@ -84,10 +81,12 @@ s.bind(("", 0))
 print(s.getsockname()[1], secrets.token_urlsafe(32))') || { echo "gridlane: $py cannot pick a port" >&2; return 1; }
   host=${GRIDLANE_NOTEBOOK_HOST:-$(hostname -f 2>/dev/null || hostname)}
   [ "$(id -u)" = 0 ] && root=(--allow-root)
+  local base=${GRIDLANE_CONNECT_PREFIX:-/}
   JUPYTER_TOKEN=$token env -u GRIDLANE_ENDPOINT_SECRET "$@" --no-browser --ip="${GRIDLANE_NOTEBOOK_IP:-0.0.0.0}" \
-    --port="$port" --ServerApp.port_retries=0 ${root[@]+"${root[@]}"} </dev/null &
+    --port="$port" --ServerApp.port_retries=0 --ServerApp.base_url="$base" --ServerApp.allow_remote_access=True \
+    ${root[@]+"${root[@]}"} </dev/null &
   server=$!
-  if ! GL_SERVER=$server GL_HOST=$host GL_PORT=$port GL_TOKEN=$token "$py" -c "$_gl_notebook_report"; then
+  if ! GL_SERVER=$server GL_HOST=$host GL_PORT=$port GL_TOKEN=$token GL_BASE=$base "$py" -c "$_gl_notebook_report"; then
     kill "$server" 2>/dev/null
     wait "$server"
     return 1
@@ -98,12 +97,7 @@ print(s.getsockname()[1], secrets.token_urlsafe(32))') || { echo "gridlane: $py 
 FUNCTION += f"_gl_notebook_report={shlex.quote(REPORT)}\n"
 
 
-def check_url_template(template: Any) -> None:
-    """A Slurm or PBS fabric's `notebook_url`: http(s), with only {host}, {port} and {token}."""
-    templating.check_url_template(template, URL_FIELDS, setting="notebook_url", example=CONNECT_URL)
-
-
-def connect_url(settings: Mapping[str, Any], host: str, port: int, token: str) -> str:
-    """The link the user opens, from the fabric's `notebook_url`; host, port and token already checked."""
-    template = settings.get("notebook_url") or CONNECT_URL
-    return str(template).format(host=f"[{host}]" if ":" in host else host, port=port, token=quote(token, safe=""))
+def check_connect_via(settings: Mapping[str, Any]) -> None:
+    """`connect_via`: "direct" (the portal reaches the compute nodes) or "ssh" (through the login node)."""
+    if settings.get("connect_via", "direct") not in CONNECT_VIA:
+        raise ValueError('settings.connect_via: "direct" (the portal reaches the nodes) or "ssh" (via the login node)')

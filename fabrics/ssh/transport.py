@@ -109,6 +109,24 @@ class SshTransport:
     def close(self) -> None:
         self._drop()
 
+    def open_tunnel(self, host: str, port: int) -> paramiko.Channel:
+        """A channel to host:port as the login node reaches it (SSH's direct-tcpip, as `ssh -L` opens);
+        FabricError(retryable=True) when the connection or the login node refuses."""
+        for attempt in (1, 2):
+            try:
+                transport = self._connected().get_transport()
+                if transport is None or not transport.is_active():
+                    raise _NotSent("the connection is closed")
+                timeout = self.settings.connect_timeout_s
+                return transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout)
+            except (_NotSent, paramiko.SSHException, EOFError, OSError) as exc:
+                self._drop()
+                if attempt == 2 or isinstance(exc, paramiko.ChannelException):
+                    raise FabricError(
+                        f"{self.where}: cannot reach {host}:{port} through it: {exc!r}", retryable=True
+                    ) from exc
+        raise AssertionError("unreachable")
+
     def _exec(self, command: str, stdin: str | None, timeout: float) -> Result:
         client = self._connected()
         try:

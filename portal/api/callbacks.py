@@ -1,10 +1,11 @@
-"""Calls from jobs, not people: a notebook's job on a batch cluster reports where its server listens.
+"""Calls from jobs, not people: a job reports where its web server listens (a notebook's Jupyter, or an app).
 
 `POST /api/v1/workloads/<id>/endpoint/` with `Authorization: Bearer <the workload's secret>` and
 `{"host": "node17.hpc.example.org", "port": 8888, "token": "..."}` (portal.workloads.notebook_endpoint).
 No user or API token is involved: the secret speaks for one run of one workload. A wrong secret and
 an unknown workload get the same 404; 400 names the fields that are wrong; 409 says the workload
-takes no report now (not a notebook on such a fabric, or not starting or running); 204 on success.
+takes no report now (not starting or running); 204 on success. The browser then reaches the server through
+the portal's connect path (portal.connect), never directly.
 """
 
 from __future__ import annotations
@@ -25,16 +26,22 @@ from portal.workloads import notebook_endpoint
 
 
 class EndpointIn(serializers.Serializer[Any]):
-    host = serializers.CharField(help_text="The compute node's name or address, as the user's browser reaches it.")
+    host = serializers.CharField(help_text="The compute node's name or address, as the portal reaches it.")
     port = serializers.IntegerField(min_value=1, max_value=65535)
-    token = serializers.CharField(help_text="The Jupyter server's token: 16 to 256 URL-safe characters.")
+    token = serializers.CharField(
+        required=False, help_text="The server's token (a notebook's Jupyter: required): 16 to 256 URL-safe characters."
+    )
+    label = serializers.CharField(  # type: ignore[assignment]  # a field named as Field's own attribute
+        required=False, help_text='An app\'s name on its button, e.g. "TensorBoard".'
+    )
+    path = serializers.CharField(required=False, help_text='Where it serves from: "/" (default) or its connect path.')
 
 
 @extend_schema(
-    summary="A notebook's job reports its Jupyter server (authenticated by the workload's own secret)",
+    summary="A job reports its web server, a notebook's or an app's (authenticated by the workload's own secret)",
     request=EndpointIn,
     responses={
-        204: OpenApiResponse(description="The notebook's link is stored."),
+        204: OpenApiResponse(description="The server is kept; the workload page links to it."),
         400: OpenApiResponse(description="A field is wrong."),
         404: OpenApiResponse(description="No such workload, or not its secret."),
         409: OpenApiResponse(description="The workload takes no report now."),
@@ -49,7 +56,7 @@ def endpoint(request: Request, pk: UUID) -> Response:
     workload = notebook_endpoint.reporter(pk, request.headers.get("Authorization", ""))
     if workload is None:
         raise NotFound()
-    found, errors = notebook_endpoint.check_report(request.data)
+    found, errors = notebook_endpoint.check_report(request.data, pk)
     if found is None:
         return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
     try:

@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import Count
 from rest_framework import serializers
 
+from portal import access
 from portal.api.errors import flatten
 from portal.workloads.models import Priority, Workload, WorkloadEvent
 from portal.workloads.services import MAX_BULK, SubmitRequest
@@ -126,7 +127,10 @@ class WorkloadOut(serializers.ModelSerializer[Workload]):
     resources = serializers.SerializerMethodField()
     runtime_limit_minutes = serializers.SerializerMethodField()
     lease_hours = serializers.SerializerMethodField(help_text="Notebooks and VMs: the lease, in hours from the start.")
-    connect_url = serializers.SerializerMethodField(help_text="Only for the owner: a notebook's URL carries its token.")
+    connect_url = serializers.SerializerMethodField(
+        help_text="Its web server through the portal (/connect/<id>/...), for whoever may open it: the owner, and "
+        "the team once shared. The server's own address and token are never shown."
+    )
     array_parent = serializers.UUIDField(source="array_parent_id", allow_null=True, read_only=True)
     elements = serializers.SerializerMethodField(help_text="An array's parent: how many elements are in each state.")
 
@@ -182,7 +186,15 @@ class WorkloadOut(serializers.ModelSerializer[Workload]):
 
     def get_connect_url(self, w: Workload) -> str:
         request = self.context.get("request")
-        return w.connect_url if request is not None and request.user.pk == w.owner_id else ""
+        if request is None or not w.connect_url:
+            return ""
+        if request.user.pk == w.owner_id:
+            return w.connect_url
+        if not w.shared_with_team:
+            return ""
+        if "member_groups" not in self.context:  # once per response, not once per workload
+            self.context["member_groups"] = set(access.member_group_ids(request.user))
+        return w.connect_url if w.group_id in self.context["member_groups"] else ""
 
     def get_lease_hours(self, w: Workload) -> float | None:
         hours = w.lease_hours

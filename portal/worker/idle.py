@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from fabrics import jupyter
 from fabrics.base import JobStatus
+from portal.connect import tunnel
 from portal.notify import outbox
 from portal.notify.models import Event
-from portal.workloads import services
+from portal.workloads import notebook_endpoint, services
 from portal.workloads.models import Workload
 
 
@@ -89,16 +90,14 @@ def ask_server(w: Workload, status: JobStatus, budget: jupyter.Budget) -> JobSta
     """The status with the last activity the notebook's server reports, when the fabric's status has none and
     the job reported its server (notebook_endpoint); as it was when the server does not answer in time or the
     budget is spent (then nothing is decided about it until a later cycle)."""
-    server = w.notebook_endpoint
-    if status.last_activity is not None or not isinstance(server, dict):
+    server = notebook_endpoint.stored(w)
+    if status.last_activity is not None or server is None:
         return status
     if limit_of(w) is None and w.idle_stop_at is None:
         return status  # nothing would be done with the answer
-    try:
-        host, port, token = str(server["host"]), int(server["port"]), str(server["token"])
-    except (KeyError, TypeError, ValueError):
-        return status
-    answered, last_activity = budget.probe(host, port, token)
+    if w.fabric is not None:  # through the login node where the fabric says so (portal.connect.tunnel)
+        server = tunnel.reachable(w.fabric_id, w.fabric.settings, server)
+    answered, last_activity = budget.probe(server)
     return replace(status, last_activity=last_activity) if answered else status
 
 

@@ -13,7 +13,7 @@ from portal.queues.models import WorkloadKind
 from portal.worker import idle, stats
 from portal.worker.connections import fabric_for
 from portal.worker.health import set_health as _set_health
-from portal.workloads import services
+from portal.workloads import notebook_endpoint, services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 
@@ -99,9 +99,8 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus, budget: jupyter.Budg
     state = State(w.state)
     if state == State.PREEMPTED:
         return _follow_preempted(row, w, status)
-    if status.connect_url and status.connect_url != w.connect_url:
-        Workload.objects.filter(pk=w.pk).update(connect_url=status.connect_url)
-        w.connect_url = status.connect_url
+    if status.endpoint is not None and status.endpoint != notebook_endpoint.stored(w):
+        notebook_endpoint.record(w, status.endpoint)  # the local fabric's notebooks: found by its poll
     if status.state == JobState.RUNNING and state == State.DISPATCHING:
         return _started(row, w, status)
     if status.state == JobState.RUNNING and state == State.RUNNING and w.kind == WorkloadKind.NOTEBOOK:

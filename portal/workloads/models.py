@@ -73,10 +73,15 @@ class Workload(models.Model):
     external_id = models.CharField(max_length=200, blank=True)
     rendered = models.TextField(blank=True, help_text="The script or manifest sent to the fabric.")
     host = models.CharField(max_length=200, blank=True)
+    # The portal's own link to its web server (/connect/<id>/...), once it has one; never the server's address.
     connect_url = models.URLField(max_length=500, blank=True)
-    # Notebooks on a batch cluster: {"host", "port", "token"} of the Jupyter server its job reported, for the
-    # worker to ask how it is used. The token is a secret: never shown (not editable, so not in the admin).
+    # Its web server (a notebook's Jupyter, or an app it publishes): {"host", "port", "token", "path", "label"},
+    # as its job reported it or its fabric found it, for the connect proxy and the idle check. The token is a
+    # secret: never shown (not editable, so not in the admin).
     notebook_endpoint = models.JSONField(null=True, blank=True, editable=False)
+    shared_with_team = models.BooleanField(
+        default=False, help_text="Its team's members may open its web server too (the owner's choice; off by default)."
+    )
     exit_code = models.IntegerField(null=True, blank=True)
     log_tail = models.TextField(blank=True)
 

@@ -1,13 +1,13 @@
-"""A notebook on a batch cluster reports where its Jupyter server listens (fabrics.ssh.notebook).
+"""A job's web server (a notebook's Jupyter, or an app such as TensorBoard it publishes): where it listens.
 
-At dispatch the job gets a callback URL and a secret in its environment (`job_env`). The secret is
-derived, never stored: HMAC-SHA256 of the portal's SECRET_KEY over a purpose and the workload's run
-id, which is fresh after each preemption, so the job of an earlier attempt cannot speak for the
-current one. The job POSTs host, port and token; `check_report` reads them strictly and `do_report`
-stores the link the fabric's `notebook_url` makes of them, while the notebook is being started or
-runs. Sync leaves that link alone: it only writes a connect URL a fabric's poll knows. `do_report`
-also keeps host, port and token apart (`Workload.notebook_endpoint`, shown to no one), so the worker
-can ask the server how it is used (portal.worker.idle): the fabric cannot know.
+At dispatch every job gets a callback URL, a secret and its connect path in its environment (`job_env`).
+The secret is derived, never stored: HMAC-SHA256 of the portal's SECRET_KEY over a purpose and the
+workload's run id, which is fresh after each preemption, so the job of an earlier attempt cannot speak for
+the current one. The job POSTs host, port, token (and, for an app, a label and the path it serves from);
+`check_report` reads them strictly and `do_report` keeps them on the workload (`notebook_endpoint`, shown to
+no one) with the portal's own link to it: `/connect/<workload id>/`, which portal.connect serves. The local
+fabric's notebooks are found by its poll instead (sync stores them through `record`). The worker asks a
+notebook's server how it is used (portal.worker.idle) through the same record.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from fabrics.registry import fabric_class
+from fabrics.base import Endpoint
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV, ENDPOINT_URL_ENV
 from portal.queues.models import WorkloadKind
 from portal.workloads.models import Workload
@@ -35,9 +35,11 @@ log = logging.getLogger("gridlane.services")
 
 PURPOSE = b"gridlane.notebook-endpoint.v1:"
 REPORTING = (State.DISPATCHING, State.RUNNING)  # the job may report while it is being started or runs
-FIELDS = frozenset({"host", "port", "token"})
+FIELDS = frozenset({"host", "port", "token", "label", "path"})
 _LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")  # whole strings only (fullmatch)
 TOKEN = re.compile(r"[A-Za-z0-9_-]{16,256}")  # URL-safe, and long enough to guard a server on a shared network
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}")  # a button's words: "TensorBoard", "MLflow UI"
+CONNECT_PREFIX_ENV = "GRIDLANE_CONNECT_PREFIX"  # the path the job's server is reached under
 
 
 class Refused(Exception):
@@ -45,10 +47,9 @@ class Refused(Exception):
 
 
 @dataclass(frozen=True)
-class Endpoint:
-    host: str
-    port: int
-    token: str
+class Report:
+    endpoint: Endpoint
+    label: str  # "" for a notebook's own server
 
 
 def secret(run_id: UUID) -> str:
@@ -57,23 +58,53 @@ def secret(run_id: UUID) -> str:
     return hmac.new(key, PURPOSE + str(run_id).encode(), hashlib.sha256).hexdigest()
 
 
-def takes_reports(w: Workload) -> bool:
-    """A notebook on a fabric whose jobs report their server (Slurm, PBS)."""
-    if w.kind != WorkloadKind.NOTEBOOK or w.fabric is None:
-        return False
-    try:
-        cls = fabric_class(w.fabric.kind)
-    except ValueError:
-        return False
-    return callable(getattr(cls, "notebook_connect_url", None))
+def connect_path(pk: UUID | str) -> str:
+    """The workload's own path on the portal, under which its server is reached (portal.connect)."""
+    return reverse("connect:root", args=[pk])
+
+
+def link(w: Workload) -> str:
+    """What the user opens: JupyterLab for a notebook, the app's first page otherwise."""
+    return settings.GRIDLANE_PUBLIC_URL + connect_path(w.pk) + ("lab" if w.kind == WorkloadKind.NOTEBOOK else "")
 
 
 def job_env(w: Workload) -> dict[str, str]:
-    """What the job's environment needs to report its server: the callback URL and the secret (else nothing)."""
-    if not takes_reports(w):
-        return {}
+    """What every job's environment gets to report a web server: the callback URL, the secret and the path
+    the server will be reached under (a Jupyter serves under it: its base_url)."""
     url = settings.GRIDLANE_PUBLIC_URL + reverse("api:workload-endpoint", args=[w.pk])
-    return {ENDPOINT_URL_ENV: url, ENDPOINT_SECRET_ENV: secret(w.run_id)}
+    return {ENDPOINT_URL_ENV: url, ENDPOINT_SECRET_ENV: secret(w.run_id), CONNECT_PREFIX_ENV: connect_path(w.pk)}
+
+
+def stored(w: Workload) -> Endpoint | None:
+    """The server its job reported (or its fabric found); None when there is none, or the record is unreadable."""
+    server = w.notebook_endpoint
+    if not isinstance(server, dict):
+        return None
+    try:
+        return Endpoint(
+            str(server["host"]), int(server["port"]), str(server.get("token", "")), str(server.get("path", "/"))
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def label(w: Workload) -> str:
+    """The words on its button: "notebook", or the name the app gave itself."""
+    server = w.notebook_endpoint if isinstance(w.notebook_endpoint, dict) else {}
+    return str(server.get("label") or ("notebook" if w.kind == WorkloadKind.NOTEBOOK else "app"))
+
+
+def record(w: Workload, endpoint: Endpoint, label: str = "") -> bool:
+    """Keep the server on the workload while it is being started or runs; False when it no longer is."""
+    server = {"host": endpoint.host, "port": endpoint.port, "token": endpoint.token, "path": endpoint.path}
+    if label:
+        server["label"] = label
+    moved = Workload.objects.filter(pk=w.pk, state__in=REPORTING).update(
+        connect_url=link(w), notebook_endpoint=server, updated_at=timezone.now()
+    )
+    if moved == 1:
+        w.notebook_endpoint, w.connect_url = server, link(w)
+    return moved == 1
 
 
 def reporter(pk: UUID, authorization: str) -> Workload | None:
@@ -86,9 +117,10 @@ def reporter(pk: UUID, authorization: str) -> Workload | None:
     return w if w is not None and matches and scheme.lower() == "bearer" else None
 
 
-def check_report(data: Any) -> tuple[Endpoint | None, dict[str, list[str]]]:
-    """The endpoint in a report body, or the errors per field: the host a DNS name or an IP address,
-    the port 1-65535 (a JSON number), the token URL-safe; nothing else."""
+def check_report(data: Any, pk: UUID | str) -> tuple[Report | None, dict[str, list[str]]]:
+    """The server in a report body, or the errors per field: the host a DNS name or an IP address, the port
+    1-65535 (a JSON number), the token URL-safe (optional for an app); an app's label in a few plain words,
+    and the path it serves from: "/" or the workload's connect path (a Jupyter's base_url); nothing else."""
     if not isinstance(data, dict):
         return None, {"detail": ['Send a JSON object: {"host": ..., "port": ..., "token": ...}.']}
     errors: dict[str, list[str]] = {}
@@ -101,29 +133,28 @@ def check_report(data: Any) -> tuple[Endpoint | None, dict[str, list[str]]]:
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         errors["port"] = ["A TCP port number, 1 to 65535."]
         port = 0
-    if not isinstance(token, str) or not TOKEN.fullmatch(token):
+    if "token" in data and (not isinstance(token, str) or not TOKEN.fullmatch(token)):
         errors["token"] = ["16 to 256 URL-safe characters (letters, digits, - and _)."]
-        token = ""
-    return (None, errors) if errors else (Endpoint(host.lower(), port, token), {})
+    words = data.get("label", "")
+    if not isinstance(words, str) or (words and not LABEL.fullmatch(words)):
+        errors["label"] = ["1 to 40 letters, digits, spaces, dots, - or _, such as TensorBoard."]
+    path = data.get("path", "/")
+    if path not in ("/", connect_path(pk)):
+        errors["path"] = [f'Where the server serves from: "/" or "{connect_path(pk)}" (its base URL).']
+    if errors:
+        return None, errors
+    return Report(Endpoint(host.lower(), port, token if isinstance(token, str) else "", path), words), {}
 
 
-def do_report(w: Workload, endpoint: Endpoint) -> str:
-    """Store the notebook's link on the workload; Refused when it takes no report now. Returns the link."""
-    if not takes_reports(w) or w.fabric is None:
-        raise Refused("Only a notebook on a Slurm or PBS fabric reports its server.")
-    make_url = fabric_class(w.fabric.kind).notebook_connect_url  # type: ignore[attr-defined]
-    url = str(make_url(w.fabric.settings, endpoint.host, endpoint.port, endpoint.token))
-    if len(url) > Workload._meta.get_field("connect_url").max_length:  # type: ignore[operator]
-        raise Refused("The link this makes is too long to keep; ask IT to shorten the fabric's notebook_url.")
-    server = {"host": endpoint.host, "port": endpoint.port, "token": endpoint.token}
-    moved = Workload.objects.filter(pk=w.pk, kind=WorkloadKind.NOTEBOOK, state__in=REPORTING).update(
-        connect_url=url, notebook_endpoint=server, updated_at=timezone.now()
-    )
-    if moved != 1:
+def do_report(w: Workload, report: Report) -> str:
+    """Keep the job's server on the workload; Refused when it takes no report now. Returns the portal's link."""
+    if w.kind == WorkloadKind.NOTEBOOK and not report.endpoint.token:
+        raise Refused("A notebook's server reports its token: the portal passes it on, the browser never sees it.")
+    if not record(w, report.endpoint, report.label):
         state = w.get_state_display().lower()
-        raise Refused(f"The notebook is {state}; it takes a report only while it starts or runs.")
-    log.info("notebook %s reported its server at %s:%s", w.pk, endpoint.host, endpoint.port)
-    return url
+        raise Refused(f"The workload is {state}; it takes a report only while it starts or runs.")
+    log.info("workload %s reported its server at %s:%s", w.pk, report.endpoint.host, report.endpoint.port)
+    return link(w)
 
 
 def _host(host: str) -> bool:

@@ -20,7 +20,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from portal import access
 from portal.accounts import ratelimit
 from portal.agents.models import LeaseKey
-from portal.workloads import logs, services
+from portal.workloads import logs, notebook_endpoint, services
 from portal.workloads.forms import (
     FORM_OF_KIND,
     BatchScriptForm,
@@ -203,6 +203,9 @@ def workload_detail(request: HttpRequest, pk: UUID) -> HttpResponse:
         "can_manage": can_manage,
         "can_extend": can_manage and workload.extendable,
         "elements": _element_counts(workload),
+        "can_connect": access.may_connect(request.user, workload),
+        "can_share": access.may_share(request.user, workload),
+        "server_label": notebook_endpoint.label(workload),
     }
     template = "workloads/_status.html" if _partial(request) else "workloads/detail.html"
     return render(request, template, context)

@@ -1,4 +1,5 @@
-"""A notebook's job reports its Jupyter server: POST /api/v1/workloads/<id>/endpoint/ with the workload's secret."""
+"""A job reports its web server (a notebook's Jupyter, or an app): POST /api/v1/workloads/<id>/endpoint/ with the
+workload's secret. What anyone is shown is the portal's own link (/connect/<id>/), never the server's address."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def hpc(cast: dict[str, Any]) -> Fabric:
         gpus_milli=8000,
         cpus_milli=32000,
         memory_mib=64000,
-        settings={"notebook_url": "https://{host}:{port}/lab?token={token}"},
+        settings={},
     )
     queue = Queue.objects.create(slug="hpc-nb", name="HPC notebooks", kinds=["notebook", "training"])
     queue.allowed_groups.add(*ResourceGroup.objects.all())
@@ -57,20 +58,23 @@ def secret_of(w: Workload) -> str:
     return notebook_endpoint.secret(w.run_id)
 
 
-def test_the_job_reports_its_server_and_the_owner_sees_the_link(notebook, api_as, alice, bob):
+def test_the_job_reports_its_server_and_the_owner_sees_the_portals_link(notebook, api_as, alice, bob, settings):
     answer = report(notebook.pk, secret_of(notebook))
     assert answer.status_code == 204
     notebook.refresh_from_db()
-    assert notebook.connect_url == f"https://node17.hpc.example.org:8888/lab?token={TOKEN}"
+    assert notebook.connect_url == f"{settings.GRIDLANE_PUBLIC_URL}/connect/{notebook.pk}/lab"
     assert api_as(alice).get(f"/api/v1/workloads/{notebook.pk}/").json()["connect_url"] == notebook.connect_url
-    assert api_as(bob).get(f"/api/v1/workloads/{notebook.pk}/").json()["connect_url"] == ""  # the token is alice's
+    assert api_as(bob).get(f"/api/v1/workloads/{notebook.pk}/").json()["connect_url"] == ""  # not shared with him
+    Workload.objects.filter(pk=notebook.pk).update(shared_with_team=True)
+    assert api_as(bob).get(f"/api/v1/workloads/{notebook.pk}/").json()["connect_url"] == notebook.connect_url
+    assert api_as(bob).get("/api/v1/workloads/").json()["results"][0]["connect_url"] == notebook.connect_url
 
 
-def test_a_running_notebook_may_report_again_and_an_ipv6_host_is_bracketed(notebook):
+def test_a_running_notebook_may_report_again_and_an_ipv6_host_is_kept(notebook):
     Workload.objects.filter(pk=notebook.pk).update(state=State.RUNNING)
     assert report(notebook.pk, secret_of(notebook), GOOD | {"host": "FD00::17"}).status_code == 204
     notebook.refresh_from_db()
-    assert notebook.connect_url == f"https://[fd00::17]:8888/lab?token={TOKEN}"
+    assert notebook_endpoint.stored(notebook).host == "fd00::17"
 
 
 def test_a_wrong_secret_and_an_unknown_workload_get_the_same_answer(notebook, cast, submit):
@@ -107,15 +111,17 @@ def test_only_a_notebook_that_is_starting_or_running_takes_a_report(notebook, st
     assert notebook.connect_url == ""
 
 
-def test_only_a_notebook_on_a_fabric_whose_jobs_report_takes_a_report(notebook, alice, submit, hpc):
-    training = submit(alice, queue="hpc-nb", kind="training", command="python train.py")
+def test_a_training_run_publishes_an_app_with_a_label_and_a_notebook_must_send_its_token(notebook, alice, submit, hpc):
+    training = submit(alice, queue="hpc-nb", kind="training", command="tensorboard --logdir runs")
     Workload.objects.filter(pk=training.pk).update(state=State.RUNNING, fabric=hpc)
-    answer = report(training.pk, secret_of(training))
+    app = {"host": "node17", "port": 6006, "label": "TensorBoard"}  # an app may have no token of its own
+    assert report(training.pk, secret_of(training), app).status_code == 204
+    training.refresh_from_db()
+    assert notebook_endpoint.label(training) == "TensorBoard"
+    assert training.connect_url.endswith(f"/connect/{training.pk}/")
+    answer = report(notebook.pk, secret_of(notebook), {"host": "node17", "port": 8888})
     assert answer.status_code == 409
-    assert "Only a notebook" in answer.json()["errors"]["detail"][0]
-    local = Fabric.objects.get(kind="local")
-    Workload.objects.filter(pk=notebook.pk).update(fabric=local)
-    assert report(notebook.pk, secret_of(notebook)).status_code == 409
+    assert "token" in answer.json()["errors"]["detail"][0]
 
 
 @pytest.mark.parametrize(
@@ -141,7 +147,11 @@ def test_only_a_notebook_on_a_fabric_whose_jobs_report_takes_a_report(notebook, 
         (GOOD | {"token": TOKEN + "&next=evil"}, {"token"}),
         (GOOD | {"token": TOKEN + "\n"}, {"token"}),
         (GOOD | {"token": None}, {"token"}),
-        ({"host": "node17", "port": 8888}, {"token"}),
+        (GOOD | {"label": "<script>"}, {"label"}),
+        (GOOD | {"label": "x" * 41}, {"label"}),
+        (GOOD | {"label": 7}, {"label"}),
+        (GOOD | {"path": "/other/"}, {"path"}),
+        (GOOD | {"path": "/connect/00000000-0000-0000-0000-000000000000/"}, {"path"}),  # another workload's
         (GOOD | {"user": "root"}, {"user"}),
         ([GOOD], {"detail"}),
         ("node17:8888", {"detail"}),
@@ -163,25 +173,18 @@ def test_a_report_must_be_json(notebook):
     assert client.get(f"/api/v1/workloads/{notebook.pk}/endpoint/").status_code == 405
 
 
-def test_the_job_environment_carries_the_callback_and_a_secret_that_works(notebook, settings, cast, submit):
+def test_the_job_environment_carries_the_callback_a_secret_that_works_and_the_connect_path(notebook, settings):
     settings.GRIDLANE_PUBLIC_URL = "https://gridlane.example.org"
     env = notebook_endpoint.job_env(notebook)
     assert env == {
         ENDPOINT_URL_ENV: f"https://gridlane.example.org/api/v1/workloads/{notebook.pk}/endpoint/",
         ENDPOINT_SECRET_ENV: secret_of(notebook),
+        "GRIDLANE_CONNECT_PREFIX": f"/connect/{notebook.pk}/",
     }
-    assert report(notebook.pk, env[ENDPOINT_SECRET_ENV]).status_code == 204
+    assert report(notebook.pk, env[ENDPOINT_SECRET_ENV], GOOD | {"path": f"/connect/{notebook.pk}/"}).status_code == 204
+    assert notebook_endpoint.stored(Workload.objects.get(pk=notebook.pk)).path == f"/connect/{notebook.pk}/"
     settings.SECRET_KEY = "another portal's key"
     assert notebook_endpoint.job_env(notebook)[ENDPOINT_SECRET_ENV] != env[ENDPOINT_SECRET_ENV]
-    training = submit(cast["alice"], queue="hpc-nb", kind="training", command="true")
-    Workload.objects.filter(pk=training.pk).update(fabric=notebook.fabric)
-    training.refresh_from_db()
-    assert notebook_endpoint.job_env(training) == {}  # not a notebook
-    local_notebook = submit(cast["alice"], queue="notebooks", kind="notebook", command="")
-    assert notebook_endpoint.job_env(local_notebook) == {}  # not placed yet
-    Workload.objects.filter(pk=local_notebook.pk).update(fabric=Fabric.objects.get(kind="local"))
-    local_notebook.refresh_from_db()
-    assert notebook_endpoint.job_env(local_notebook) == {}  # the local fabric finds its notebooks itself
 
 
 def test_sync_keeps_the_reported_link_when_the_fabric_knows_none(notebook):
@@ -197,11 +200,12 @@ def test_sync_keeps_the_reported_link_when_the_fabric_knows_none(notebook):
 def test_the_reported_server_is_kept_for_the_worker_and_shown_to_no_one(notebook, api_as, alice, bob, client, cast):
     assert report(notebook.pk, secret_of(notebook)).status_code == 204
     notebook.refresh_from_db()
-    assert notebook.notebook_endpoint == {"host": "node17.hpc.example.org", "port": 8888, "token": TOKEN}
+    assert notebook.notebook_endpoint == {"host": "node17.hpc.example.org", "port": 8888, "token": TOKEN, "path": "/"}
 
     mine = api_as(alice).get(f"/api/v1/workloads/{notebook.pk}/").json()
     assert "notebook_endpoint" not in mine
-    assert TOKEN not in str(mine | {"connect_url": ""})  # only in the owner's own link
+    assert TOKEN not in str(mine)
+    assert "node17" not in mine["connect_url"]  # the portal's own link, not the server's address
     assert TOKEN not in api_as(bob).get(f"/api/v1/workloads/{notebook.pk}/").content.decode()
     client.force_login(cast["it"])
     listed = client.get("/admin/workloads/workload/")
@@ -209,5 +213,5 @@ def test_the_reported_server_is_kept_for_the_worker_and_shown_to_no_one(notebook
     assert TOKEN not in listed.content.decode()
     shown = client.get(f"/admin/workloads/workload/{notebook.pk}/change/")
     assert shown.status_code == 200
-    assert notebook.connect_url  # it has a link with the token, which IT's page does not show either
+    assert notebook.connect_url  # it has a link, and IT's page shows no token either
     assert TOKEN not in shown.content.decode()

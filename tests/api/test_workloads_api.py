@@ -224,12 +224,15 @@ def test_the_openapi_schema_describes_the_contract(api_as, alice):
     assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
 
 
-def test_a_notebooks_connect_url_carries_its_token_so_only_its_owner_reads_it(api_as, alice, bob, submit):
+def test_a_notebooks_connect_link_is_its_owners_until_shared_with_the_team(api_as, alice, bob, submit):
     workload = submit(alice)
-    Workload.objects.filter(pk=workload.pk).update(connect_url="http://127.0.0.1:9999/lab?token=secret")
-    assert api_as(alice).get(f"{URL}{workload.pk}/").json()["connect_url"].endswith("token=secret")
+    link = f"http://testserver/connect/{workload.pk}/lab"
+    Workload.objects.filter(pk=workload.pk).update(connect_url=link)
+    assert api_as(alice).get(f"{URL}{workload.pk}/").json()["connect_url"] == link
     assert api_as(bob).get(f"{URL}{workload.pk}/").json()["connect_url"] == ""
     assert api_as(bob).get(URL).json()["results"][0]["connect_url"] == ""
+    Workload.objects.filter(pk=workload.pk).update(shared_with_team=True)
+    assert api_as(bob).get(URL).json()["results"][0]["connect_url"] == link
 
 
 def notebook(submit, user):

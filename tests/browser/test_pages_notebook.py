@@ -1,5 +1,7 @@
 """Launch a notebook from the browser on the local fabric and open it: the worker starts a real Jupyter
-server, the workload page grows an Open notebook button by itself (htmx), and JupyterLab loads."""
+server, the workload page grows an Open notebook button by itself (htmx), and JupyterLab loads through the
+portal's connect path (the portal under uvicorn, as production serves it): a cell runs on a kernel and a
+terminal answers, both over WebSockets, and Jupyter's token shows up nowhere the browser can see."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import re
 from datetime import timedelta
 
 from portal.worker import tasks
+from portal.workloads import notebook_endpoint
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from tests.browser.conftest import screenshot
@@ -14,8 +17,12 @@ from tests.browser.test_pages_dashboard import signed_in
 from tests.conftest import wait_until
 
 
-def test_launch_a_notebook_and_open_it(browser_page, gridlane, cast):
+def test_launch_a_notebook_and_open_it(browser_page, gridlane, asgi_portal, cast, settings):
+    settings.GRIDLANE_PUBLIC_URL = asgi_portal  # where its link leads: the portal that serves /connect/
     page = browser_page
+    seen: list[str] = []  # every URL the browser asked for, and every header it was sent back
+    page.on("request", lambda request: seen.append(request.url))
+    page.on("response", lambda response: seen.append(str(response.headers)))
     signed_in(page, gridlane, cast["alice"])
     page.goto(f"{gridlane}/")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="New notebook").click()
@@ -33,11 +40,36 @@ def test_launch_a_notebook_and_open_it(browser_page, gridlane, cast):
     screenshot(page, "notebook-running")
     href = page.locator("#open-notebook").get_attribute("href")
     assert href is not None
-    assert href == Workload.objects.get(pk=workload.pk).connect_url
-    page.goto(href)
-    page.wait_for_selector("#jp-main-dock-panel", timeout=30_000)  # JupyterLab's main area
+    assert href == Workload.objects.get(pk=workload.pk).connect_url == f"{asgi_portal}/connect/{workload.pk}/lab"
+    page.goto(href)  # the same sign-in: the session cookie is the host's, whichever port
+    page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)  # JupyterLab's main area
     assert "JupyterLab" in page.title()
     screenshot(page, "notebook-jupyterlab")
+    server = notebook_endpoint.stored(Workload.objects.get(pk=workload.pk))
+    assert server is not None
+    token = server.token
+    assert token not in page.content()
+
+    # A cell on a kernel (its WebSocket goes through the portal too).
+    page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
+    cell = page.locator(".jp-Notebook .jp-Cell .cm-content").first
+    cell.wait_for(timeout=60_000)
+    cell.click()
+    page.keyboard.type("print(6 * 7)")
+    page.keyboard.press("Shift+Enter")
+    page.locator(".jp-OutputArea-output", has_text="42").first.wait_for(timeout=60_000)
+    screenshot(page, "notebook-cell")
+
+    # A terminal (another WebSocket).
+    page.goto(f"{href}?reset")
+    page.locator('.jp-LauncherCard[data-category="Other"][title*="erminal"]').first.click()
+    page.locator(".jp-Terminal .xterm-screen").first.wait_for(timeout=60_000)
+    page.locator(".jp-Terminal .xterm-screen").first.click()
+    page.keyboard.type("echo answer-$((6 * 7))")
+    page.keyboard.press("Enter")
+    page.locator(".jp-Terminal .xterm-rows", has_text="answer-42").first.wait_for(timeout=60_000)
+    screenshot(page, "notebook-terminal")
+    assert not [line for line in seen if token in line]  # no URL asked for, no header sent back
 
     # Extend the lease from the page, with the keyboard: the new end is recorded and said at once.
     page.goto(f"{gridlane}{workload.get_absolute_url()}")

@@ -5,7 +5,8 @@ One thread steps all of them every tick over the same store the HTTP side serves
 The kubelet runs no containers. It reads a container's argv by this convention:
     ["/bin/sh", "-c", SCRIPT] (or bash, -lc, with SCRIPT in args): SCRIPT's statements (split on `;`,
         `&&` and newlines) run in order: `echo WORDS` logs a line ($VAR and ${VAR} expand from the
-        container's env), `sleep N` takes N seconds, `exit N` ends with code N, `false` with 1;
+        container's env), `sleep N` takes N seconds, `exit N` ends with code N, `false` with 1,
+        `gridlane_notebook ...` (Gridlane's notebook launcher) serves until it is stopped;
         anything else does nothing. It exits 0 at the end.
     any other argv (e.g. `jupyter lab ...`): a server that runs until it is stopped.
 Images whose name contains `does-not-exist` never pull (ErrImagePull, then ImagePullBackOff).
@@ -89,6 +90,8 @@ def program(argv: list[str], env: dict[str, str]) -> Program:
             return Program(lines, at, int(words[1]) if len(words) > 1 else 0)
         elif words[0] == "false":
             return Program(lines, at, 1)
+        elif words[0] == "gridlane_notebook":
+            return Program(lines, math.inf)
     return Program(lines, at, 0)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from fabrics import jupyter
-from fabrics.base import JobState, JobStatus
+from fabrics.base import Endpoint, JobState, JobStatus
 from portal.queues.models import Queue
 from portal.worker import idle
 from portal.workloads.models import Workload
@@ -134,9 +134,9 @@ def test_hung_servers_cost_a_cycle_its_budget_and_no_more(hung, server, monkeypa
     timeouts: list[float] = []
     probe = jupyter.probe
 
-    def counted(host: str, port: int, token: str, timeout: float) -> tuple[bool, datetime | None]:
+    def counted(server: Endpoint, timeout: float) -> tuple[bool, datetime | None]:
         timeouts.append(timeout)
-        return probe(host, port, token, timeout)
+        return probe(server, timeout)
 
     monkeypatch.setattr(jupyter, "probe", counted)
     started = time.monotonic()

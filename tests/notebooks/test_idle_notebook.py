@@ -21,13 +21,13 @@ import time_machine
 from jupyter_client.blocking.client import BlockingKernelClient
 
 from fabrics import jupyter
-from fabrics.base import FabricConfig, JobSpec, Resources
+from fabrics.base import Endpoint, FabricConfig, JobSpec, Resources
 from fabrics.jupyter import probe
 from fabrics.local.fabric import LocalFabric
 from fabrics.local.supervisor import GRACE_ENV
 from portal.queues.models import Queue
 from portal.worker import tasks
-from portal.workloads import services
+from portal.workloads import notebook_endpoint, services
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
 from tests.conftest import wait_until
@@ -69,8 +69,8 @@ def test_an_idle_notebook_is_warned_then_stopped_and_use_takes_the_warning_back(
         lease_hours=Decimal(1), runtime_limit_minutes=60,
     )  # fmt: skip
     workload, _ = services.submit(alice, request)
-    url = wait_until(lambda: cycled(workload).connect_url, timeout=120, every=0.3)
-    base, token = url.split("/lab?token=")
+    server = wait_until(lambda: notebook_endpoint.stored(cycled(workload)), timeout=120, every=0.3)
+    base, token = f"http://127.0.0.1:{server.port}{server.path.rstrip('/')}", server.token
     used = last_activity(base, token)
 
     with time_machine.travel(used + WARN_AFTER - timedelta(seconds=1), tick=False):
@@ -127,7 +127,7 @@ def test_a_kernel_busy_with_a_silent_computation_counts_as_use(tmp_path, monkeyp
         record = jobdir / "notebook.json"
         server = wait_until(lambda: record.exists() and json.loads(record.read_text()), timeout=30, every=0.2)
         port, token = server["port"], server["token"]
-        wait_until(lambda: probe("127.0.0.1", port, token, 2)[0], timeout=60, every=0.3)
+        wait_until(lambda: probe(Endpoint("127.0.0.1", port, token), 2)[0], timeout=60, every=0.3)
         started = urllib.request.Request(f"http://127.0.0.1:{port}/api/kernels", data=b"{}", method="POST",
                                          headers={"Authorization": f"token {token}"})  # fmt: skip
         with urllib.request.urlopen(started, timeout=30) as answer:
@@ -148,9 +148,9 @@ def test_a_kernel_busy_with_a_silent_computation_counts_as_use(tmp_path, monkeyp
 
         wait_until(busy, timeout=30, every=0.2)
         time.sleep(2)  # quiet: the kernel computes and says nothing
-        _, heard = probe("127.0.0.1", port, token, 30, busy_check_after_s=3600)
+        _, heard = probe(Endpoint("127.0.0.1", port, token), 30, busy_check_after_s=3600)
         before = datetime.now(UTC)
-        _, asked = probe("127.0.0.1", port, token, 30, busy_check_after_s=1)
+        _, asked = probe(Endpoint("127.0.0.1", port, token), 30, busy_check_after_s=1)
         assert heard is not None
         assert asked is not None
         assert before - heard >= timedelta(seconds=2)  # what the status API says on its own: quiet since the sleep

@@ -1,5 +1,6 @@
-"""A notebook on the local fabric, end to end without a browser: the worker starts a real Jupyter server,
-its /api answering is the readiness signal, the connect URL carries the token, and cancelling stops it."""
+"""A notebook on the local fabric, end to end without a browser: the worker starts a real Jupyter server under
+the workload's connect path, its /api answering is the readiness signal, the workload keeps the server (with its
+token) and shows only the portal's link, and cancelling stops it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from fabrics.base import FabricConfig, JobSpec, Resources
 from fabrics.local.fabric import LocalFabric
 from portal.worker import tasks
-from portal.workloads import services
+from portal.workloads import notebook_endpoint, services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from tests.conftest import wait_until
@@ -41,13 +42,8 @@ def test_the_notebook_script_keeps_its_token_out_of_the_stored_script(tmp_path):
     assert "token_urlsafe" in script  # chosen when the job starts, not written here
 
 
-def test_a_bad_connect_url_template_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="connect_url_template"):
-        LocalFabric.check_settings({"root": str(tmp_path), "connect_url_template": "http://{host}:{nope}/"})
-
-
 @pytest.mark.django_db(transaction=True)
-def test_a_notebook_runs_a_real_jupyter_server_and_stops_when_cancelled(cast):
+def test_a_notebook_runs_a_real_jupyter_server_and_stops_when_cancelled(cast, settings):
     alice = cast["alice"]
     request = services.SubmitRequest(
         queue="notebooks", kind="notebook", name="explore", gpus=Decimal("0.25"), cpus=Decimal(1),
@@ -55,20 +51,19 @@ def test_a_notebook_runs_a_real_jupyter_server_and_stops_when_cancelled(cast):
     )  # fmt: skip
     workload, _ = services.submit(alice, request)
 
-    def connect_url():
+    def server():
         tasks.cycle()
-        return Workload.objects.get(pk=workload.pk).connect_url
+        return notebook_endpoint.stored(Workload.objects.get(pk=workload.pk))
 
-    url = wait_until(connect_url, timeout=60, every=0.3)
-    assert url.startswith("http://127.0.0.1:")
-    assert "/lab?token=" in url
-    base, token = url.split("/lab?token=")
-    assert json.loads(get(f"{base}/api")[1])["version"]
-    assert get(f"{base}/api/contents")[0] == 403  # the token is required
-    assert get(f"{base}/api/contents", Authorization=f"token {token}")[0] == 200
-    status, page = get(url)
-    assert status == 200
-    assert "JupyterLab" in page
+    found = wait_until(server, timeout=60, every=0.3)
+    assert (
+        Workload.objects.get(pk=workload.pk).connect_url == f"{settings.GRIDLANE_PUBLIC_URL}/connect/{workload.pk}/lab"
+    )
+    assert found.path == f"/connect/{workload.pk}/"  # Jupyter serves under the connect path
+    base = f"http://127.0.0.1:{found.port}{found.path}"
+    assert json.loads(get(f"{base}api")[1])["version"]
+    assert get(f"{base}api/contents")[0] == 403  # the token is required
+    assert get(f"{base}api/contents", Authorization=f"token {found.token}")[0] == 200
 
     w = Workload.objects.get(pk=workload.pk)
     services.do_cancel(alice, w)
@@ -76,7 +71,7 @@ def test_a_notebook_runs_a_real_jupyter_server_and_stops_when_cancelled(cast):
 
     def refused():
         try:
-            urllib.request.urlopen(f"{base}/api", timeout=1)
+            urllib.request.urlopen(f"{base}api", timeout=1)
         except OSError:
             return True
         return False

@@ -197,7 +197,7 @@ def test_running_notebooks_are_session_cards_with_host_time_left_connect_and_ext
     now = timezone.now()
     Workload.objects.filter(pk=nb.pk).update(
         state=State.RUNNING, host="gpu-node-3", started_at=now, lease_ends_at=now + timedelta(hours=2, minutes=30),
-        connect_url="http://127.0.0.1:9999/lab?token=t",
+        connect_url=f"http://testserver/connect/{nb.pk}/lab",
     )  # fmt: skip
     submit(alice, name="a-training-run")
     page = alice_client.get("/").content.decode()
@@ -206,7 +206,7 @@ def test_running_notebooks_are_session_cards_with_host_time_left_connect_and_ext
     assert "a-training-run" not in cards
     assert "gpu-node-3" in cards
     assert re.search(r"2 h (29|30) min left", cards)
-    assert 'href="http://127.0.0.1:9999/lab?token=t"' in cards
+    assert f'href="http://testserver/connect/{nb.pk}/lab"' in cards
     assert f'hx-post="/workloads/{nb.pk}/extend/"' in cards
 
 

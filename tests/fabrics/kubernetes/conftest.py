@@ -14,7 +14,6 @@ from fabrics.kubernetes.fabric import KubernetesFabric
 from tests.k8s_double import ApiDouble
 
 NAMESPACE = "gridlane"
-NOTEBOOK_URL = "https://jupyter.example.org/{namespace}/{name}/"
 
 
 @pytest.fixture
@@ -31,7 +30,7 @@ def kubeconfig(double: ApiDouble, tmp_path: Path) -> Path:
 @pytest.fixture
 def k8s_settings(kubeconfig: Path) -> dict[str, Any]:
     """A fabric's settings pointing at the double (the namespace comes from the kubeconfig's context)."""
-    return {"kubeconfig": str(kubeconfig), "gpu_flavor": "h100", "notebook_url": NOTEBOOK_URL}
+    return {"kubeconfig": str(kubeconfig), "gpu_flavor": "h100"}
 
 
 @pytest.fixture

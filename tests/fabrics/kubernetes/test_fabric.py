@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -72,12 +73,20 @@ def test_a_two_node_gang_runs_both_ranks_to_completion(fabric, double):
     assert fabric.tail(name) == f"rank 0 of 2, master {name}-0.{name}\n"
 
 
-def test_a_notebook_gets_its_connect_url_once_running(fabric, double):
-    name = fabric.submit(spec("", kind="notebook"))
-    running = status_when(fabric, name, JobState.RUNNING)
-    assert running.connect_url == f"https://jupyter.example.org/{NAMESPACE}/{name}/"
-    (service,) = double.objects("services", NAMESPACE)
-    assert service["spec"]["ports"][0]["targetPort"] == 8888
+def test_a_notebook_runs_gridlanes_launcher_and_its_report_secret_is_masked_in_the_record(fabric, double):
+    job = replace(spec("", kind="notebook"), env={"GRIDLANE_ENDPOINT_SECRET": "s3cret-of-this-run"})
+    record = fabric.render(job)
+    name = fabric.submit(job)
+    status_when(fabric, name, JobState.RUNNING)
+    (created,) = double.objects("jobs", NAMESPACE)
+    main = created["spec"]["template"]["spec"]["containers"][0]
+    assert main["command"][:2] == ["bash", "-c"]
+    assert "gridlane_notebook jupyter lab" in main["command"][2]
+    env = {e["name"]: e for e in main["env"]}
+    assert env["GRIDLANE_ENDPOINT_SECRET"]["value"] == "s3cret-of-this-run"  # the pod has it
+    assert env["GRIDLANE_NOTEBOOK_HOST"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert "s3cret-of-this-run" not in record  # the workload's record does not
+    assert double.objects("services", NAMESPACE) == []  # the portal reaches the pod itself
 
 
 def test_cancel_deletes_the_job_its_pods_and_its_service(fabric, double):

@@ -88,18 +88,11 @@ def test_a_suspended_kueue_job_waits_with_kueues_own_words():
     )
 
 
-def test_a_running_pod_makes_the_job_running_on_its_node_with_the_connect_url():
-    status = parse.job_status(running_job(), [fixture("pod-running")], connect_url="https://nb.example.org/x/")
+def test_a_running_pod_makes_the_job_running_on_its_node():
+    status = parse.job_status(running_job(), [fixture("pod-running")])
     assert status.state is JobState.RUNNING
     assert status.host == "gpu-node-1"
-    assert status.connect_url == "https://nb.example.org/x/"
-
-
-def test_the_connect_url_waits_for_a_ready_pod():
-    pod = fixture("pod-running")
-    for cond in pod["status"]["conditions"]:
-        cond["status"] = "False" if cond["type"] == "Ready" else cond["status"]
-    assert parse.job_status(running_job(), [pod], connect_url="https://nb.example.org/x/").connect_url == ""
+    assert status.endpoint is None  # a notebook's server reports itself to the portal (fabrics.ssh.notebook)
 
 
 def test_an_image_that_cannot_be_pulled_is_a_readable_reason():

@@ -20,7 +20,7 @@ from tests.fabrics.kubernetes.conftest import spec
 
 GOLDEN = Path(__file__).parent / "golden"
 WORKLOAD = uuid.UUID("0b5e7d1c-2f4a-4c3b-9e8d-7a6b5c4d3e2f")
-SETTINGS = KubeSettings.parse({"gpu_flavor": "h100", "notebook_url": "https://jupyter.example.org/{namespace}/{name}/"})
+SETTINGS = KubeSettings.parse({"gpu_flavor": "h100"})
 
 TRAINING_TEMPLATE = """\
 metadata:
@@ -96,7 +96,7 @@ def test_a_two_node_gang_is_an_indexed_job_with_a_headless_service():
     assert job.job["spec"]["template"]["spec"]["subdomain"] == job.service["metadata"]["name"]
 
 
-def test_a_notebook_runs_jupyter_under_the_connect_urls_path_behind_a_service():
+def test_a_notebook_runs_jupyter_through_gridlanes_launcher_with_no_service():
     job = rendered(kind="notebook", command="", image="registry.example.org/jupyter/pytorch-notebook:2024-11-04")
     golden("notebook", job)
 
@@ -238,8 +238,7 @@ def test_check_template_accepts_the_examples_and_the_empty_default():
         ({"gpu_resources": {"x": {"resource": "nvidia.com/gpu", "milli_per_unit": 0}}}, "milli_per_unit"),
         ({"gpu_resources": {"x": {"resource": "nvidia.com/mig-1g.10gb", "milli_per_unit": 142}}}, "divide 1000"),
         ({"gpu_sharing": "no"}, "true or false"),
-        ({"notebook_url": "https://nb.example.org/{user}/"}, "not user"),
-        ({"notebook_url": "ftp://nb.example.org/{name}/"}, "http"),
+        ({"notebook_url": "https://nb.example.org/{name}/"}, "unknown Kubernetes setting"),  # the portal's path now
         ({"volcano": "yes"}, "true or false"),
         ({"capacity": "guess"}, "nodes"),
         ({"ttl_seconds_after_finished": -1}, "0 or more"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from rest_framework.test import APIClient
 
 from portal.accounts.models import ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget
@@ -15,7 +16,7 @@ from portal.workloads.models import Workload
 from portal.workloads.states import State
 from scheduler import decide
 from tests.conftest import wait_until
-from tests.fabrics.kubernetes.conftest import NAMESPACE, NOTEBOOK_URL
+from tests.fabrics.kubernetes.conftest import NAMESPACE
 
 TRAIN_TEMPLATE = """\
 spec:
@@ -52,7 +53,7 @@ def k8s(cast, kubeconfig):
         gpus_milli=16000,
         cpus_milli=64000,
         memory_mib=512 * 1024,
-        settings={"kubeconfig": str(kubeconfig), "gpu_flavor": "h100", "notebook_url": NOTEBOOK_URL},
+        settings={"kubeconfig": str(kubeconfig), "gpu_flavor": "h100"},
     )
     fabric.full_clean()
     fabric.save()
@@ -117,16 +118,27 @@ def test_a_two_node_gang_runs_to_completion(alice, submit, k8s, double):
     assert "," in workload.host or workload.host.startswith("gpu-node-")
 
 
-def test_a_notebook_gets_its_connect_url_and_cancel_deletes_its_job(alice, submit, k8s, double):
+def test_a_notebook_reports_its_pod_and_opens_through_the_portal_and_cancel_deletes_its_job(alice, submit, k8s, double):
+    from portal.workloads import notebook_endpoint
+
     workload = submit(alice, queue="k8s-notebooks", kind="notebook", command="", gpus=1)
     run_until(workload, State.RUNNING)
-    wait_until(lambda: tasks.cycle() and Workload.objects.get(pk=workload.pk).connect_url, timeout=60)
+    (created,) = double.objects("jobs", NAMESPACE)
+    env = {e["name"]: e.get("value") for e in created["spec"]["template"]["spec"]["containers"][0]["env"]}
+    secret = env["GRIDLANE_ENDPOINT_SECRET"]
+    assert env["GRIDLANE_CONNECT_PREFIX"] == f"/connect/{workload.pk}/"
+    # What the launcher in the pod sends once Jupyter answers: the pod's IP, the port, the token it picked.
+    body = {"host": "10.244.1.17", "port": 43121, "token": "t" * 43, "path": f"/connect/{workload.pk}/"}
+    answer = APIClient().post(f"/api/v1/workloads/{workload.pk}/endpoint/", body, format="json",
+                              HTTP_AUTHORIZATION=f"Bearer {secret}")  # fmt: skip
+    assert answer.status_code == 204
     workload.refresh_from_db()
-    assert workload.connect_url == f"https://jupyter.example.org/{NAMESPACE}/gl-{workload.pk}/"
+    assert workload.connect_url.endswith(f"/connect/{workload.pk}/lab")
+    assert notebook_endpoint.stored(workload).host == "10.244.1.17"
     services.do_cancel(alice, workload)
     run_until(workload, State.CANCELLED)
     assert double.objects("jobs", NAMESPACE) == []
-    wait_until(lambda: not double.objects("pods", NAMESPACE) and not double.objects("services", NAMESPACE), timeout=60)
+    wait_until(lambda: not double.objects("pods", NAMESPACE), timeout=60)
     assert double.calls("DELETE", f"/jobs/gl-{workload.pk}$")[0].query == {"propagationPolicy": "Background"}
 
 

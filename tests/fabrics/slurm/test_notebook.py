@@ -24,7 +24,6 @@ import pytest
 from fabrics.base import JobSpec, Resources
 from fabrics.pbs.render import Options as PbsOptions
 from fabrics.pbs.render import render as pbs_render
-from fabrics.slurm.fabric import SlurmFabric
 from fabrics.slurm.render import Options, render
 from fabrics.ssh import notebook
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV, ENDPOINT_URL_ENV, MASKED
@@ -90,25 +89,12 @@ def test_hostile_environment_values_reach_the_job_as_data(tmp_path):
     assert not pwned.exists()
 
 
-@pytest.mark.parametrize(
-    ("template", "complaint"),
-    [
-        ("ftp://{host}/", "http"),
-        ("http://{host}:{port}/?token={token}&u={user}", "not user"),
-        ("http://{host", "does not parse"),
-        (42, "text"),
-    ],
-)
-def test_notebook_url_must_be_an_http_template_of_host_port_and_token(template, complaint):
-    with pytest.raises(ValueError, match=complaint):
-        notebook.check_url_template(template)
-
-
-def test_the_connect_url_quotes_the_token_and_brackets_an_ipv6_host():
-    settings = {"notebook_url": "https://{host}:{port}/lab?token={token}"}
-    url = SlurmFabric.notebook_connect_url(settings, "fd00::7", 8888, "a-b_c")
-    assert url == "https://[fd00::7]:8888/lab?token=a-b_c"
-    assert notebook.connect_url({}, "node7", 9999, "t0k") == "http://node7:9999/lab?token=t0k"
+@pytest.mark.parametrize("via", ["tunnel", 1, "SSH"])
+def test_connect_via_is_direct_or_ssh(via):
+    with pytest.raises(ValueError, match="connect_via"):
+        notebook.check_connect_via({"connect_via": via})
+    notebook.check_connect_via({"connect_via": "ssh"})
+    notebook.check_connect_via({})
 
 
 # The launcher, run here ------------------------------------------------------------------------------
@@ -119,9 +105,10 @@ if os.environ.get("GRIDLANE_ENDPOINT_SECRET") or not os.environ.get("JUPYTER_TOK
     sys.exit("the secret must not reach the server, and the token must")
 if "--no-browser" not in sys.argv or "--ServerApp.port_retries=0" not in sys.argv:
     sys.exit("options missing")
+base = next(a for a in sys.argv if a.startswith("--ServerApp.base_url=")).split("=")[1]
 class Api(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        self.send_response(200 if self.path == "/api" else 404)
+        self.send_response(200 if self.path == base + "api" else 404)
         self.end_headers()
         self.wfile.write(b'{"version": "fake"}')
     def log_message(self, *args):
@@ -157,6 +144,7 @@ def launch(tmp_path: Path, portal_url: str, server: list[str]) -> subprocess.Pop
     script = "\n".join(
         [
             f"export {ENDPOINT_URL_ENV}={portal_url!r} {ENDPOINT_SECRET_ENV}={SECRET!r} GRIDLANE_NOTEBOOK_HOST=node7",
+            f"export GRIDLANE_CONNECT_PREFIX=/connect/{WORKLOAD}/",
             f"export GRIDLANE_PYTHON={sys.executable!r}",  # the node's python3, here this one
             notebook.FUNCTION,
             shlex.join(["gridlane_notebook", *server]),
@@ -177,8 +165,9 @@ def test_the_launcher_starts_the_server_then_reports_host_port_and_token_with_th
         assert job.poll() is None, job.communicate()[0]  # it waits on the server
         assert portal["path"] == f"/api/v1/workloads/{WORKLOAD}/endpoint/"
         assert portal["authorization"] == f"Bearer {SECRET}"
-        assert set(portal["body"]) == {"host", "port", "token"}
+        assert set(portal["body"]) == {"host", "port", "token", "path"}
         assert portal["body"]["host"] == "node7"
+        assert portal["body"]["path"] == f"/connect/{WORKLOAD}/"  # Jupyter serves under the connect path
         assert 0 < portal["body"]["port"] < 65536
         assert len(portal["body"]["token"]) >= 32
     finally:

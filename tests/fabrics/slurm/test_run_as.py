@@ -19,9 +19,9 @@ from django.http import Http404
 from fabrics.base import FabricError, JobState
 from fabrics.slurm.fabric import SlurmFabric
 from portal import access
-from portal.queues.models import Fabric, QueueTarget
+from portal.queues.models import QueueTarget
 from portal.worker import tasks
-from portal.workloads import services
+from portal.workloads import notebook_endpoint, services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from tests.conftest import wait_until
@@ -32,7 +32,6 @@ from tests.fabrics.slurm.conftest import (
     signed_in,
     wait_for,
 )
-from tests.fabrics.slurm.test_notebook_live import NOTEBOOK_URL
 from tests.fabrics.slurm.test_notebook_live import TEMPLATE as NOTEBOOK_TEMPLATE
 from tests.fabrics.slurm.test_worker import adapter, run_until
 
@@ -184,7 +183,6 @@ def test_through_gridlane_a_person_without_a_mapping_gets_the_plain_error(alice,
 def test_a_notebook_on_slurm_runs_as_its_owner(alice, submit, mapped_hpc, live_server, settings):
     settings.GRIDLANE_PUBLIC_URL = live_server.url  # where the job reports
     QueueTarget.objects.filter(fabric=mapped_hpc).update(template=NOTEBOOK_TEMPLATE)
-    Fabric.objects.filter(pk=mapped_hpc.pk).update(settings=mapped_hpc.settings | {"notebook_url": NOTEBOOK_URL})
     signed_in(alice, ALICE)
     notebook: Workload = submit(alice, queue="hpc", kind="notebook", name="nb", command="", memory_gb=1)
     try:
@@ -195,7 +193,11 @@ def test_a_notebook_on_slurm_runs_as_its_owner(alice, submit, mapped_hpc, live_s
             return notebook.connect_url
 
         wait_until(linked, timeout=120, every=0.5)
-        with urllib.request.urlopen(notebook.connect_url, timeout=10) as answer:
+        server = notebook_endpoint.stored(notebook)
+        assert server is not None
+        status = urllib.request.Request(f"http://{server.host}:{server.port}{server.path}api/status",
+                                        headers={"Authorization": f"token {server.token}"})  # fmt: skip
+        with urllib.request.urlopen(status, timeout=10) as answer:
             assert answer.status == 200  # the server the job reported answers with its token
         owner = as_user("gridlane", "squeue", "-h", "-j", notebook.external_id, "-o", "%u").stdout.strip()
         assert owner == ALICE

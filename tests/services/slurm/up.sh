@@ -162,8 +162,11 @@ fi
 bash "$here/people.sh"
 
 # 3. The key-only sshd on loopback (port 2222, or the next free one).
+# Restarted when its configuration changed since it started (a newer checkout's sshd_config.in).
 sshd_pid=$(recorded_pid sshd)
-if ! pid_is "$sshd_pid" "$(program_of sshd)" || ! port_open "$(cat "$RUNDIR/ssh_port" 2>/dev/null || echo 0)"; then
+ssh_port=$(cat "$RUNDIR/ssh_port" 2>/dev/null || echo 0)
+if ! pid_is "$sshd_pid" "$(program_of sshd)" || ! port_open "$ssh_port" \
+  || ! cmp -s <(render sshd_config.in "$ssh_port") "$RUNDIR/sshd_config"; then
   stop_recorded sshd
   [ -s /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -A
   port=2222

@@ -1,0 +1,56 @@
+"""The connect path's own answers (the job's server gives all the others): short, plain pages a person
+reads, or JSON for a client that does not ask for HTML. Built here, not with templates: the proxy answers
+them from its event loop, and none carries anything of the request but the workload's own words."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Page:
+    status: int
+    title: str
+    words: str
+    retry_after_s: int = 0
+
+
+NOT_FOUND = Page(404, "Not found", "There is no such workload, or it is not yours to open.")
+BAD_PATH = Page(404, "Not found", "This address leads nowhere: it tries to leave the workload's own path.")
+NO_ROUTE = Page(502, "The server does not answer", "The workload's server refused the connection or cannot be "
+                "reached from the portal. If it has just started, try again in a moment.")  # fmt: skip
+TOO_SLOW = Page(504, "The server is too slow", "The workload's server did not answer in time.")
+CROSS_SITE = Page(403, "Refused", "This request came from another site.")
+
+
+def stopped(words: str) -> Page:
+    return Page(
+        404, "Not running", f"The {words} is not running, so there is nothing to open. Relaunch it from its page."
+    )
+
+
+def starting(words: str) -> Page:
+    return Page(503, "Starting", f"The {words} is starting; this page tries again in a few seconds.", retry_after_s=5)
+
+
+def render(page: Page, wants_html: bool) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """Headers and body of a page."""
+    if wants_html:
+        refresh = f'<meta http-equiv="refresh" content="{page.retry_after_s}">' if page.retry_after_s else ""
+        body = (
+            f'<!doctype html><html lang="en"><head><meta charset="utf-8">{refresh}'
+            f"<title>{html.escape(page.title)} - Gridlane</title></head>"
+            f'<body style="font-family: system-ui, sans-serif; margin: 3rem auto; max-width: 36rem">'
+            f"<h1>{html.escape(page.title)}</h1><p>{html.escape(page.words)}</p>"
+            f'<p><a href="/">Back to Gridlane</a></p></body></html>'
+        ).encode()
+        kind = b"text/html; charset=utf-8"
+    else:
+        body = json.dumps({"errors": {"detail": [page.words]}}).encode()
+        kind = b"application/json"
+    headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store")]
+    if page.retry_after_s:
+        headers.append((b"retry-after", str(page.retry_after_s).encode()))
+    return headers, body
