@@ -1,8 +1,13 @@
-"""gunicorn for Gridlane's web processes: `gunicorn -c deploy/gunicorn.conf.py portal.wsgi`.
+"""gunicorn for Gridlane's web processes, two kinds from the one file:
+
+- the portal and its API: `gunicorn -c deploy/gunicorn.conf.py portal.wsgi` (gthread: Django's views are
+  synchronous, and a thread each serves them fastest);
+- the connect path (notebooks and apps through the portal: long-lived requests and WebSockets):
+  `gunicorn -c deploy/gunicorn.conf.py portal.asgi:application` with GRIDLANE_WEB_WORKER_CLASS set to
+  uvicorn_worker.UvicornWorker (deploy/systemd/gridlane-connect.service). The front proxy sends /connect/
+  there (deploy/nginx).
 
 Every value comes from the environment (deploy/gridlane.env lists them), with defaults for a two-core host.
-The worker class and count are the ones to tune: sync, gthread, or an ASGI class (uvicorn_worker.UvicornWorker
-with portal.asgi) where that package is installed.
 """
 
 import os

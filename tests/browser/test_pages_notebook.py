@@ -41,7 +41,7 @@ def test_launch_a_notebook_and_open_it(browser_page, gridlane, asgi_portal, cast
     href = page.locator("#open-notebook").get_attribute("href")
     assert href is not None
     assert href == Workload.objects.get(pk=workload.pk).connect_url == f"{asgi_portal}/connect/{workload.pk}/lab"
-    page.goto(href)  # the same sign-in: the session cookie is the host's, whichever port
+    page.goto(f"{href}?reset")  # the same sign-in (the session cookie is the host's, whichever port); a fresh layout
     page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)  # JupyterLab's main area
     assert "JupyterLab" in page.title()
     screenshot(page, "notebook-jupyterlab")
@@ -54,6 +54,7 @@ def test_launch_a_notebook_and_open_it(browser_page, gridlane, asgi_portal, cast
     page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
     cell = page.locator(".jp-Notebook .jp-Cell .cm-content").first
     cell.wait_for(timeout=60_000)
+    page.get_by_text("| Idle").first.wait_for(timeout=60_000)  # its kernel is up and connected (the status bar)
     cell.click()
     page.keyboard.type("print(6 * 7)")
     page.keyboard.press("Shift+Enter")
@@ -65,10 +66,15 @@ def test_launch_a_notebook_and_open_it(browser_page, gridlane, asgi_portal, cast
     page.locator('.jp-LauncherCard[data-category="Other"][title*="erminal"]').first.click()
     page.locator(".jp-Terminal .xterm-screen").first.wait_for(timeout=60_000)
     page.locator(".jp-Terminal .xterm-screen").first.click()
-    page.keyboard.type("echo answer-$((6 * 7))")
+    page.keyboard.type("echo answer-$((6 * 7)) > answer.txt")
     page.keyboard.press("Enter")
-    page.locator(".jp-Terminal .xterm-rows", has_text="answer-42").first.wait_for(timeout=60_000)
     screenshot(page, "notebook-terminal")
+
+    def answered() -> bool:  # what the shell wrote, read back through the portal with the browser's own session
+        got = page.request.get(f"{asgi_portal}/connect/{workload.pk}/api/contents/answer.txt?content=1")
+        return got.ok and got.json()["content"] == "answer-42\n"
+
+    wait_until(answered, timeout=60, every=0.5)
     assert not [line for line in seen if token in line]  # no URL asked for, no header sent back
 
     # Extend the lease from the page, with the keyboard: the new end is recorded and said at once.

@@ -79,10 +79,13 @@ def wait_for(check: Any, what: str, timeout: float = 120) -> Any:
 
 
 @contextmanager
-def gunicorn(env: Mapping[str, str], port: int, log: Path, **more: str) -> Iterator[subprocess.Popen[bytes]]:
-    """One web process as deploy/systemd/gridlane-web.service starts it, on 127.0.0.1:port."""
+def gunicorn(
+    env: Mapping[str, str], port: int, log: Path, app: str = "portal.wsgi", **more: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """One web process as deploy/systemd/gridlane-web.service starts it (or, with app="portal.asgi:application"
+    and uvicorn's worker class, gridlane-connect.service), on 127.0.0.1:port."""
     env = {**env, "GRIDLANE_BIND": f"127.0.0.1:{port}", "GRIDLANE_WEB_WORKERS": "1", **more}
-    argv = [str(VENV_BIN / "gunicorn"), "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), "portal.wsgi"]
+    argv = [str(VENV_BIN / "gunicorn"), "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), app]
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -1,5 +1,6 @@
 """A production install: every feature from the runtime dependencies alone, `check --deploy` clean, no start
-without the shared secret key, and static files hashed, compressed and cached for a year under gunicorn."""
+without the shared secret key, static files hashed, compressed and cached for a year under gunicorn, and the
+connect process (gunicorn with uvicorn's workers, as deploy/systemd/gridlane-connect.service runs it) up."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from django.db import connection
 from packaging.requirements import Requirement
 
+from tests.connect.client import call
 from tests.deploy.helpers import ROOT, database_url, free_port, get, gunicorn, manage, production_env
 
 SHIPPED = ("portal", "scheduler", "fabrics", "gridlane_cli")
@@ -109,3 +111,22 @@ def test_static_files_are_hashed_compressed_and_cached_for_a_year(tmp_path):
         names = re.findall(rb'/static/([^"\']+)', page)
         assert names
         assert all(re.search(rb"\.[0-9a-f]{12}\.", name) for name in names), names
+
+
+def test_the_connect_process_serves_the_connect_path_behind_its_sign_in(tmp_path):
+    import configparser
+    import uuid
+
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read_string((ROOT / "deploy" / "systemd" / "gridlane-connect.service").read_text())
+    settings = dict(part.split("=", 1) for part in unit["Service"]["Environment"].split())
+    app = unit["Service"]["ExecStart"].split()[-1]
+    env = production_env(database_url(connection.settings_dict), tmp_path)
+    port = free_port()
+    proxied = {"X_Forwarded_Proto": "https", "Host": "gridlane.test", "Accept": "text/html"}
+    with gunicorn(env, port, tmp_path / "connect.log", app=app,
+                  GRIDLANE_WEB_WORKER_CLASS=settings["GRIDLANE_WEB_WORKER_CLASS"]):  # fmt: skip
+        answer = call(f"http://127.0.0.1:{port}", "GET", f"/connect/{uuid.uuid4()}/lab", **proxied)
+        assert answer.status == 302  # signed out: to the sign-in page, and back
+        assert answer.headers["Location"].startswith("/accounts/login/?next=%2Fconnect%2F")
+        assert "uvicorn" in (tmp_path / "connect.log").read_text().lower()

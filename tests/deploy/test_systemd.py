@@ -43,8 +43,8 @@ def read(unit: Path) -> configparser.ConfigParser:
     return parser
 
 
-def test_systemd_accepts_both_units(tmp_path):
-    assert [u.name for u in UNITS] == ["gridlane-web.service", "gridlane-worker.service"]
+def test_systemd_accepts_every_unit(tmp_path):
+    assert [u.name for u in UNITS] == ["gridlane-connect.service", "gridlane-web.service", "gridlane-worker.service"]
     root = unit_root(tmp_path, UNITS)
     result = verify(root, *(u.name for u in UNITS))
     assert result.returncode == 0, result.stderr

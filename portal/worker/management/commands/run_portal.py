@@ -47,7 +47,24 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         children = [
-            subprocess.Popen([sys.executable, manage, "runserver", "--noreload", address], start_new_session=True),  # noqa: S603
+            # uvicorn serves portal.asgi: Django, and the connect path (notebooks through the portal, WebSockets).
+            subprocess.Popen(  # noqa: S603
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "portal.asgi:application",
+                    "--host",
+                    options["host"],
+                    "--port",
+                    str(options["port"]),
+                    "--no-access-log",
+                    "--timeout-graceful-shutdown",
+                    "10",
+                ],
+                cwd=settings.BASE_DIR,
+                start_new_session=True,
+            ),
             subprocess.Popen([sys.executable, manage, "gridlane_worker"], start_new_session=True),  # noqa: S603
         ]
         self.stdout.write(
