@@ -126,7 +126,7 @@ def test_the_connect_process_serves_the_connect_path_behind_its_sign_in(tmp_path
     proxied = {"X_Forwarded_Proto": "https", "Host": "gridlane.test", "Accept": "text/html"}
     with gunicorn(env, port, tmp_path / "connect.log", app=app,
                   GRIDLANE_WEB_WORKER_CLASS=settings["GRIDLANE_WEB_WORKER_CLASS"]):  # fmt: skip
-        answer = call(f"http://127.0.0.1:{port}", "GET", f"/connect/{uuid.uuid4()}/lab", **proxied)
+        answer = call(f"http://127.0.0.1:{port}", "GET", f"/connect/{uuid.uuid4()}/lab", None, **proxied)
         assert answer.status == 302  # signed out: to the sign-in page, and back
         assert answer.headers["Location"].startswith("/accounts/login/?next=%2Fconnect%2F")
         assert "uvicorn" in (tmp_path / "connect.log").read_text().lower()
