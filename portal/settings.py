@@ -181,6 +181,9 @@ GRIDLANE_PUBLIC_URL = os.environ.get("GRIDLANE_PUBLIC_URL", "http://127.0.0.1:80
 # the request is sent; the largest WebSocket message passed on (Jupyter's outputs can be large).
 GRIDLANE_CONNECT_TIMEOUT_S = float(os.environ.get("GRIDLANE_CONNECT_TIMEOUT_S", "10"))
 GRIDLANE_CONNECT_ANSWER_S = float(os.environ.get("GRIDLANE_CONNECT_ANSWER_S", "120"))
+# How long one request's access decision is kept for the next ones with the same sign-in (a page loads dozens
+# of files at once): signing out or a sharing switched off takes effect within this.
+GRIDLANE_CONNECT_DECISION_S = float(os.environ.get("GRIDLANE_CONNECT_DECISION_S", "2"))
 GRIDLANE_CONNECT_WS_MAX_BYTES = int(os.environ.get("GRIDLANE_CONNECT_WS_MAX_BYTES", str(64 * 1024 * 1024)))
 
 LANGUAGE_CODE = "en-us"

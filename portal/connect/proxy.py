@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
@@ -31,6 +33,7 @@ from urllib.parse import quote, unquote_to_bytes, urlsplit
 import aiohttp
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.http.cookie import parse_cookie
 from django.urls import reverse
 from yarl import URL
 
@@ -61,6 +64,9 @@ _BACK_DROP = frozenset(
      b"transfer-encoding", b"upgrade", b"service-worker-allowed"}
 )  # fmt: skip
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+READ_BUFFER = 1024 * 1024  # what is read from a server ahead of the browser
+WHOLE_BYTES = 256 * 1024  # an answer of known length up to this is read whole (one send); larger ones stream
+DECISIONS_KEPT = 10_000  # per process; past that, the expired go (and, if that is not enough, all)
 _TEXT = re.compile(r"text/|application/(json|javascript|x-javascript|xml|[\w.+-]*\+json|[\w.+-]*\+xml)")
 # WebSocket close codes an endpoint may send (RFC 6455 7.4): the others are for reporting only.
 _SENDABLE = frozenset({1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014})
@@ -71,11 +77,32 @@ class ClientGone(Exception):
 
 
 class ConnectApp:
-    """The ASGI app for /connect/. One per process: its aiohttp session pools connections to servers."""
+    """The ASGI app for /connect/. One per process: its aiohttp session pools connections to servers, and its
+    decisions are kept for a moment (see `decide`)."""
 
     def __init__(self, decide: Callable[[str, str, str], gate.Decision] = gate.decide) -> None:
         self._decide = sync_to_async(decide, thread_sensitive=False)
         self._session: aiohttp.ClientSession | None = None
+        self._decided: dict[bytes, tuple[float, gate.Decision]] = {}
+
+    async def decide(self, workload_id: str, scope: Scope) -> gate.Decision:
+        """The gate's decision for this request's credentials and workload. A page loads dozens of files at
+        once, so a decision is kept for GRIDLANE_CONNECT_DECISION_S (2 s): signing out, a sharing switched off
+        or a workload stopped takes effect within that. Kept per credential, as a digest, in this process."""
+        cookies, authorization = _header(scope, b"cookie"), _header(scope, b"authorization")
+        session = parse_cookie(cookies).get(settings.SESSION_COOKIE_NAME, "")
+        key = hashlib.sha256(f"{workload_id}\0{session}\0{authorization}".encode()).digest()
+        now = time.monotonic()
+        kept = self._decided.get(key)
+        if kept is not None and kept[0] > now:
+            return kept[1]
+        decision = await self._decide(workload_id, cookies, authorization)
+        if len(self._decided) >= DECISIONS_KEPT:
+            self._decided = {k: v for k, v in self._decided.items() if v[0] > now}
+            if len(self._decided) >= DECISIONS_KEPT:
+                self._decided.clear()
+        self._decided[key] = (now + settings.GRIDLANE_CONNECT_DECISION_S, decision)
+        return decision
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -84,6 +111,7 @@ class ConnectApp:
                 cookie_jar=aiohttp.DummyCookieJar(),  # cookies are the browser's, never kept here
                 auto_decompress=False,  # bytes pass as the server sent them
                 skip_auto_headers=("User-Agent", "Accept-Encoding"),
+                read_bufsize=READ_BUFFER,
             )
         return self._session
 
@@ -109,7 +137,7 @@ class ConnectApp:
             return await _redirect(send, _prefix(workload_id) + _query(scope), 308)
         if scope["method"] not in _SAFE and not same_origin(scope):
             return await _page(send, pages.CROSS_SITE, wants_html)
-        decision = await self._decide(workload_id, _header(scope, b"cookie"), _header(scope, b"authorization"))
+        decision = await self.decide(workload_id, scope)
         if decision.verdict != gate.Verdict.PASS or decision.server is None:
             return await _refuse(scope, send, decision, wants_html)
         route = await tunnel.route(decision)
@@ -128,6 +156,16 @@ class ConnectApp:
             answer = await _answer(asking, body_done, settings.GRIDLANE_CONNECT_ANSWER_S)
             async with answer:
                 headers, scrub = downstream_headers(answer, workload_id, route, decision.server)
+                length = answer.content_length
+                if length is not None and length <= WHOLE_BYTES:  # most answers: one read, one send
+                    body = await answer.read()
+                    if scrub:
+                        body = body.replace(scrub, b"")
+                        headers.append((b"content-length", str(len(body)).encode()))
+                    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+                    started = True
+                    await send({"type": "http.response.body", "body": body})
+                    return None
                 await send({"type": "http.response.start", "status": answer.status, "headers": headers})
                 started = True
                 await _stream(answer.content, send, receive, body_done, scrub)
@@ -153,7 +191,7 @@ class ConnectApp:
         if where is None or not where[1] or not same_origin(scope):
             return await send({"type": "websocket.close", "code": 1008})  # before accept: a 403 to the browser
         workload_id, rest = where
-        decision = await self._decide(workload_id, _header(scope, b"cookie"), _header(scope, b"authorization"))
+        decision = await self.decide(workload_id, scope)
         if decision.verdict != gate.Verdict.PASS or decision.server is None:
             return await send({"type": "websocket.close", "code": 1008})
         route = await tunnel.route(decision)
@@ -397,7 +435,8 @@ async def _body(receive: Receive, done: asyncio.Event) -> AsyncIterator[bytes]:
 async def _stream(
     content: aiohttp.StreamReader, send: Send, receive: Receive, body_done: asyncio.Event, secret: bytes
 ) -> None:
-    """The answer's body to the browser as it comes, until it ends or the browser goes away."""
+    """The answer's body to the browser as it comes (whatever has arrived: events are not held back), until it
+    ends or the browser goes away."""
     gone = asyncio.Event()
 
     async def watch() -> None:

@@ -53,6 +53,7 @@ def _asgi_portal(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DATABASE_URL": database_url(settings.DATABASES["default"]),
         "GRIDLANE_CONNECT_ANSWER_S": "3",
+        "GRIDLANE_CONNECT_DECISION_S": "0",  # each request decided afresh: tests change access between requests
         "GRIDLANE_CONNECT_TIMEOUT_S": "3",
         "GRIDLANE_PUBLIC_URL": f"http://127.0.0.1:{port}",
         "PYTHONPATH": str(ROOT),
