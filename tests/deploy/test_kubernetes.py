@@ -69,8 +69,8 @@ def deployment(api: Any, name: str) -> Any:
     return client.AppsV1Api(api).read_namespaced_deployment(name, NAMESPACE)
 
 
-def service(api: Any) -> Any:
-    return client.CoreV1Api(api).read_namespaced_service("gridlane-web", NAMESPACE)
+def service(api: Any, name: str = "gridlane-web") -> Any:
+    return client.CoreV1Api(api).read_namespaced_service(name, NAMESPACE)
 
 
 def migration(api: Any) -> Any:
@@ -82,9 +82,10 @@ def ingresses(api: Any) -> list[Any]:
 
 
 def pod_specs(api: Any) -> dict[str, Any]:
-    """The pod templates of the web, the worker and the migration Job, by component."""
+    """The pod templates of the web, the connect processes, the worker and the migration Job, by component."""
     return {
         "web": deployment(api, "gridlane-web").spec.template.spec,
+        "connect": deployment(api, "gridlane-connect").spec.template.spec,
         "worker": deployment(api, "gridlane-worker").spec.template.spec,
         "migrate": migration(api).spec.template.spec,
     }
@@ -118,7 +119,8 @@ def env_file_values() -> dict[str, str]:
 def test_the_kustomization_lists_every_manifest_in_apply_order():
     assert sorted(apply_order()) == MANIFESTS
     kinds = [doc["kind"] for manifest in apply_order() for doc in yaml.safe_load_all(manifest.read_text())]
-    assert kinds == ["Secret", "ConfigMap", "Job", "Deployment", "Deployment", "Service", "Ingress", "Ingress"]
+    assert kinds == ["Secret", "ConfigMap", "Job", "Deployment", "Deployment", "Service", "Deployment", "Service",
+                     "Ingress", "Ingress"]  # fmt: skip
 
 
 def test_every_manifest_loads_through_the_official_client_and_the_double_keeps_it(double, api_client, tmp_path):
@@ -131,6 +133,8 @@ def test_every_manifest_loads_through_the_official_client_and_the_double_keeps_i
         ("V1ConfigMap", "gridlane-config"),
         ("V1Job", "gridlane-migrate"),
         ("V1Deployment", "gridlane-web"),
+        ("V1Deployment", "gridlane-connect"),
+        ("V1Service", "gridlane-connect"),
         ("V1Deployment", "gridlane-worker"),
         ("V1Service", "gridlane-web"),
         ("V1Ingress", "gridlane"),
@@ -176,33 +180,43 @@ def test_the_service_selects_the_web_pods_and_not_the_workers_or_the_migration(k
     assert job.spec.template.metadata.labels["app.kubernetes.io/component"] == "migrate"
 
 
-def test_the_ingresses_send_every_path_to_the_service_and_its_port_over_tls(kit):
-    web = service(kit)
-    ports = {(p.name, p.port) for p in web.spec.ports}
+def test_the_ingresses_send_connect_to_the_connect_service_the_rest_to_the_web_over_tls(kit):
     allowed = config_map(kit)["GRIDLANE_ALLOWED_HOSTS"].split(",")
     paths = {}
     for ingress in ingresses(kit):
         tls_hosts = {host for tls in ingress.spec.tls for host in tls.hosts}
-        assert ingress.metadata.annotations["nginx.ingress.kubernetes.io/proxy-body-size"] == "1m"  # the API's limit
         for rule in ingress.spec.rules:
             assert rule.host in tls_hosts
             assert rule.host in allowed
             for path in rule.http.paths:
                 backend = path.backend.service
-                assert backend.name == web.metadata.name
+                ports = {(p.name, p.port) for p in service(kit, backend.name).spec.ports}
                 assert any(backend.port.name == name or backend.port.number == number for name, number in ports)
-                paths[path.path] = (path.path_type, ingress.metadata.annotations)
-    assert paths["/"][0] == "Prefix"
-    assert paths["/connect/"][1]["nginx.ingress.kubernetes.io/proxy-read-timeout"] == "3600"  # as deploy/nginx
+                paths[path.path] = (path.path_type, backend.name, ingress.metadata.annotations)
+    assert paths["/"][:2] == ("Prefix", "gridlane-web")
+    assert paths["/"][2]["nginx.ingress.kubernetes.io/proxy-body-size"] == "1m"  # the API's limit
+    assert paths["/connect/"][:2] == ("Prefix", "gridlane-connect")
+    connect = paths["/connect/"][2]
+    assert connect["nginx.ingress.kubernetes.io/proxy-read-timeout"] == "3600"  # as deploy/nginx
+    assert connect["nginx.ingress.kubernetes.io/proxy-body-size"] == "0"  # uploads stream through
+    pods = deployment(kit, "gridlane-connect").spec.template.metadata.labels
+    assert selects(service(kit, "gridlane-connect").spec.selector, pods)
+    assert not selects(service(kit).spec.selector, pods)
 
 
 def test_the_pods_run_the_commands_of_the_systemd_units_and_the_job_migrates(kit):
     specs = pod_specs(kit)
-    for component, unit in (("web", "gridlane-web.service"), ("worker", "gridlane-worker.service")):
+    units = (("web", "gridlane-web.service"), ("connect", "gridlane-connect.service"),
+             ("worker", "gridlane-worker.service"))  # fmt: skip
+    for component, unit in units:
         service = read(ROOT / "deploy" / "systemd" / unit)["Service"]
         (container,) = specs[component].containers
         assert container.command == shlex.split(service["ExecStart"]), component
         assert container.working_dir == service["WorkingDirectory"]
+        environment = dict(pair.split("=", 1) for pair in service.get("Environment", "").split())
+        own = {e.name: e.value for e in container.env or []}
+        assert {k: v for k, v in environment.items() if k != "GRIDLANE_BIND"} == {
+            k: v for k, v in own.items() if k != "GRIDLANE_BIND"}, component  # fmt: skip
     (migrate,) = specs["migrate"].containers
     (worker,) = specs["worker"].containers
     assert migrate.command == [*worker.command[:2], "migrate", "--no-input"]  # the worker's python and manage.py
@@ -240,6 +254,7 @@ def test_every_pod_runs_unprivileged_on_a_read_only_system_with_the_kits_environ
         sources = [(s.config_map_ref or s.secret_ref).name for s in container.env_from]
         assert sources == ["gridlane-config", "gridlane-secrets"]
     assert pod_specs(kit)["web"].automount_service_account_token is False  # the web never calls the API
+    assert pod_specs(kit)["connect"].automount_service_account_token is False
 
 
 def broken(name: str, change: Callable[[dict[str, Any]], None], index: int = 0) -> dict[str, Any]:
