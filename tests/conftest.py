@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+# The portal as production serves it, for tests of the connect path wherever they live (asgi_portal).
+pytest_plugins = ["tests.connect.serving"]
+
 # The new-training-run page's form, filled in as alice would (queue `train` of the demo).
 TRAINING_FORM = {
     "queue": "train",

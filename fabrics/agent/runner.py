@@ -12,6 +12,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ from fabrics.agent import gpus as gpu_query
 from fabrics.agent import keys
 from fabrics.agent.client import Api, ApiError
 from fabrics.local.supervisor import group_alive, job_environment, signal_group
+from fabrics.ssh import notebook
 
 LOG_EVERY_S = 0.5
 TICK_S = 0.1
@@ -58,6 +60,10 @@ def command_line(payload: Mapping[str, Any], jobdir: Path) -> list[str]:
     """The argv that runs the job: in its image through podman or apptainer when one is given
     and the runtime exists, else bash in a virtual environment when requirements are given."""
     command = str(payload.get("command", ""))
+    if payload.get("kind") == "notebook" and not command.strip():
+        # The host's Jupyter (Gridlane's own dependency, in the agent's Python) through the launcher every
+        # fabric's notebooks use: it reports where it listens, and opens through the portal (fabrics.ssh.notebook).
+        return ["bash", "-c", notebook.FUNCTION + 'gridlane_notebook "$0" -m jupyterlab', sys.executable]
     image = str(payload.get("image", ""))
     if image:
         if shutil.which("podman"):
@@ -113,6 +119,7 @@ def _process(api: Api, job: Job, options: Options, jobdir: Path, gpu_indexes: li
     payload = job.payload
     env = job_environment({k: str(v) for k, v in dict(payload.get("env", {})).items()})
     env |= {"GRIDLANE_WORKLOAD_ID": str(payload.get("workload_id", job.run_id)), "GRIDLANE_JOB_DIR": str(jobdir)}
+    env.setdefault("GRIDLANE_PYTHON", sys.executable)  # the notebook launcher's own helper
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpu_indexes)
     child = subprocess.Popen(
         command_line(payload, jobdir),

@@ -151,3 +151,28 @@ def test_a_sigkilled_agent_is_lost_and_its_work_fails_or_goes_back_in_line(alice
     assert spare.host == "host-2"
     assert spare.attempt == 1
     assert list(spare.events.values_list("to_state", flat=True)).count("preempted") == 1
+
+
+def test_a_notebook_on_an_agent_host_reports_its_jupyter_and_opens_through_the_portal(
+    alice, charlie, submit, hosts, cycling, start_agent, asgi_portal, live_server, settings
+):
+    from portal.queues.models import Queue
+    from portal.workloads import notebook_endpoint
+    from tests.connect.client import call
+    from tests.connect.serving import session_cookie
+
+    settings.GRIDLANE_PUBLIC_URL = live_server.url  # where the job reports (the agent's own server)
+    Queue.objects.filter(slug="gpu-a").update(kinds=["notebook", "training"])
+    online_already(hosts)
+    notebook = submit(alice, queue="gpu-a", kind="notebook", name="on-a-host", command="")
+    start_agent("host-1", "gpu-a")
+    reach(notebook, State.RUNNING)
+    server = wait_until(lambda: notebook_endpoint.stored(Workload.objects.get(pk=notebook.pk)), timeout=120)
+    assert server.path == f"/connect/{notebook.pk}/"
+    status = call(asgi_portal, "GET", f"/connect/{notebook.pk}/api/status", Cookie=session_cookie(alice))
+    assert status.status == 200, status.text
+    assert "started" in status.json()
+    assert server.token not in status.text
+    assert call(asgi_portal, "GET", f"/connect/{notebook.pk}/api/status", Cookie=session_cookie(charlie)).status == 404
+    services.do_cancel(alice, Workload.objects.get(pk=notebook.pk))
+    reach(notebook, State.CANCELLED)

@@ -16,8 +16,6 @@ from django.db import connections
 from playwright.sync_api import sync_playwright
 from pytest_django.live_server_helper import LiveServer
 
-from tests.connect.serving import _asgi_portal, asgi_portal  # noqa: F401 (fixtures for the connect path)
-
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "var" / "test-output" / "browser"
 REGISTERED_PORTS = range(8765, 8775)

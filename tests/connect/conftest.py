@@ -19,7 +19,7 @@ from portal.workloads import notebook_endpoint
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from tests.conftest import wait_until
-from tests.connect.serving import _asgi_portal, answers, asgi_portal, asgi_portal_pid, stop  # noqa: F401
+from tests.connect.serving import answers, stop
 from tests.deploy.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

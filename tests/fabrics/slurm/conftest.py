@@ -22,7 +22,6 @@ import pytest
 from fabrics.base import FabricConfig, JobSpec, JobStatus, Resources
 from fabrics.slurm import parse
 from fabrics.slurm.fabric import SlurmFabric
-from tests.connect.serving import _asgi_portal, asgi_portal  # noqa: F401 (the connect path's portal)
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[3]
