@@ -223,6 +223,9 @@ class TrainingForm(SubmitForm):
         )
 
 
+SCRIPT_UPLOAD_BYTES = 256 * 1024
+
+
 class BatchScriptForm(SubmitForm):
     """A batch script pasted as written (sbatch or qsub): its directives are the request."""
 
@@ -233,12 +236,39 @@ class BatchScriptForm(SubmitForm):
     script = forms.CharField(
         label="Batch script",
         strip=False,
+        required=False,
         widget=forms.Textarea(
             attrs={"rows": 14, "spellcheck": "false", "placeholder": "#!/bin/bash\n#SBATCH --gpus-per-node=1\n..."}
         ),
         help_text="Submitted byte for byte; its #SBATCH or #PBS lines say what it needs.",
     )
+    script_file = forms.FileField(
+        label="Or upload it", required=False, help_text="A job file as you would give it to sbatch or qsub."
+    )
     array = forms.CharField(max_length=200, required=False, help_text="An array, e.g. 0-99%10 (or --array in it).")
+
+    def clean_script_file(self) -> str:
+        """The uploaded script's text: UTF-8, at most SCRIPT_UPLOAD_BYTES ("" when none was given)."""
+        upload = self.cleaned_data.get("script_file")
+        if not upload:
+            return ""
+        if upload.size > SCRIPT_UPLOAD_BYTES:
+            raise forms.ValidationError(f"A batch script is at most {SCRIPT_UPLOAD_BYTES // 1024} KiB.")
+        try:
+            return bytes(upload.read()).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise forms.ValidationError("This is not a text file (UTF-8): upload the script itself.") from error
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        pasted, uploaded = data.get("script") or "", data.get("script_file") or ""
+        if pasted.strip() and uploaded:
+            self.add_error("script_file", "Paste the script or upload it, not both.")
+        elif not pasted.strip() and not uploaded and "script_file" not in self.errors:
+            self.add_error("script", "Paste the script here, or upload it below.")
+        data["script"] = pasted if pasted.strip() else uploaded
+        return data
+
     priority = forms.ChoiceField(choices=Priority.choices, initial=Priority.NORMAL)
     group = forms.ChoiceField(label="Team", required=False)
 

@@ -84,7 +84,8 @@ def workload_new(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def script_new(request: HttpRequest) -> HttpResponse:
-    return _new(request, BatchScriptForm(request.POST or None, user=request.user), "Paste a batch script")
+    form = BatchScriptForm(request.POST or None, request.FILES or None, user=request.user)
+    return _new(request, form, "Paste or upload a batch script")
 
 
 @login_required

@@ -39,3 +39,40 @@ def test_a_bad_line_comes_back_named_on_the_form(alice_client):
     assert response.status_code == 422
     assert "line 2: --gpu-per-nod is not an sbatch option" in response.content.decode()
     assert not Workload.objects.exists()
+
+
+def test_an_uploaded_job_file_is_submitted_as_it_is_and_the_training_form_links_here(alice_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    page = alice_client.get("/workloads/new/script/").content.decode()
+    assert 'enctype="multipart/form-data"' in page
+    assert 'href="/workloads/new/script/"' in alice_client.get("/workloads/new/").content.decode()
+    job = SimpleUploadedFile("train.sbatch", b"#!/bin/bash\n#SBATCH -J uploaded\n#SBATCH -t 5\nsrun hostname\n")
+    data = {"queue": "hpc", "kind": "batch", "script": "", "script_file": job, "priority": "normal"}
+    response = alice_client.post("/workloads/new/script/", data, **HTMX)
+    workload = Workload.objects.get()
+    assert response["HX-Redirect"] == f"/workloads/{workload.pk}/"
+    assert (workload.name, workload.runtime_limit_s) == ("uploaded", 300)
+    assert workload.script == "#!/bin/bash\n#SBATCH -J uploaded\n#SBATCH -t 5\nsrun hostname\n"
+
+
+@pytest.mark.parametrize(
+    ("script", "upload", "field", "says"),
+    [
+        ("", None, "script", "Paste the script here, or upload it below."),
+        (SCRIPT, b"#!/bin/bash\nhostname\n", "script_file", "not both"),
+        ("", b"\x7fELF\x02\x01\x01\x00\xff\xfe", "script_file", "not a text file"),
+        ("", b"#" * (256 * 1024 + 1), "script_file", "at most 256 KiB"),
+    ],
+)
+def test_an_upload_that_cannot_be_a_script_is_refused_and_nothing_is_submitted(alice_client, script, upload, field,
+                                                                               says):  # fmt: skip
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    data = {"queue": "hpc", "kind": "batch", "script": script, "priority": "normal"}
+    if upload is not None:
+        data["script_file"] = SimpleUploadedFile("job.sh", upload)
+    response = alice_client.post("/workloads/new/script/", data, **HTMX)
+    assert response.status_code == 422
+    assert says in response.content.decode()
+    assert not Workload.objects.exists()
