@@ -131,6 +131,9 @@ class JobStatus:
     reason: str = ""  # the fabric's own words, e.g. why it still waits
     estimated_start: datetime | None = None  # the fabric's own estimate, for queued jobs
     endpoint: Endpoint | None = None  # notebooks: their server, once the fabric knows it answers
+    # Its GPUs' mean utilisation (0-100) now, where the fabric measures it (Kubernetes with DCGM through
+    # Prometheus); None where it does not: no data, never 0 or 100.
+    gpu_utilisation: float | None = None
     # Notebooks: when the server last saw use (kernel, terminal or API activity), by its own status API;
     # None where the fabric cannot tell, and then nothing is ever stopped for being idle.
     last_activity: datetime | None = None

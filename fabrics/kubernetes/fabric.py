@@ -16,6 +16,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -31,7 +32,7 @@ from fabrics.base import (
     Resources,
     TemplateError,
 )
-from fabrics.kubernetes import parse, render
+from fabrics.kubernetes import dcgm, parse, render
 from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
 from fabrics.kubernetes.render import Manifests
 from fabrics.kubernetes.settings import KubeSettings
@@ -167,6 +168,23 @@ class KubernetesFabric(Batched):
                 podgroup=podgroups.get(name),
                 kueue_workload=kueue.get(job["metadata"].get("uid", "")),
             )
+        return self._with_utilisation(statuses)
+
+    def _with_utilisation(self, statuses: dict[str, JobStatus]) -> dict[str, JobStatus]:
+        """Running jobs' GPU utilisation from the site's Prometheus (DCGM), one query for all of them; as they
+        were (no data) when the fabric names no Prometheus, or it does not answer in time."""
+        running = [name for name, status in statuses.items() if status.state is JobState.RUNNING]
+        if not self.settings.prometheus_url or not running:
+            return statuses
+        try:
+            result = dcgm.ask(self.settings.prometheus_url, self.namespace, min(5.0, self.settings.request_timeout_s))
+        except dcgm.PrometheusError as error:
+            log.info("%s: no GPU utilisation this time: %s", self.config.name, error)
+            return statuses
+        utilisation = dcgm.by_pod(result, self.namespace)
+        for name in running:
+            pods = [p["metadata"]["name"] for p in self._pods.get(name, [])]
+            statuses[name] = replace(statuses[name], gpu_utilisation=dcgm.of_job(utilisation, pods))
         return statuses
 
     def cancel(self, external_id: str) -> None:

@@ -13,7 +13,8 @@
       "ttl_seconds_after_finished": 3600,
       "volcano": false, "volcano_queue": "",
       "default_image": "", "capacity": "nodes", "node_selector": "",
-      "request_timeout_s": 30
+      "request_timeout_s": 30,
+      "prometheus_url": "http://prometheus.monitoring:9090"   # optional: GPU utilisation from DCGM
     }
 
 Fractional GPUs: Kubernetes counts extended resources in whole units, so a request becomes
@@ -33,6 +34,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -51,6 +53,7 @@ KNOWN = frozenset(
         "capacity",
         "node_selector",
         "request_timeout_s",
+        "prometheus_url",
     }
 )
 
@@ -98,6 +101,7 @@ class KubeSettings:
     capacity: str = "nodes"
     node_selector: str = ""
     request_timeout_s: float = 30.0
+    prometheus_url: str = ""  # the site's Prometheus, which scrapes the DCGM exporter (GPU utilisation)
 
     @classmethod
     def parse(cls, settings: Mapping[str, Any]) -> KubeSettings:
@@ -133,6 +137,7 @@ class KubeSettings:
             capacity=capacity,
             node_selector=_text(settings, "node_selector"),
             request_timeout_s=float(timeout),
+            prometheus_url=_prometheus_url(settings),
         )
 
 
@@ -179,3 +184,10 @@ def _text(settings: Mapping[str, Any], key: str) -> str:
 def _gpus(milli: int) -> str:
     """Milli-GPUs as a plain decimal: 250 -> "0.25", 2000 -> "2"."""
     return f"{milli // 1000}.{milli % 1000:03d}".rstrip("0").rstrip(".")
+
+
+def _prometheus_url(settings: Mapping[str, Any]) -> str:
+    url = _text(settings, "prometheus_url")
+    if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
+        raise ValueError("prometheus_url must be the site's Prometheus, http(s)://host:port (its DCGM metrics)")
+    return url

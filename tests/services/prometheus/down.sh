@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# Nothing to stop: each test stops the Prometheus it started.
+exit 0
