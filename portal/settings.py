@@ -272,6 +272,10 @@ GRIDLANE_LOCAL_FABRIC_ROOT = Path(os.environ.get("GRIDLANE_LOCAL_FABRIC_ROOT", V
 # sixth of the limit; and the length of the minute these are counted in (only tests shorten it).
 GRIDLANE_NOTEBOOK_IDLE_WARNING_MINUTES = float(os.environ.get("GRIDLANE_NOTEBOOK_IDLE_WARNING_MINUTES", "10"))
 GRIDLANE_IDLE_MINUTE_S = 60.0
+# GPU utilisation from jobs' own samplers (portal.usage.samples): how often a job samples its GPUs, and the
+# least time between two samples the portal takes of one workload (more are answered 429 and counted).
+GRIDLANE_SAMPLE_SECONDS = max(5.0, float(os.environ.get("GRIDLANE_SAMPLE_SECONDS", "30")))
+GRIDLANE_SAMPLE_MIN_INTERVAL_S = float(os.environ.get("GRIDLANE_SAMPLE_MIN_INTERVAL_SECONDS", "10"))
 # /readyz: the worker is unready when its last periodic cycle is older than this many cycles (30 s at least).
 GRIDLANE_WORKER_STALE_CYCLES = int(os.environ.get("GRIDLANE_WORKER_STALE_CYCLES", "10"))
 # Retention: raw usage samples, finished workloads' events and audit entries older than these many days are

@@ -17,5 +17,6 @@ urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("agent/", include("portal.agents.urls")),
     path("workloads/<uuid:pk>/endpoint/", callbacks.endpoint, name="workload-endpoint"),  # from a notebook's job
+    path("workloads/<uuid:pk>/samples/", callbacks.samples, name="workload-samples"),  # from a job's sampler
     path("", include(router.urls)),
 ]

@@ -9,8 +9,14 @@ from django.db import models
 class UsageSample(models.Model):
     """One measurement of a running workload: what it holds and, where the fabric reports it, how busy its GPUs are."""
 
+    class Source(models.TextChoices):
+        ALLOCATION = "allocation", "the portal (what it holds, no utilisation)"
+        JOB = "job", "the job's sampler"
+        AGENT = "agent", "the host's agent"
+
     workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="usage_samples")
     at = models.DateTimeField(db_index=True)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.ALLOCATION)
     gpus_milli = models.PositiveIntegerField(help_text="GPUs allocated to the workload, in milli-GPUs.")
     gpu_utilisation = models.FloatField(null=True, blank=True, help_text="0-100, averaged over its GPUs.")
     gpu_memory_mib = models.PositiveBigIntegerField(null=True, blank=True)
