@@ -38,6 +38,8 @@ class UsageRollup(models.Model):
     hour = models.DateTimeField(help_text="The start of the hour, UTC.")
     gpu_hours = models.FloatField(default=0.0)
     idle_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours below 80 % average utilisation.")
+    used_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours x their average utilisation, where known.")
+    unknown_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours with no utilisation data.")
     reserved_gpu_hours = models.FloatField(default=0.0)
     pending_gpu_hours = models.FloatField(default=0.0, help_text="Demand that waited: GPUs pending x hours.")
     started = models.PositiveIntegerField(default=0)
@@ -62,6 +64,8 @@ class UsageMemberRollup(models.Model):
     hour = models.DateTimeField(help_text="The start of the hour, UTC.")
     gpu_hours = models.FloatField(default=0.0)
     idle_gpu_hours = models.FloatField(default=0.0)
+    used_gpu_hours = models.FloatField(default=0.0)
+    unknown_gpu_hours = models.FloatField(default=0.0)
 
     class Meta:
         constraints: ClassVar[list[Any]] = [
