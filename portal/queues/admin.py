@@ -19,7 +19,7 @@ class FabricForm(forms.ModelForm[Fabric]):
     class Meta:
         model = Fabric
         fields = ["name", "kind", "enabled", "gpu_flavor", "gpus_milli", "cpus_milli", "memory_mib", "gpu_sharing",
-                  "settings"]  # fmt: skip
+                  "gpu_hour_price", "settings"]  # fmt: skip
 
 
 class QueueTargetInline(admin.TabularInline[QueueTarget, Queue]):
@@ -180,6 +180,7 @@ class FabricAdmin(admin.ModelAdmin[Fabric]):
         "gpus_milli",
         "cpus_milli",
         "memory_mib",
+        "gpu_hour_price",
         "enabled",
         "healthy",
     ]

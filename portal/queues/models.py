@@ -43,6 +43,16 @@ class Fabric(models.Model):
         help_text="Fractions of a GPU share one GPU here (MIG, time slicing). Off: a fraction takes a whole GPU.",
     )
     settings = models.JSONField(default=dict, blank=True, help_text="Connection settings for this kind of fabric.")
+    gpu_hour_price = models.DecimalField(
+        "Price per GPU-hour",
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text="What one GPU-hour here costs a team (chargeback, in the site's currency); empty: no price. "
+        "Hours already rolled up keep the price they were counted at.",
+    )
     healthy = models.BooleanField(default=True, editable=False)
     health_detail = models.CharField(max_length=300, blank=True, editable=False)
     # What the fabric itself last reported (capacity(): nodes up, agents online), read by the worker every

@@ -40,6 +40,8 @@ class UsageRollup(models.Model):
     idle_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours below 80 % average utilisation.")
     used_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours x their average utilisation, where known.")
     unknown_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours with no utilisation data.")
+    cost = models.FloatField(default=0.0, help_text="GPU-hours x their fabric's price per GPU-hour.")
+    idle_cost = models.FloatField(default=0.0, help_text="Idle GPU-hours x their fabric's price per GPU-hour.")
     reserved_gpu_hours = models.FloatField(default=0.0)
     pending_gpu_hours = models.FloatField(default=0.0, help_text="Demand that waited: GPUs pending x hours.")
     started = models.PositiveIntegerField(default=0)
@@ -66,6 +68,8 @@ class UsageMemberRollup(models.Model):
     idle_gpu_hours = models.FloatField(default=0.0)
     used_gpu_hours = models.FloatField(default=0.0)
     unknown_gpu_hours = models.FloatField(default=0.0)
+    cost = models.FloatField(default=0.0)
+    idle_cost = models.FloatField(default=0.0)
 
     class Meta:
         constraints: ClassVar[list[Any]] = [
@@ -75,3 +79,26 @@ class UsageMemberRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group_id}/{self.user_id} {self.hour:%Y-%m-%d %H}:00"
+
+
+class UsageFabricRollup(models.Model):
+    """Per team, fabric and hour: the same figures by where the work ran, for chargeback by fabric."""
+
+    group = models.ForeignKey("accounts.ResourceGroup", on_delete=models.CASCADE, related_name="+")
+    fabric = models.ForeignKey("queues.Fabric", on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField(help_text="The start of the hour, UTC.")
+    gpu_hours = models.FloatField(default=0.0)
+    idle_gpu_hours = models.FloatField(default=0.0)
+    used_gpu_hours = models.FloatField(default=0.0)
+    unknown_gpu_hours = models.FloatField(default=0.0)
+    cost = models.FloatField(default=0.0)
+    idle_cost = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["group", "fabric", "hour"], name="one_fabric_rollup_per_group_fabric_hour")
+        ]
+        indexes: ClassVar[list[Any]] = [models.Index(fields=["group", "hour"], name="usage_fabric_group_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.group_id}/{self.fabric_id} {self.hour:%Y-%m-%d %H}:00"

@@ -15,6 +15,8 @@ Per team, queue and hour:
   utilisation (utilisation-weighted). Where it has none (a fabric that reports nothing, a node without
   nvidia-smi, a gap) the GPU-hours are unknown: never busy, never idle. So gpu_hours = known + unknown,
   and idle_gpu_hours <= known;
+- cost, idle_cost: those GPU-hours and the idle ones x the price per GPU-hour of the fabric they ran on
+  (Fabric.gpu_hour_price, as it is when the hour is rolled up; no price: 0);
 - reserved_gpu_hours: the team's GPU reservation over the hour, the same on each of its rows that hour;
 - pending_gpu_hours: GPUs asked for x the part of the hour they waited (pending demand);
 - started, wait_p50_s, wait_p95_s: of the workloads that started in that hour (wait = start - submit).
@@ -25,15 +27,16 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Avg, IntegerField, Q, Value
 from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, TruncDay
 
 from portal.queues.models import Quota
-from portal.usage.models import UsageMemberRollup, UsageRollup, UsageSample
+from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from portal.workloads.stats import percentile
@@ -46,6 +49,8 @@ SAMPLE_EVERY = timedelta(minutes=1)
 LOOK_BACK = timedelta(minutes=5)
 IDLE_BELOW = 80.0  # percent average GPU utilisation
 DAY = timedelta(days=1)
+# What member and fabric rollups keep of a cell.
+COST_FIELDS = ["gpu_hours", "idle_gpu_hours", "used_gpu_hours", "unknown_gpu_hours", "cost", "idle_cost"]
 
 
 def hour_of(at: datetime) -> datetime:
@@ -96,6 +101,8 @@ class Span:
     submitted_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    fabric_id: int | None = None  # where it ran (None: never placed)
+    price: float = 0.0  # the fabric's price per GPU-hour
 
 
 @dataclass
@@ -104,6 +111,8 @@ class Cell:
     idle_gpu_hours: float = 0.0
     used_gpu_hours: float = 0.0
     unknown_gpu_hours: float = 0.0
+    cost: float = 0.0
+    idle_cost: float = 0.0
     reserved_gpu_hours: float = 0.0
     pending_gpu_hours: float = 0.0
     waits: list[float] = field(default_factory=list)
@@ -117,7 +126,8 @@ def compute(
     until: datetime,
     window: timedelta = timedelta(minutes=30),
 ) -> tuple[dict[tuple[int, int, datetime], Cell], dict[tuple[int, int, datetime], Cell]]:
-    """Pure: the team-queue-hour cells and the team-member-hour cells for the hours from `start` to `until`.
+    """Pure: the team-queue-hour cells and the team-member-hour cells for the hours from `start` to `until`
+    (`by_fabric` gives the team-fabric-hour cells of the same spans).
 
     `utilisation` maps (workload id, idle window start) to the average GPU utilisation of its samples in
     that window (no key: no data); `reservations` maps a team to its GPU reservation in GPUs.
@@ -135,13 +145,14 @@ def compute(
             if pending:
                 cells[key].pending_gpu_hours += s.gpus * pending
             if running:
-                member = members[(s.group_id, s.owner_id, hour)]
-                for cell in (cells[key], member):
+                counted = (cells[key], members[(s.group_id, s.owner_id, hour)])
+                for cell in counted:
                     cell.gpu_hours += s.gpus * running
+                    cell.cost += s.gpus * running * s.price
                 for begins, low, high in windows_in(hour, window):
                     part = overlap_hours(s.started_at, ran_until, low, min(high, until)) if s.started_at else 0.0
                     if part:
-                        _classify(cells[key], member, s.gpus * part, utilisation.get((workload_id, begins)))
+                        _classify(counted, s.gpus * part, s.price, utilisation.get((workload_id, begins)))
             if s.started_at is not None and hour <= s.started_at < hour + HOUR:
                 cells[key].waits.append(max(0.0, (s.started_at - s.submitted_at).total_seconds()))
     for (group_id, _, hour), cell in cells.items():
@@ -150,16 +161,32 @@ def compute(
     return dict(cells), dict(members)
 
 
-def _classify(cell: Cell, member: Cell, gpu_hours: float, average: float | None) -> None:
+def _classify(cells: Iterable[Cell], gpu_hours: float, price: float, average: float | None) -> None:
     """Count GPU-hours of one idle window as unknown (no samples), or as used by their utilisation, and idle
     below the threshold."""
-    for c in (cell, member):
+    for c in cells:
         if average is None:
             c.unknown_gpu_hours += gpu_hours
             continue
         c.used_gpu_hours += gpu_hours * average / 100
         if average < IDLE_BELOW:
             c.idle_gpu_hours += gpu_hours
+            c.idle_cost += gpu_hours * price
+
+
+def by_fabric(
+    spans: Iterable[tuple[str, Span]],
+    utilisation: dict[tuple[str, datetime], float],
+    start: datetime,
+    until: datetime,
+    window: timedelta = timedelta(minutes=30),
+) -> dict[tuple[int, int, datetime], Cell]:
+    """Pure: the team-fabric-hour cells (running time only) of the spans that were placed on a fabric."""
+    placed = [(pk, replace(s, queue_id=s.fabric_id)) for pk, s in spans if s.fabric_id is not None]
+    cells, _ = compute(placed, utilisation, {}, start, until, window)
+    for cell in cells.values():
+        cell.pending_gpu_hours, cell.waits = 0.0, []
+    return {key: cell for key, cell in cells.items() if cell.gpu_hours}
 
 
 def step(now: datetime) -> int:
@@ -202,6 +229,8 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
             idle_gpu_hours=c.idle_gpu_hours,
             used_gpu_hours=c.used_gpu_hours,
             unknown_gpu_hours=c.unknown_gpu_hours,
+            cost=c.cost,
+            idle_cost=c.idle_cost,
             reserved_gpu_hours=c.reserved_gpu_hours,
             pending_gpu_hours=c.pending_gpu_hours,
             started=len(c.waits),
@@ -220,6 +249,8 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
                 "idle_gpu_hours",
                 "used_gpu_hours",
                 "unknown_gpu_hours",
+                "cost",
+                "idle_cost",
                 "reserved_gpu_hours",
                 "pending_gpu_hours",
                 "started",
@@ -236,6 +267,8 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
             idle_gpu_hours=c.idle_gpu_hours,
             used_gpu_hours=c.used_gpu_hours,
             unknown_gpu_hours=c.unknown_gpu_hours,
+            cost=c.cost,
+            idle_cost=c.idle_cost,
         )
         for (group_id, user_id, hour), c in members.items()
     ]
@@ -244,24 +277,33 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
             member_rows,
             update_conflicts=True,
             unique_fields=["group", "user", "hour"],
-            update_fields=["gpu_hours", "idle_gpu_hours", "used_gpu_hours", "unknown_gpu_hours"],
+            update_fields=COST_FIELDS,
+        )
+    fabric_rows = [
+        UsageFabricRollup(group_id=group_id, fabric_id=fabric_id, hour=hour, **{f: getattr(c, f) for f in COST_FIELDS})
+        for (group_id, fabric_id, hour), c in by_fabric(spans, utilisation, start, until, window).items()
+    ]
+    if fabric_rows:
+        UsageFabricRollup.objects.bulk_create(
+            fabric_rows, update_conflicts=True, unique_fields=["group", "fabric", "hour"], update_fields=COST_FIELDS
         )
     return len(rows)
 
 
-def averages(start: datetime, until: datetime, window: timedelta) -> dict[tuple[str, datetime], float]:
-    """The average GPU utilisation per workload and idle window, of the samples that report one in
-    [start, until): one query, grouped in the database (never a scan of raw samples in Python)."""
+def averages(
+    start: datetime, until: datetime, window: timedelta, workloads: list[Any] | None = None
+) -> dict[tuple[str, datetime], float]:
+    """The average GPU utilisation per workload (of `workloads`, else all) and idle window, of the samples that
+    report one in [start, until): one query, grouped in the database (never a scan of raw samples in Python)."""
     minutes = int(window.total_seconds() // 60)
     # The window's number within its day: minutes since midnight over the window, rounded down (PostgreSQL's
     # EXTRACT gives numerics, so the division is not an integer one by itself).
     since_midnight = ExtractHour("at", tzinfo=UTC) * 60 + ExtractMinute("at", tzinfo=UTC)
     slot = Cast(Floor(since_midnight / Value(float(minutes))), IntegerField())
-    rows = (
-        UsageSample.objects.filter(at__gte=start, at__lt=until, gpu_utilisation__isnull=False)
-        .annotate(day=TruncDay("at", tzinfo=UTC), slot=slot)
-        .values("workload_id", "day", "slot")
-    )
+    samples = UsageSample.objects.filter(at__gte=start, at__lt=until, gpu_utilisation__isnull=False)
+    if workloads is not None:
+        samples = samples.filter(workload_id__in=workloads)
+    rows = samples.annotate(day=TruncDay("at", tzinfo=UTC), slot=slot).values("workload_id", "day", "slot")
     found: dict[tuple[str, datetime], float] = {}
     for workload_id, day, slot_number, average in rows.annotate(average=Avg("gpu_utilisation")).values_list(
         "workload_id", "day", "slot", "average"
@@ -277,12 +319,13 @@ def _spans(start: datetime, until: datetime) -> Iterator[tuple[str, Span, str]]:
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start))
         .values_list(
             "pk", "group_id", "queue_id", "owner_id", "gpus_milli", "nodes", "submitted_at", "started_at",
-            "finished_at", "state",
+            "finished_at", "state", "fabric_id", "fabric__gpu_hour_price",
         )
     )  # fmt: skip
-    for pk, group_id, queue_id, owner_id, gpus_milli, nodes, submitted, started, finished, state in rows:
+    for pk, group_id, queue_id, owner_id, gpus_milli, nodes, submitted, started, finished, state, fabric, price in rows:
         gpus = gpus_milli * nodes / 1000
-        yield str(pk), Span(group_id, queue_id, owner_id, gpus, submitted, started, finished), state
+        span = Span(group_id, queue_id, owner_id, gpus, submitted, started, finished, fabric, float(price or 0))
+        yield str(pk), span, state
 
 
 def _sample(now: datetime, running: list[tuple[str, Span]]) -> None:

@@ -225,3 +225,48 @@ def test_the_step_counts_sampled_idle_windows_as_idle_and_gaps_as_unknown(alice,
     member = UsageMemberRollup.objects.get(user=alice, hour=T0)
     assert member.idle_gpu_hours == pytest.approx(0.125)
     assert member.unknown_gpu_hours == pytest.approx(0.125)
+
+
+MONTH_WINDOWS = 30 * 48  # half-hour windows in thirty days
+
+
+@examples(max_examples=15, deadline=None)
+@given(
+    gpus=st.sampled_from([0.25, 1.0, 4.0]),
+    price=st.sampled_from([0.0, 1.5, 2.75]),
+    sampled=st.dictionaries(st.integers(0, MONTH_WINDOWS - 1), st.floats(0, 100), max_size=400),
+)
+def test_a_month_s_chargeback_equals_what_its_samples_and_price_say(gpus, price, sampled):
+    """A workload that runs a whole month: each half hour with samples is used by its average and idle below
+    80 %, each without is unknown, and the cost is every GPU-hour held at the fabric's price."""
+    start, end = T0, T0 + timedelta(days=30)
+    s = Span(1, 1, 1, gpus, start, start, end, fabric_id=7, price=price)
+    utilisation = {("w", start + k * HALF): v for k, v in sampled.items()}
+    cells, _ = compute([("w", s)], utilisation, {}, start, end, HALF)
+    total = {f: sum(getattr(c, f) for c in cells.values()) for f in ["gpu_hours", *rollup.COST_FIELDS[1:]]}
+    assert total["gpu_hours"] == pytest.approx(gpus * 30 * 24)
+    assert total["cost"] == pytest.approx(gpus * 30 * 24 * price)
+    assert total["used_gpu_hours"] == pytest.approx(sum(gpus * 0.5 * v / 100 for v in sampled.values()), abs=1e-6)
+    idle = sum(gpus * 0.5 for v in sampled.values() if v < 80)
+    assert total["idle_gpu_hours"] == pytest.approx(idle, abs=1e-6)
+    assert total["idle_cost"] == pytest.approx(idle * price, abs=1e-6)
+    assert total["unknown_gpu_hours"] == pytest.approx(gpus * 0.5 * (MONTH_WINDOWS - len(sampled)), abs=1e-6)
+
+
+def test_the_step_keeps_cost_per_queue_member_and_fabric_at_the_fabric_s_price(alice, submit, settings):
+    from decimal import Decimal
+
+    from portal.queues.models import Fabric
+    from portal.usage.models import UsageFabricRollup
+
+    fabric = Fabric.objects.get(name="local")
+    Fabric.objects.filter(pk=fabric.pk).update(gpu_hour_price=Decimal("3.5"))
+    w = submit(alice, name="priced", gpus=1)
+    Workload.objects.filter(pk=w.pk).update(
+        state=State.SUCCEEDED, fabric=fabric, submitted_at=T0, started_at=T0, finished_at=T0 + timedelta(hours=1)
+    )
+    rollup.roll_up(T0, T0 + timedelta(hours=1))
+    assert UsageRollup.objects.get(group__slug="vision", hour=T0).cost == pytest.approx(3.5)
+    assert UsageMemberRollup.objects.get(user=alice, hour=T0).cost == pytest.approx(3.5)
+    by_fabric = UsageFabricRollup.objects.get(group__slug="vision", hour=T0)
+    assert (by_fabric.fabric_id, by_fabric.cost, by_fabric.unknown_gpu_hours) == (fabric.pk, 3.5, 1.0)
