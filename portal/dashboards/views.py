@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from dataclasses import replace
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from portal import access
 from portal.dashboards import data, it
-from portal.usage import report
+from portal.usage import idle_now, report
 
 
 def _partial(request: HttpRequest) -> bool:
@@ -33,11 +34,16 @@ def index(request: HttpRequest) -> HttpResponse:
 def team(request: HttpRequest, slug: str) -> HttpResponse:
     group = access.access_group(request.user, slug)
     window = data.window_of(request.GET.get("window"))
-    dashboard = data.team_dashboard(group, window, timezone.now())
+    now = timezone.now()
+    dashboard = data.team_dashboard(group, window, now)
+    leads = access.may_export_usage(request.user, group)
     context = {
         "d": dashboard,
         "windows": list(data.WINDOWS),
-        "may_export": access.may_export_usage(request.user, group),
+        "may_export": leads,
+        # The team's idle allocations now, for its leads and IT (portal.usage.idle_now): two queries, theirs only.
+        "idle_now": idle_now.team_idle_now(group, now) if leads else None,
+        "idle_window_minutes": settings.GRIDLANE_IDLE_WINDOW_MINUTES,
     }
     template = "dashboards/_team.html" if _partial(request) else "dashboards/team.html"
     return render(request, template, context)

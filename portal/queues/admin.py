@@ -40,7 +40,8 @@ class QueueForm(forms.ModelForm[Queue]):
     class Meta:
         model = Queue
         fields = ["name", "slug", "description", "kinds", "allowed_groups", "default_runtime_minutes",
-                  "max_runtime_minutes", "preemptible", "notebook_idle_minutes", "enabled"]  # fmt: skip
+                  "max_runtime_minutes", "preemptible", "notebook_idle_minutes", "gpu_idle_action",
+                  "gpu_idle_grace_minutes", "enabled"]  # fmt: skip
         labels = {"allowed_groups": "Teams that may use it"}
         help_texts = {"allowed_groups": "A queue open to no team is visible to nobody but IT."}
 

@@ -123,6 +123,26 @@ class Queue(models.Model):
         help_text="Stop notebooks with no kernel or terminal activity for this long, after a warning. "
         "Empty or 0: never.",
     )
+
+    class GpuIdleAction(models.TextChoices):
+        NOTHING = "nothing", "nothing"
+        WARN = "warn", "warn the owner"
+        STOP = "stop", "warn the owner, then stop notebooks and VM leases after the grace"
+
+    gpu_idle_action = models.CharField(
+        "When GPUs sit idle",
+        max_length=10,
+        choices=GpuIdleAction.choices,
+        default=GpuIdleAction.NOTHING,
+        help_text="What the worker does about work whose GPUs average below 80 % over the idle window "
+        "(GRIDLANE_IDLE_WINDOW_MINUTES). Work with no utilisation data is never acted on.",
+    )
+    gpu_idle_grace_minutes = models.PositiveIntegerField(
+        "Grace after the idle warning (minutes)",
+        default=30,
+        validators=[MinValueValidator(1)],
+        help_text="With `stop`: how long a warned notebook or VM lease may stay idle before it is stopped.",
+    )
     enabled = models.BooleanField(default=True)
 
     class Meta:

@@ -93,6 +93,14 @@ def test_it_setting_a_fabric_s_price_per_gpu_hour_is_recorded_with_before_and_af
     assert fabric.gpu_hour_price == Decimal("2.75")
 
 
+def test_it_choosing_what_a_queue_does_about_idle_gpus_is_recorded(it_client, it_admin):
+    queue = Queue.objects.get(slug="notebooks")
+    change(it_client, f"/admin/queues/queue/{queue.pk}/change/", gpu_idle_action="stop", gpu_idle_grace_minutes="45")
+    event = AuditEvent.objects.filter(action="queue.changed", actor=it_admin).latest("pk")
+    assert event.detail["before"] == {"gpu_idle_action": "nothing", "gpu_idle_grace_minutes": 30}
+    assert event.detail["after"] == {"gpu_idle_action": "stop", "gpu_idle_grace_minutes": 45}
+
+
 def test_an_admin_change_to_who_may_use_a_queue_is_recorded(it_client, it_admin):
     queue = Queue.objects.get(slug="train")
     vision = ResourceGroup.objects.get(slug="vision")
