@@ -44,9 +44,9 @@ class GridlaneCollector(Collector):
         ):
             yield CounterMetricFamily(f"gridlane_{name}", help_text, value=counters.get(name, 0.0))
         samples = CounterMetricFamily(
-            "gridlane_usage_samples", "GPU samples from jobs' samplers, by how they were answered.", labels=["outcome"]
+            "gridlane_usage_samples", "GPU samples from jobs' samplers that were refused, by why.", labels=["outcome"]
         )
-        for outcome in ("accepted", "limited", "rejected", "refused", "unknown"):
+        for outcome in ("limited", "rejected", "refused", "unknown"):
             samples.add_metric([outcome], counters.get(f"usage_samples_{outcome}", 0.0))
         yield samples
         yield GaugeMetricFamily(

@@ -115,5 +115,6 @@ def samples(request: Request, pk: UUID) -> Response:
     except usage_samples.TooSoon as soon:
         usage_samples.count("limited")
         return Response({"errors": {"detail": [str(soon)]}}, status=429, headers={"Retry-After": str(soon.retry_after)})
-    usage_samples.count("accepted")
+    # Accepted samples are not counted apart: they are the samples table, and one counter row updated by every
+    # sample of every job would be a row all web processes wait on.
     return Response(status=status.HTTP_204_NO_CONTENT)
