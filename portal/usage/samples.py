@@ -16,11 +16,12 @@ counted). The sample keeps the average utilisation over the GPUs that report one
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db.models import Q
 from django.urls import reverse
 
 from fabrics.sampler import SAMPLE_SECONDS_ENV, SAMPLES_URL_ENV, Reading, parse
@@ -85,31 +86,29 @@ def check_sample(data: Any) -> tuple[list[Reading] | None, dict[str, list[str]]]
 
 def do_sample(w: Workload, readings: list[Reading], now: datetime) -> UsageSample:
     """Keep one sample of the workload's GPUs at `now`; Refused when it takes none now, TooSoon when the last
-    was taken less than the minimum interval ago. The workload's row is locked while deciding, so two
-    reports racing cannot both be taken."""
+    was taken less than the minimum interval ago. One conditional update of the workload's row checks both and
+    takes the turn (two reports racing cannot both get it), then one insert: two queries when accepted."""
     interval = timedelta(seconds=settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S)
-    with transaction.atomic():
-        state = Workload.objects.select_for_update().filter(pk=w.pk).values_list("state", flat=True).first()
+    took = (
+        Workload.objects.filter(pk=w.pk, state__in=REPORTING)
+        .filter(Q(last_sample_at__isnull=True) | Q(last_sample_at__lte=now - interval))
+        .update(last_sample_at=now)
+    )
+    if not took:
+        state, last = Workload.objects.filter(pk=w.pk).values_list("state", "last_sample_at").get()
         if state not in REPORTING:
             raise Refused("The workload neither starts nor runs; it takes no samples now.")
-        last = (
-            UsageSample.objects.filter(workload_id=w.pk, source=UsageSample.Source.JOB, at__gt=now - interval)
-            .order_by("-at")
-            .values_list("at", flat=True)
-            .first()
-        )
-        if last is not None:
-            raise TooSoon(max(1, round((last + interval - now).total_seconds())))
-        known = [r.utilisation for r in readings if r.utilisation is not None]
-        memory = [r.memory_mib for r in readings if r.memory_mib is not None]
-        return UsageSample.objects.create(
-            workload_id=w.pk,
-            at=now,
-            source=UsageSample.Source.JOB,
-            gpus_milli=w.gpus_milli * w.nodes,
-            gpu_utilisation=sum(known) / len(known) if known else None,
-            gpu_memory_mib=sum(memory) if memory else None,
-        )
+        raise TooSoon(max(1, math.ceil((last + interval - now).total_seconds())) if last else 1)
+    known = [r.utilisation for r in readings if r.utilisation is not None]
+    memory = [r.memory_mib for r in readings if r.memory_mib is not None]
+    return UsageSample.objects.create(
+        workload_id=w.pk,
+        at=now,
+        source=UsageSample.Source.JOB,
+        gpus_milli=w.gpus_milli * w.nodes,
+        gpu_utilisation=sum(known) / len(known) if known else None,
+        gpu_memory_mib=sum(memory) if memory else None,
+    )
 
 
 def count(outcome: str) -> None:

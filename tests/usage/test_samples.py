@@ -218,3 +218,8 @@ def test_a_native_script_an_unplaced_workload_and_an_agent_s_get_no_sampler(runn
 def test_the_openapi_schema_names_the_samples_endpoint(client):
     schema = json.loads(client.get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").content)
     assert set(schema["paths"]["/api/v1/workloads/{id}/samples/"]) == {"post"}
+
+
+def test_an_accepted_sample_costs_three_queries(running, django_assert_num_queries):
+    with django_assert_num_queries(3):  # the workload and its secret; take the turn (state and interval); the sample
+        assert post(running.pk, secret_of(running), {"nvidia_smi": TWO_GPUS}).status_code == 204
