@@ -45,6 +45,20 @@ class QueueForm(forms.ModelForm[Queue]):
         labels = {"allowed_groups": "Teams that may use it"}
         help_texts = {"allowed_groups": "A queue open to no team is visible to nobody but IT."}
 
+    # What a queue does about idle GPUs came later than the rest: a form posted without it (a script, an older
+    # page) keeps the defaults, nothing and 30 minutes, rather than failing.
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("gpu_idle_action", "gpu_idle_grace_minutes"):
+            self.fields[name].required = False
+
+    def clean_gpu_idle_action(self) -> str:
+        return str(self.cleaned_data.get("gpu_idle_action") or Queue.GpuIdleAction.NOTHING)
+
+    def clean_gpu_idle_grace_minutes(self) -> int:
+        minutes = self.cleaned_data.get("gpu_idle_grace_minutes")
+        return int(minutes) if minutes is not None else 30
+
 
 def queue_warnings(queue: Queue, fabrics: int, teams: int) -> list[str]:
     """What keeps people from using a queue: nothing serves it, or nobody may see it."""
