@@ -113,11 +113,14 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
         .defer("log_tail", "rendered", "command", "script")
         .order_by("state", "submitted_at")[:NOW_LIMIT]
     )
+    known = sum(used) - sum(unknown)
     totals = {
         "gpu_hours": sum(used),
         "idle_gpu_hours": sum(idle),
         "unknown_gpu_hours": sum(unknown),
         "pending_gpu_hours": sum(pending),
+        # Of the GPU-hours whose use is known; None (shown as "unknown") when none is.
+        "idle_share": sum(idle) / known if known > 1e-9 else None,
     }
     live = _live(group, reservation_milli, limit_milli, now)
     hour_gpu_hours = list(used)  # GPU-hours per hour, for the busy and idle bars

@@ -66,6 +66,7 @@ def test_a_member_sees_her_teams_dashboard_drawn_from_the_rollups(client, alice,
     assert sum(idle[2]["y"]) == pytest.approx(2.5)  # no utilisation data: hatched, apart from busy
     assert sum(idle[0]["y"]) == pytest.approx(12.0 - 3.0 - 2.5)
     assert '<dd class="unknown">2.5</dd>' in page
+    assert '<dd class="idle-share">32 %</dd>' in page  # 3 idle of the 9.5 GPU-hours whose use is known
     assert sum(figure(page, "pending")["data"][0]["y"]) == pytest.approx(3.0)  # and nothing waits now
 
 
@@ -209,3 +210,18 @@ def test_the_slo_is_said_in_minutes_or_hours(client, alice, vision_hours):
     page = client_for(client, alice).get("/teams/vision/").content.decode()
     assert "3600 s" not in page
     assert "Wait SLO (p95)</dt><dd>1 h" in page
+
+
+def test_a_team_whose_gpus_report_no_utilisation_has_an_unknown_idle_share_not_zero(client, charlie):
+    fraud = ResourceGroup.objects.get(slug="fraud")
+    queue = Queue.objects.get(slug="train")
+    UsageRollup.objects.create(
+        group=fraud,
+        queue=queue,
+        hour=hour_of(timezone.now()) - timedelta(hours=1),
+        gpu_hours=2.0,
+        unknown_gpu_hours=2.0,
+    )
+    page = client_for(client, charlie).get("/teams/fraud/").content.decode()
+    assert '<dd class="idle-share">unknown</dd>' in page
+    assert '<dd class="unknown">2</dd>' in page
