@@ -49,7 +49,7 @@ class TeamDashboard:
     group: ResourceGroup
     window: str
     hours: list[datetime]
-    totals: dict[str, float]
+    totals: dict[str, float | None]  # idle_share is None where no GPU-hour's use is known
     reservation: float
     limit: float | None
     figures: dict[str, figures.Figure]
