@@ -254,3 +254,26 @@ def access_group(user: Any, slug: str) -> ResourceGroup:
         return visible_groups(user).get(slug=slug)
     except ResourceGroup.DoesNotExist as error:
         raise Http404("No such team.") from error
+
+
+def usage_groups(user: Any) -> QuerySet[ResourceGroup]:
+    """Teams whose usage and cost the user may read: those whose dashboard they see, and an agent its own team."""
+    service = service_of(user)
+    if service is not None:
+        return ResourceGroup.objects.filter(pk=service.group_id)
+    return visible_groups(user)
+
+
+def access_group_usage(user: Any, slug: str) -> ResourceGroup:
+    """The team if the user may read its usage; Http404 otherwise, as if it did not exist."""
+    try:
+        return usage_groups(user).get(slug=slug)
+    except ResourceGroup.DoesNotExist as error:
+        raise Http404("No such team.") from error
+
+
+def may_export_usage(user: Any, group: ResourceGroup) -> bool:
+    """The team's cost export (CSV): its leads and IT."""
+    if is_it(user):
+        return True
+    return is_lead_of(user, group.pk)

@@ -43,6 +43,12 @@ class GridlaneCollector(Collector):
             ("cycle_seconds", "Seconds spent in scheduling cycles."),
         ):
             yield CounterMetricFamily(f"gridlane_{name}", help_text, value=counters.get(name, 0.0))
+        samples = CounterMetricFamily(
+            "gridlane_usage_samples", "GPU samples from jobs' samplers that were refused, by why.", labels=["outcome"]
+        )
+        for outcome in ("limited", "rejected", "refused", "unknown"):
+            samples.add_metric([outcome], counters.get(f"usage_samples_{outcome}", 0.0))
+        yield samples
         yield GaugeMetricFamily(
             "gridlane_last_cycle_seconds", "Duration of the last cycle.", value=counters.get("last_cycle_seconds", 0.0)
         )

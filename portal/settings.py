@@ -8,6 +8,7 @@ from pathlib import Path
 
 import dj_database_url
 import django_stubs_ext
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
 django_stubs_ext.monkeypatch()
@@ -272,6 +273,15 @@ GRIDLANE_LOCAL_FABRIC_ROOT = Path(os.environ.get("GRIDLANE_LOCAL_FABRIC_ROOT", V
 # sixth of the limit; and the length of the minute these are counted in (only tests shorten it).
 GRIDLANE_NOTEBOOK_IDLE_WARNING_MINUTES = float(os.environ.get("GRIDLANE_NOTEBOOK_IDLE_WARNING_MINUTES", "10"))
 GRIDLANE_IDLE_MINUTE_S = 60.0
+# GPU utilisation from jobs' own samplers (portal.usage.samples): how often a job samples its GPUs, and the
+# least time between two samples the portal takes of one workload (more are answered 429 and counted).
+GRIDLANE_SAMPLE_SECONDS = max(5.0, float(os.environ.get("GRIDLANE_SAMPLE_SECONDS", "30")))
+GRIDLANE_SAMPLE_MIN_INTERVAL_S = float(os.environ.get("GRIDLANE_SAMPLE_MIN_INTERVAL_SECONDS", "10"))
+# The seed's idle rule (portal.usage.rollup): a GPU is idle when its average utilisation over a window of this
+# many minutes is below 80 %. Windows start at midnight UTC, so the length divides a day (5, 10, 15, 30, 60 ...).
+GRIDLANE_IDLE_WINDOW_MINUTES = int(os.environ.get("GRIDLANE_IDLE_WINDOW_MINUTES", "30"))
+if not 0 < GRIDLANE_IDLE_WINDOW_MINUTES <= 1440 or 1440 % GRIDLANE_IDLE_WINDOW_MINUTES:
+    raise ImproperlyConfigured("GRIDLANE_IDLE_WINDOW_MINUTES must divide a day (1440 minutes): 5, 10, 15, 30, 60 ...")
 # /readyz: the worker is unready when its last periodic cycle is older than this many cycles (30 s at least).
 GRIDLANE_WORKER_STALE_CYCLES = int(os.environ.get("GRIDLANE_WORKER_STALE_CYCLES", "10"))
 # Retention: raw usage samples, finished workloads' events and audit entries older than these many days are

@@ -65,6 +65,8 @@ PAGES = [
         FORM | {"queue": "fraud-gpu"},
         cells(422, 422, 302, 302),
     ),
+    ("vision's usage as CSV", "get", "/teams/vision/usage.csv", None, cells(403, 200, 404, 200)),
+    ("fraud's usage as CSV", "get", "/teams/fraud/usage.csv", None, cells(404, 404, 403, 200)),
     ("my account", "get", "/accounts/", None, cells(200, 200, 200, 200)),
     (
         "create a personal token",
@@ -140,6 +142,8 @@ API = [
         api(201, 201, 201, 400, 403),
     ),
     ("submit at high priority", "post", "/api/v1/workloads/", JOB | {"priority": "high"}, api(400, 201, 400, 400, 400)),
+    ("vision's usage and cost", "get", "/api/v1/groups/vision/usage/", None, api(200, 200, 404, 200, 200)),
+    ("fraud's usage and cost", "get", "/api/v1/groups/fraud/usage/?by=member", None, api(404, 404, 200, 200, 404)),
     ("who am I", "get", "/api/v1/me/", None, api(200, 200, 200, 200, 200)),
     ("my tokens", "get", "/api/v1/tokens/", None, api(200, 200, 200, 200, 403)),
     ("create a token", "post", "/api/v1/tokens/", {"name": "t"}, api(201, 201, 201, 201, 403)),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +25,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from fabrics.sampler import SAMPLER, SAMPLES_URL_ENV, SECRET_ENV, WATCH_ENV
+
+SAMPLER_ONLY = frozenset({SAMPLES_URL_ENV, SECRET_ENV})
 
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL to the job's process group
 GRACE_ENV = "GRIDLANE_LOCAL_KILL_GRACE_S"  # lets tests shorten the grace
@@ -145,6 +150,8 @@ def job_environment(job_env: Mapping[str, str]) -> dict[str, str]:
 def _run(jobdir: Path, workload_id: str, limit_s: int, job_env: Mapping[str, str]) -> dict[str, Any]:
     """Run job.sh to its end; the result fields that depend on how it ended."""
     env = {**job_environment(job_env), "GRIDLANE_WORKLOAD_ID": workload_id, "GRIDLANE_JOB_DIR": str(jobdir)}
+    # The sampler's URL and secret are the sampler's: the job's own command is not given them.
+    sampler_env, env = env, {k: v for k, v in env.items() if k not in SAMPLER_ONLY}
     with open(jobdir / "stdout.log", "ab") as out, open(jobdir / "stderr.log", "ab") as err:
         child = subprocess.Popen(
             ["/bin/bash", str(jobdir / "job.sh")],
@@ -155,12 +162,40 @@ def _run(jobdir: Path, workload_id: str, limit_s: int, job_env: Mapping[str, str
             stderr=err,
             process_group=0,  # pgid == child pid: one killpg reaches every process it starts
         )
+    beside = _start_sampler(sampler_env, child.pid)
     try:
         write_atomic(jobdir / "child.pid", str(child.pid))
         return _watch(jobdir, child, limit_s)
     except BaseException:
         signal_group(child.pid, signal.SIGKILL)  # never leave a job running unwatched
         raise
+    finally:
+        if beside is not None:
+            _stop_sampler(beside)
+
+
+def _start_sampler(env: Mapping[str, str], pid: int) -> subprocess.Popen[bytes] | None:
+    """The GPU sampler (fabrics.sampler) beside the job, where the job has a samples URL and the host has
+    nvidia-smi on the job's PATH; None otherwise (the workload then has no utilisation data)."""
+    if not env.get(SAMPLES_URL_ENV) or shutil.which("nvidia-smi", path=env.get("PATH")) is None:
+        return None
+    return subprocess.Popen(
+        [sys.executable, "-c", SAMPLER],
+        env={**env, WATCH_ENV: str(pid)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # out of the job's group: the job's own end is not muddled by it
+    )
+
+
+def _stop_sampler(sampler: subprocess.Popen[bytes]) -> None:
+    sampler.terminate()
+    try:
+        sampler.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        sampler.kill()
+        sampler.wait()
 
 
 def read_deadline(jobdir: Path) -> datetime | None:

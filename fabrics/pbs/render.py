@@ -19,8 +19,9 @@ import shlex
 from dataclasses import dataclass
 from uuid import UUID
 
-from fabrics import templating
+from fabrics import sampler, templating
 from fabrics.base import JobSpec
+from fabrics.sampler import SAMPLES_URL_ENV
 from fabrics.ssh.scripts import check_image, exports, notebook_lines, split_template, template_values, whole
 
 # No `exec`: the shell must outlive the command to record its exit status.
@@ -101,6 +102,7 @@ def render(template: str, job: JobSpec, options: Options, *, reveal: bool = Fals
         *head,
         "# The workload's environment (values quoted, never run):\n",
         *(line + "\n" for line in exports(job, reveal=reveal)),
+        *sampler.preamble(SAMPLES_URL_ENV in job.env),
         "# Output and exit status where Gridlane finds them, named by the PBS job id:\n",
         *(line + "\n" for line in records(options)),
         *notebook_lines(job),

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabrics import templating
+from fabrics import sampler, templating
 from fabrics.base import JobSpec
+from fabrics.sampler import SAMPLES_URL_ENV
 from fabrics.ssh.scripts import (
     check_image,
     exports,
@@ -116,6 +117,7 @@ def render(template: str, job: JobSpec, options: Options, *, reveal: bool = Fals
         *head,
         "# The workload's environment (values quoted, never run):\n",
         *(line + "\n" for line in exports(job, reveal=reveal)),
+        *sampler.preamble(SAMPLES_URL_ENV in job.env),
         *notebook_lines(job),
         templating.render(body, template_values(job)),
     ]

@@ -160,6 +160,7 @@ def record_usage(claim: Claim, samples: list[dict[str, Any]]) -> int:
             UsageSample(
                 workload_id=claim.workload_id,
                 at=_parse_at(s.get("at")),
+                source=UsageSample.Source.AGENT,
                 gpus_milli=claim.gpus_milli,
                 gpu_utilisation=_opt_float(s.get("gpu_utilisation")),
                 gpu_memory_mib=_opt_int(s.get("gpu_memory_mib")),

@@ -1,4 +1,6 @@
-"""Calls from jobs, not people: a job reports where its web server listens (a notebook's Jupyter, or an app).
+"""Calls from jobs, not people: a job reports where its web server listens (a notebook's Jupyter, or an app), and a
+job's sampler reports how busy its GPUs are (`POST /api/v1/workloads/<id>/samples/`, portal.usage.samples:
+204 kept, 400 not nvidia-smi's output, 404 as below, 409 not starting or running, 429 too soon).
 
 `POST /api/v1/workloads/<id>/endpoint/` with `Authorization: Bearer <the workload's secret>` and
 `{"host": "node17.hpc.example.org", "port": 8888, "token": "..."}` (portal.workloads.notebook_endpoint).
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, authentication_classes, parser_classes, permission_classes
@@ -22,6 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.api.parsers import JSONParser
+from portal.usage import samples as usage_samples
 from portal.workloads import notebook_endpoint
 
 
@@ -63,4 +67,54 @@ def endpoint(request: Request, pk: UUID) -> Response:
         notebook_endpoint.do_report(workload, found)
     except notebook_endpoint.Refused as refused:
         return Response({"errors": {"detail": [str(refused)]}}, status=status.HTTP_409_CONFLICT)
+    return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SamplesParser(JSONParser):
+    max_bytes = 16_384  # nvidia-smi's output for 64 GPUs, many times over
+
+
+class SampleIn(serializers.Serializer[Any]):
+    nvidia_smi = serializers.CharField(
+        help_text="The output of `nvidia-smi --query-gpu=index,utilization.gpu,memory.used "
+        "--format=csv,noheader,nounits`, as printed: one line per GPU."
+    )
+
+
+@extend_schema(
+    summary="A job's sampler reports its GPUs' utilisation (authenticated by the workload's own secret)",
+    request=SampleIn,
+    responses={
+        204: OpenApiResponse(description="The sample is kept."),
+        400: OpenApiResponse(description="The body is not nvidia-smi's output as asked for."),
+        404: OpenApiResponse(description="No such workload, or not its secret."),
+        409: OpenApiResponse(description="The workload neither starts nor runs."),
+        413: OpenApiResponse(description="The body is too large."),
+        429: OpenApiResponse(description="Too soon after the last sample (Retry-After)."),
+    },
+    auth=[],
+)
+@api_view(["POST"])
+@authentication_classes([])
+@permission_classes([AllowAny])
+@parser_classes([SamplesParser])
+def samples(request: Request, pk: UUID) -> Response:
+    workload = notebook_endpoint.reporter(pk, request.headers.get("Authorization", ""))
+    if workload is None:
+        usage_samples.count("unknown")
+        raise NotFound()
+    readings, errors = usage_samples.check_sample(request.data)
+    if readings is None:
+        usage_samples.count("rejected")
+        return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+    try:
+        usage_samples.do_sample(workload, readings, timezone.now())
+    except usage_samples.Refused as refused:
+        usage_samples.count("refused")
+        return Response({"errors": {"detail": [str(refused)]}}, status=status.HTTP_409_CONFLICT)
+    except usage_samples.TooSoon as soon:
+        usage_samples.count("limited")
+        return Response({"errors": {"detail": [str(soon)]}}, status=429, headers={"Retry-After": str(soon.retry_after)})
+    # Accepted samples are not counted apart: they are the samples table, and one counter row updated by every
+    # sample of every job would be a row all web processes wait on.
     return Response(status=status.HTTP_204_NO_CONTENT)

@@ -3,7 +3,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
 from portal.accounts.api import MeView, TokenViewSet
-from portal.api import callbacks
+from portal.api import callbacks, usage
 from portal.api.views import QueueViewSet, WorkloadViewSet
 
 router = DefaultRouter(trailing_slash=True)
@@ -17,5 +17,7 @@ urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("agent/", include("portal.agents.urls")),
     path("workloads/<uuid:pk>/endpoint/", callbacks.endpoint, name="workload-endpoint"),  # from a notebook's job
+    path("workloads/<uuid:pk>/samples/", callbacks.samples, name="workload-samples"),  # from a job's sampler
+    path("groups/<slug:slug>/usage/", usage.group_usage, name="group-usage"),
     path("", include(router.urls)),
 ]

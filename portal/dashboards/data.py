@@ -49,7 +49,7 @@ class TeamDashboard:
     group: ResourceGroup
     window: str
     hours: list[datetime]
-    totals: dict[str, float]
+    totals: dict[str, float | None]  # idle_share is None where no GPU-hour's use is known
     reservation: float
     limit: float | None
     figures: dict[str, figures.Figure]
@@ -76,21 +76,22 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
     start = hour_of(now) - WINDOWS[window] + HOUR
     hours = list(hours_between(start, now))
     index = {h: i for i, h in enumerate(hours)}
-    used, idle, reserved, pending = ([0.0] * len(hours) for _ in range(4))
+    used, idle, unknown, reserved, pending = ([0.0] * len(hours) for _ in range(5))
     by_queue: defaultdict[str, float] = defaultdict(float)
     waits: dict[str, tuple[list[datetime], list[float | None], list[float | None]]] = {}
     rollups = (
         UsageRollup.objects.filter(group=group, hour__gte=start)
         .order_by("hour")
-        .values_list("hour", "queue__name", "gpu_hours", "idle_gpu_hours", "reserved_gpu_hours",
+        .values_list("hour", "queue__name", "gpu_hours", "idle_gpu_hours", "unknown_gpu_hours", "reserved_gpu_hours",
                      "pending_gpu_hours", "started", "wait_p50_s", "wait_p95_s")
     )  # fmt: skip
-    for hour, queue, gpu_hours, idle_hours, reserved_hours, pending_hours, started, p50, p95 in rollups:
+    for hour, queue, gpu_hours, idle_hours, unknown_hours, reserved_hours, pending_hours, started, p50, p95 in rollups:
         i = index.get(hour)
         if i is None:
             continue
         used[i] += gpu_hours
         idle[i] += idle_hours
+        unknown[i] += unknown_hours
         reserved[i] = max(reserved[i], reserved_hours)  # each of the team's rows carries its reservation
         pending[i] += pending_hours
         by_queue[queue] += gpu_hours
@@ -112,7 +113,15 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
         .defer("log_tail", "rendered", "command", "script")
         .order_by("state", "submitted_at")[:NOW_LIMIT]
     )
-    totals = {"gpu_hours": sum(used), "idle_gpu_hours": sum(idle), "pending_gpu_hours": sum(pending)}
+    known = sum(used) - sum(unknown)
+    totals = {
+        "gpu_hours": sum(used),
+        "idle_gpu_hours": sum(idle),
+        "unknown_gpu_hours": sum(unknown),
+        "pending_gpu_hours": sum(pending),
+        # Of the GPU-hours whose use is known; None (shown as "unknown") when none is.
+        "idle_share": sum(idle) / known if known > 1e-9 else None,
+    }
     live = _live(group, reservation_milli, limit_milli, now)
     hour_gpu_hours = list(used)  # GPU-hours per hour, for the busy and idle bars
     # The GPUs charts' current hour: what is held and asked for now, and the reservation in force now.
@@ -125,7 +134,7 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
         "use": figures.use_against_quota(hours, used, reserved, limits),
         "members": figures.gpu_hours_by("GPU-hours by member", by_member),
         "queues": figures.gpu_hours_by("GPU-hours by queue", dict(by_queue)),
-        "idle": figures.idle_gpu_hours(hours, hour_gpu_hours, idle),
+        "idle": figures.idle_gpu_hours(hours, hour_gpu_hours, idle, unknown),
         "wait": figures.wait_against_slo(waits, group.wait_slo_seconds, hours),
         "pending": figures.pending_demand(hours, pending),
     }

@@ -97,14 +97,20 @@ def gpu_hours_by(title: str, totals: Mapping[str, float]) -> Figure:
     return {"data": [bar], "layout": layout}
 
 
-def idle_gpu_hours(hours: Sequence[datetime], used: Sequence[float], idle: Sequence[float]) -> Figure:
-    """GPU-hours per hour, split into busy and idle (below 80 % average utilisation)."""
+def idle_gpu_hours(
+    hours: Sequence[datetime], used: Sequence[float], idle: Sequence[float], unknown: Sequence[float] | None = None
+) -> Figure:
+    """GPU-hours per hour, split into busy, idle (below 80 % average utilisation over the idle window) and
+    unknown (no utilisation data: hatched, so that it reads as neither busy nor idle, and never as zero)."""
     x = _iso(hours)
-    busy = [max(0.0, u - i) for u, i in zip(used, idle, strict=True)]
+    unknown = list(unknown) if unknown is not None else [0.0] * len(used)
+    busy = [max(0.0, u - i - n) for u, i, n in zip(used, idle, unknown, strict=True)]
+    hatched = {"color": "#ffffff", "line": {"color": MUTED, "width": 1}, "pattern": {"shape": "/", "fgcolor": MUTED}}
     return {
         "data": [
             {"type": "bar", "name": "Busy", "x": x, "y": busy, "marker": {"color": ACCENT}},
             {"type": "bar", "name": "Idle (< 80 % utilisation)", "x": x, "y": list(idle), "marker": {"color": WARN}},
+            {"type": "bar", "name": "Unknown (no utilisation data)", "x": x, "y": unknown, "marker": hatched},
         ],
         "layout": _hourly(_layout("Idle GPU-hours", "GPU-hours", barmode="stack"), hours, list(used)),
     }

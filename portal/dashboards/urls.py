@@ -6,4 +6,5 @@ app_name = "dashboards"
 urlpatterns = [
     path("", views.index, name="index"),
     path("<slug:slug>/", views.team, name="team"),
+    path("<slug:slug>/usage.csv", views.team_usage_csv, name="team-usage-csv"),
 ]

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import csv
+from dataclasses import replace
+
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 
 from portal import access
 from portal.dashboards import data, it
+from portal.usage import idle_now, report
 
 
 def _partial(request: HttpRequest) -> bool:
@@ -28,8 +34,17 @@ def index(request: HttpRequest) -> HttpResponse:
 def team(request: HttpRequest, slug: str) -> HttpResponse:
     group = access.access_group(request.user, slug)
     window = data.window_of(request.GET.get("window"))
-    dashboard = data.team_dashboard(group, window, timezone.now())
-    context = {"d": dashboard, "windows": list(data.WINDOWS)}
+    now = timezone.now()
+    dashboard = data.team_dashboard(group, window, now)
+    leads = access.may_export_usage(request.user, group)
+    context = {
+        "d": dashboard,
+        "windows": list(data.WINDOWS),
+        "may_export": leads,
+        # The team's idle allocations now, for its leads and IT (portal.usage.idle_now): two queries, theirs only.
+        "idle_now": idle_now.team_idle_now(group, now) if leads else None,
+        "idle_window_minutes": settings.GRIDLANE_IDLE_WINDOW_MINUTES,
+    }
     template = "dashboards/_team.html" if _partial(request) else "dashboards/team.html"
     return render(request, template, context)
 
@@ -63,3 +78,37 @@ def it_capacity(request: HttpRequest) -> HttpResponse:
     context = {"plans": it.capacity_plan(window, timezone.now()), "window": window, "windows": list(data.WINDOWS)}
     template = "dashboards/_it_capacity.html" if _partial(request) else "dashboards/it_capacity.html"
     return render(request, template, context)
+
+
+@login_required
+def team_usage_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """The team's usage and cost as CSV (the API's figures, `?from=&to=&by=`), for its leads and IT."""
+    group = access.access_group(request.user, slug)
+    if not access.may_export_usage(request.user, group):
+        raise PermissionDenied("The team's leads and IT export its usage.")
+    period, errors = report.check_period(request.GET, timezone.now())
+    if period is None:
+        lines = [f"{name}: {' '.join(messages)}" for name, messages in errors.items()]
+        return HttpResponse("\n".join(lines) + "\n", status=400, content_type="text/plain; charset=utf-8")
+    if period.by is None:
+        period = replace(period, by="member")
+    answer = report.team_usage(group, period)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    name = f"{group.slug}-usage-{period.start:%Y%m%d%H}-{period.end:%Y%m%d%H}-by-{period.by}.csv"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    columns = list(report.CSV_COLUMNS)
+    writer = csv.writer(response)
+    writer.writerow([period.by, *columns])
+    for row in answer["rows"]:
+        writer.writerow([csv_safe(str(row[period.by])), *(_cell(row[c]) for c in columns)])
+    writer.writerow(["total", *(_cell(answer["totals"][c]) for c in columns)])
+    return response
+
+
+def _cell(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def csv_safe(text: str) -> str:
+    """A name as a spreadsheet shows it, never as a formula it runs (=, +, -, @ first)."""
+    return f"'{text}" if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text

@@ -55,13 +55,13 @@ def collect(now: datetime) -> int:
     return created
 
 
-def tell(workload: Workload, event: Event, key: str, when: datetime | None = None) -> int:
+def tell(workload: Workload, event: Event, key: str, when: datetime | None = None, reason: str = "") -> int:
     """Record an idle warning or a lease ending for the workload's owner, if they asked for it (one query, two
     when they did)."""
     pref = Preference.objects.filter(user_id=workload.owner_id).select_related("user").first()
     if pref is None:
         return 0
-    subject, text = say(event, workload, when=when)
+    subject, text = say(event, workload, reason, when=when)
     return record(messages(pref, workload, event, key, subject, text))
 
 
@@ -107,7 +107,7 @@ def say(event: Event, w: Workload, reason: str = "", when: datetime | None = Non
         return f"{w.name} {said}", f"{kind} {w.name} {said}{code}{why}"
     at = f"{when:%Y-%m-%d %H:%M} UTC" if when else "soon"
     if event == Event.IDLE:
-        return f"{w.name} is idle", f"{kind} {w.name} has been idle and stops at {at} unless you use it."
+        return f"{w.name} is idle", reason or f"{kind} {w.name} has been idle and stops at {at} unless you use it."
     return (
         f"{w.name}: the lease ends soon",
         f"The lease of {kind.lower()} {w.name} ends at {at}; extend it from its page.",

@@ -19,7 +19,7 @@ class FabricForm(forms.ModelForm[Fabric]):
     class Meta:
         model = Fabric
         fields = ["name", "kind", "enabled", "gpu_flavor", "gpus_milli", "cpus_milli", "memory_mib", "gpu_sharing",
-                  "settings"]  # fmt: skip
+                  "gpu_hour_price", "settings"]  # fmt: skip
 
 
 class QueueTargetInline(admin.TabularInline[QueueTarget, Queue]):
@@ -40,9 +40,24 @@ class QueueForm(forms.ModelForm[Queue]):
     class Meta:
         model = Queue
         fields = ["name", "slug", "description", "kinds", "allowed_groups", "default_runtime_minutes",
-                  "max_runtime_minutes", "preemptible", "notebook_idle_minutes", "enabled"]  # fmt: skip
+                  "max_runtime_minutes", "preemptible", "notebook_idle_minutes", "gpu_idle_action",
+                  "gpu_idle_grace_minutes", "enabled"]  # fmt: skip
         labels = {"allowed_groups": "Teams that may use it"}
         help_texts = {"allowed_groups": "A queue open to no team is visible to nobody but IT."}
+
+    # What a queue does about idle GPUs came later than the rest: a form posted without it (a script, an older
+    # page) keeps the defaults, nothing and 30 minutes, rather than failing.
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("gpu_idle_action", "gpu_idle_grace_minutes"):
+            self.fields[name].required = False
+
+    def clean_gpu_idle_action(self) -> str:
+        return str(self.cleaned_data.get("gpu_idle_action") or Queue.GpuIdleAction.NOTHING)
+
+    def clean_gpu_idle_grace_minutes(self) -> int:
+        minutes = self.cleaned_data.get("gpu_idle_grace_minutes")
+        return int(minutes) if minutes is not None else 30
 
 
 def queue_warnings(queue: Queue, fabrics: int, teams: int) -> list[str]:
@@ -180,6 +195,7 @@ class FabricAdmin(admin.ModelAdmin[Fabric]):
         "gpus_milli",
         "cpus_milli",
         "memory_mib",
+        "gpu_hour_price",
         "enabled",
         "healthy",
     ]

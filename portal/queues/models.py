@@ -43,6 +43,16 @@ class Fabric(models.Model):
         help_text="Fractions of a GPU share one GPU here (MIG, time slicing). Off: a fraction takes a whole GPU.",
     )
     settings = models.JSONField(default=dict, blank=True, help_text="Connection settings for this kind of fabric.")
+    gpu_hour_price = models.DecimalField(
+        "Price per GPU-hour",
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text="What one GPU-hour here costs a team (chargeback, in the site's currency); empty: no price. "
+        "Hours already rolled up keep the price they were counted at.",
+    )
     healthy = models.BooleanField(default=True, editable=False)
     health_detail = models.CharField(max_length=300, blank=True, editable=False)
     # What the fabric itself last reported (capacity(): nodes up, agents online), read by the worker every
@@ -112,6 +122,26 @@ class Queue(models.Model):
         blank=True,
         help_text="Stop notebooks with no kernel or terminal activity for this long, after a warning. "
         "Empty or 0: never.",
+    )
+
+    class GpuIdleAction(models.TextChoices):
+        NOTHING = "nothing", "nothing"
+        WARN = "warn", "warn the owner"
+        STOP = "stop", "warn the owner, then stop notebooks and VM leases after the grace"
+
+    gpu_idle_action = models.CharField(
+        "When GPUs sit idle",
+        max_length=10,
+        choices=GpuIdleAction.choices,
+        default=GpuIdleAction.NOTHING,
+        help_text="What the worker does about work whose GPUs average below 80 % over the idle window "
+        "(GRIDLANE_IDLE_WINDOW_MINUTES). Work with no utilisation data is never acted on.",
+    )
+    gpu_idle_grace_minutes = models.PositiveIntegerField(
+        "Grace after the idle warning (minutes)",
+        default=30,
+        validators=[MinValueValidator(1)],
+        help_text="With `stop`: how long a warned notebook or VM lease may stay idle before it is stopped.",
     )
     enabled = models.BooleanField(default=True)
 

@@ -9,8 +9,14 @@ from django.db import models
 class UsageSample(models.Model):
     """One measurement of a running workload: what it holds and, where the fabric reports it, how busy its GPUs are."""
 
+    class Source(models.TextChoices):
+        ALLOCATION = "allocation", "the portal (what it holds, no utilisation)"
+        JOB = "job", "the job's sampler"
+        AGENT = "agent", "the host's agent"
+
     workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="usage_samples")
     at = models.DateTimeField(db_index=True)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.ALLOCATION)
     gpus_milli = models.PositiveIntegerField(help_text="GPUs allocated to the workload, in milli-GPUs.")
     gpu_utilisation = models.FloatField(null=True, blank=True, help_text="0-100, averaged over its GPUs.")
     gpu_memory_mib = models.PositiveBigIntegerField(null=True, blank=True)
@@ -32,6 +38,10 @@ class UsageRollup(models.Model):
     hour = models.DateTimeField(help_text="The start of the hour, UTC.")
     gpu_hours = models.FloatField(default=0.0)
     idle_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours below 80 % average utilisation.")
+    used_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours x their average utilisation, where known.")
+    unknown_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours with no utilisation data.")
+    cost = models.FloatField(default=0.0, help_text="GPU-hours x their fabric's price per GPU-hour.")
+    idle_cost = models.FloatField(default=0.0, help_text="Idle GPU-hours x their fabric's price per GPU-hour.")
     reserved_gpu_hours = models.FloatField(default=0.0)
     pending_gpu_hours = models.FloatField(default=0.0, help_text="Demand that waited: GPUs pending x hours.")
     started = models.PositiveIntegerField(default=0)
@@ -56,6 +66,10 @@ class UsageMemberRollup(models.Model):
     hour = models.DateTimeField(help_text="The start of the hour, UTC.")
     gpu_hours = models.FloatField(default=0.0)
     idle_gpu_hours = models.FloatField(default=0.0)
+    used_gpu_hours = models.FloatField(default=0.0)
+    unknown_gpu_hours = models.FloatField(default=0.0)
+    cost = models.FloatField(default=0.0)
+    idle_cost = models.FloatField(default=0.0)
 
     class Meta:
         constraints: ClassVar[list[Any]] = [
@@ -65,3 +79,26 @@ class UsageMemberRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group_id}/{self.user_id} {self.hour:%Y-%m-%d %H}:00"
+
+
+class UsageFabricRollup(models.Model):
+    """Per team, fabric and hour: the same figures by where the work ran, for chargeback by fabric."""
+
+    group = models.ForeignKey("accounts.ResourceGroup", on_delete=models.CASCADE, related_name="+")
+    fabric = models.ForeignKey("queues.Fabric", on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField(help_text="The start of the hour, UTC.")
+    gpu_hours = models.FloatField(default=0.0)
+    idle_gpu_hours = models.FloatField(default=0.0)
+    used_gpu_hours = models.FloatField(default=0.0)
+    unknown_gpu_hours = models.FloatField(default=0.0)
+    cost = models.FloatField(default=0.0)
+    idle_cost = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["group", "fabric", "hour"], name="one_fabric_rollup_per_group_fabric_hour")
+        ]
+        indexes: ClassVar[list[Any]] = [models.Index(fields=["group", "hour"], name="usage_fabric_group_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.group_id}/{self.fabric_id} {self.hour:%Y-%m-%d %H}:00"

@@ -7,9 +7,16 @@ workloads that overlap its hour, so a missed or repeated step changes nothing. T
 the same whatever the number of workloads (the cycle's own tests rely on that).
 
 Per team, queue and hour:
-- gpu_hours: GPUs held (x nodes) x the part of the hour they ran;
-- idle_gpu_hours: the same, for workloads whose samples that hour average below 80 % GPU utilisation
-  (only where the fabric reports utilisation);
+- gpu_hours: GPUs held (x nodes) x the part of the hour they ran (allocated);
+- idle_gpu_hours, used_gpu_hours, unknown_gpu_hours: the seed's rule. Time is cut into windows of
+  GRIDLANE_IDLE_WINDOW_MINUTES (default 30; windows start at midnight UTC, so the length divides a day).
+  A workload's GPUs are idle in a window when its utilisation samples there average below 80 %: those
+  GPU-hours are idle. Where the window has samples, used_gpu_hours are the GPU-hours x the average
+  utilisation (utilisation-weighted). Where it has none (a fabric that reports nothing, a node without
+  nvidia-smi, a gap) the GPU-hours are unknown: never busy, never idle. So gpu_hours = known + unknown,
+  and idle_gpu_hours <= known;
+- cost, idle_cost: those GPU-hours and the idle ones x the price per GPU-hour of the fabric they ran on
+  (Fabric.gpu_hour_price, as it is when the hour is rolled up; no price: 0);
 - reserved_gpu_hours: the team's GPU reservation over the hour, the same on each of its rows that hour;
 - pending_gpu_hours: GPUs asked for x the part of the hour they waited (pending demand);
 - started, wait_p50_s, wait_p95_s: of the workloads that started in that hour (wait = start - submit).
@@ -20,14 +27,16 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from django.db.models import Avg, Q
-from django.db.models.functions import TruncHour
+from django.conf import settings
+from django.db.models import Avg, IntegerField, Q, Value
+from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, TruncDay
 
 from portal.queues.models import Quota
-from portal.usage.models import UsageMemberRollup, UsageRollup, UsageSample
+from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from portal.workloads.stats import percentile
@@ -39,10 +48,31 @@ SAMPLE_EVERY = timedelta(minutes=1)
 # Just after the hour turns, the hour before it is recomputed once more with its last minutes.
 LOOK_BACK = timedelta(minutes=5)
 IDLE_BELOW = 80.0  # percent average GPU utilisation
+DAY = timedelta(days=1)
+# What member and fabric rollups keep of a cell.
+COST_FIELDS = ["gpu_hours", "idle_gpu_hours", "used_gpu_hours", "unknown_gpu_hours", "cost", "idle_cost"]
 
 
 def hour_of(at: datetime) -> datetime:
     return at.replace(minute=0, second=0, microsecond=0)
+
+
+def idle_window() -> timedelta:
+    return timedelta(minutes=settings.GRIDLANE_IDLE_WINDOW_MINUTES)
+
+
+def window_of(at: datetime, window: timedelta) -> datetime:
+    """The start of the idle window holding `at`: windows start at midnight UTC, `window` long."""
+    day = at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day + ((at - day) // window) * window
+
+
+def windows_in(hour: datetime, window: timedelta) -> Iterator[tuple[datetime, datetime, datetime]]:
+    """(window start, part start, part end): the parts of the hour each idle window covers."""
+    start = window_of(hour, window)
+    while start < hour + HOUR:
+        yield start, max(start, hour), min(start + window, hour + HOUR)
+        start += window
 
 
 def hours_between(start: datetime, end: datetime) -> Iterator[datetime]:
@@ -71,12 +101,18 @@ class Span:
     submitted_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    fabric_id: int | None = None  # where it ran (None: never placed)
+    price: float = 0.0  # the fabric's price per GPU-hour
 
 
 @dataclass
 class Cell:
     gpu_hours: float = 0.0
     idle_gpu_hours: float = 0.0
+    used_gpu_hours: float = 0.0
+    unknown_gpu_hours: float = 0.0
+    cost: float = 0.0
+    idle_cost: float = 0.0
     reserved_gpu_hours: float = 0.0
     pending_gpu_hours: float = 0.0
     waits: list[float] = field(default_factory=list)
@@ -84,15 +120,17 @@ class Cell:
 
 def compute(
     spans: Iterable[tuple[str, Span]],
-    idle: set[tuple[str, datetime]],
+    utilisation: dict[tuple[str, datetime], float],
     reservations: dict[int, float],
     start: datetime,
     until: datetime,
+    window: timedelta = timedelta(minutes=30),
 ) -> tuple[dict[tuple[int, int, datetime], Cell], dict[tuple[int, int, datetime], Cell]]:
-    """Pure: the team-queue-hour cells and the team-member-hour cells for the hours from `start` to `until`.
+    """Pure: the team-queue-hour cells and the team-member-hour cells for the hours from `start` to `until`
+    (`by_fabric` gives the team-fabric-hour cells of the same spans).
 
-    `idle` holds (workload id, hour) pairs whose samples averaged below the idle threshold;
-    `reservations` maps a team to its GPU reservation in GPUs.
+    `utilisation` maps (workload id, idle window start) to the average GPU utilisation of its samples in
+    that window (no key: no data); `reservations` maps a team to its GPU reservation in GPUs.
     """
     cells: defaultdict[tuple[int, int, datetime], Cell] = defaultdict(Cell)
     members: defaultdict[tuple[int, int, datetime], Cell] = defaultdict(Cell)
@@ -107,17 +145,48 @@ def compute(
             if pending:
                 cells[key].pending_gpu_hours += s.gpus * pending
             if running:
-                cells[key].gpu_hours += s.gpus * running
-                members[(s.group_id, s.owner_id, hour)].gpu_hours += s.gpus * running
-                if (workload_id, hour) in idle:
-                    cells[key].idle_gpu_hours += s.gpus * running
-                    members[(s.group_id, s.owner_id, hour)].idle_gpu_hours += s.gpus * running
+                counted = (cells[key], members[(s.group_id, s.owner_id, hour)])
+                for cell in counted:
+                    cell.gpu_hours += s.gpus * running
+                    cell.cost += s.gpus * running * s.price
+                for begins, low, high in windows_in(hour, window):
+                    part = overlap_hours(s.started_at, ran_until, low, min(high, until)) if s.started_at else 0.0
+                    if part:
+                        _classify(counted, s.gpus * part, s.price, utilisation.get((workload_id, begins)))
             if s.started_at is not None and hour <= s.started_at < hour + HOUR:
                 cells[key].waits.append(max(0.0, (s.started_at - s.submitted_at).total_seconds()))
     for (group_id, _, hour), cell in cells.items():
         length = (min(hour + HOUR, until) - hour).total_seconds() / 3600
         cell.reserved_gpu_hours = reservations.get(group_id, 0.0) * max(0.0, length)
     return dict(cells), dict(members)
+
+
+def _classify(cells: Iterable[Cell], gpu_hours: float, price: float, average: float | None) -> None:
+    """Count GPU-hours of one idle window as unknown (no samples), or as used by their utilisation, and idle
+    below the threshold."""
+    for c in cells:
+        if average is None:
+            c.unknown_gpu_hours += gpu_hours
+            continue
+        c.used_gpu_hours += gpu_hours * average / 100
+        if average < IDLE_BELOW:
+            c.idle_gpu_hours += gpu_hours
+            c.idle_cost += gpu_hours * price
+
+
+def by_fabric(
+    spans: Iterable[tuple[str, Span]],
+    utilisation: dict[tuple[str, datetime], float],
+    start: datetime,
+    until: datetime,
+    window: timedelta = timedelta(minutes=30),
+) -> dict[tuple[int, int, datetime], Cell]:
+    """Pure: the team-fabric-hour cells (running time only) of the spans that were placed on a fabric."""
+    placed = [(pk, replace(s, queue_id=s.fabric_id)) for pk, s in spans if s.fabric_id is not None]
+    cells, _ = compute(placed, utilisation, {}, start, until, window)
+    for cell in cells.values():
+        cell.pending_gpu_hours, cell.waits = 0.0, []
+    return {key: cell for key, cell in cells.items() if cell.gpu_hours}
 
 
 def step(now: datetime) -> int:
@@ -143,23 +212,14 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
     start = hour_of(start)
     if spans is None:
         spans = [(pk, s) for pk, s, _ in _spans(start, until)]
-    idle = {
-        (str(workload_id), hour)
-        for workload_id, hour, average in UsageSample.objects.filter(
-            at__gte=start, at__lt=until, gpu_utilisation__isnull=False
-        )
-        .annotate(hour=TruncHour("at"))
-        .values("workload_id", "hour")
-        .annotate(average=Avg("gpu_utilisation"))
-        .values_list("workload_id", "hour", "average")
-        if average is not None and average < IDLE_BELOW
-    }
+    window = idle_window()
+    utilisation = averages(window_of(start, window), until, window)
     reservations: defaultdict[int, float] = defaultdict(float)
     for group_id, reserved_milli in Quota.objects.filter(fabric__isnull=False).values_list(
         "group_id", "gpu_reservation_milli"
     ):
         reservations[group_id] += reserved_milli / 1000
-    cells, members = compute(spans, idle, reservations, start, until)
+    cells, members = compute(spans, utilisation, reservations, start, until, window)
     rows = [
         UsageRollup(
             group_id=group_id,
@@ -167,6 +227,10 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
             hour=hour,
             gpu_hours=c.gpu_hours,
             idle_gpu_hours=c.idle_gpu_hours,
+            used_gpu_hours=c.used_gpu_hours,
+            unknown_gpu_hours=c.unknown_gpu_hours,
+            cost=c.cost,
+            idle_cost=c.idle_cost,
             reserved_gpu_hours=c.reserved_gpu_hours,
             pending_gpu_hours=c.pending_gpu_hours,
             started=len(c.waits),
@@ -183,6 +247,10 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
             update_fields=[
                 "gpu_hours",
                 "idle_gpu_hours",
+                "used_gpu_hours",
+                "unknown_gpu_hours",
+                "cost",
+                "idle_cost",
                 "reserved_gpu_hours",
                 "pending_gpu_hours",
                 "started",
@@ -192,7 +260,15 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
         )
     member_rows = [
         UsageMemberRollup(
-            group_id=group_id, user_id=user_id, hour=hour, gpu_hours=c.gpu_hours, idle_gpu_hours=c.idle_gpu_hours
+            group_id=group_id,
+            user_id=user_id,
+            hour=hour,
+            gpu_hours=c.gpu_hours,
+            idle_gpu_hours=c.idle_gpu_hours,
+            used_gpu_hours=c.used_gpu_hours,
+            unknown_gpu_hours=c.unknown_gpu_hours,
+            cost=c.cost,
+            idle_cost=c.idle_cost,
         )
         for (group_id, user_id, hour), c in members.items()
     ]
@@ -201,9 +277,39 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
             member_rows,
             update_conflicts=True,
             unique_fields=["group", "user", "hour"],
-            update_fields=["gpu_hours", "idle_gpu_hours"],
+            update_fields=COST_FIELDS,
+        )
+    fabric_rows = [
+        UsageFabricRollup(group_id=group_id, fabric_id=fabric_id, hour=hour, **{f: getattr(c, f) for f in COST_FIELDS})
+        for (group_id, fabric_id, hour), c in by_fabric(spans, utilisation, start, until, window).items()
+    ]
+    if fabric_rows:
+        UsageFabricRollup.objects.bulk_create(
+            fabric_rows, update_conflicts=True, unique_fields=["group", "fabric", "hour"], update_fields=COST_FIELDS
         )
     return len(rows)
+
+
+def averages(
+    start: datetime, until: datetime, window: timedelta, workloads: list[Any] | None = None
+) -> dict[tuple[str, datetime], float]:
+    """The average GPU utilisation per workload (of `workloads`, else all) and idle window, of the samples that
+    report one in [start, until): one query, grouped in the database (never a scan of raw samples in Python)."""
+    minutes = int(window.total_seconds() // 60)
+    # The window's number within its day: minutes since midnight over the window, rounded down (PostgreSQL's
+    # EXTRACT gives numerics, so the division is not an integer one by itself).
+    since_midnight = ExtractHour("at", tzinfo=UTC) * 60 + ExtractMinute("at", tzinfo=UTC)
+    slot = Cast(Floor(since_midnight / Value(float(minutes))), IntegerField())
+    samples = UsageSample.objects.filter(at__gte=start, at__lt=until, gpu_utilisation__isnull=False)
+    if workloads is not None:
+        samples = samples.filter(workload_id__in=workloads)
+    rows = samples.annotate(day=TruncDay("at", tzinfo=UTC), slot=slot).values("workload_id", "day", "slot")
+    found: dict[tuple[str, datetime], float] = {}
+    for workload_id, day, slot_number, average in rows.annotate(average=Avg("gpu_utilisation")).values_list(
+        "workload_id", "day", "slot", "average"
+    ):
+        found[(str(workload_id), day + int(slot_number) * window)] = float(average)
+    return found
 
 
 def _spans(start: datetime, until: datetime) -> Iterator[tuple[str, Span, str]]:
@@ -213,12 +319,13 @@ def _spans(start: datetime, until: datetime) -> Iterator[tuple[str, Span, str]]:
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start))
         .values_list(
             "pk", "group_id", "queue_id", "owner_id", "gpus_milli", "nodes", "submitted_at", "started_at",
-            "finished_at", "state",
+            "finished_at", "state", "fabric_id", "fabric__gpu_hour_price",
         )
     )  # fmt: skip
-    for pk, group_id, queue_id, owner_id, gpus_milli, nodes, submitted, started, finished, state in rows:
+    for pk, group_id, queue_id, owner_id, gpus_milli, nodes, submitted, started, finished, state, fabric, price in rows:
         gpus = gpus_milli * nodes / 1000
-        yield str(pk), Span(group_id, queue_id, owner_id, gpus, submitted, started, finished), state
+        span = Span(group_id, queue_id, owner_id, gpus, submitted, started, finished, fabric, float(price or 0))
+        yield str(pk), span, state
 
 
 def _sample(now: datetime, running: list[tuple[str, Span]]) -> None:

@@ -18,6 +18,7 @@ from django.db.models import Case, Q, Value, When
 from fabrics.base import Fabric, FabricError, JobSpec, place_many
 from portal.accounts import posix
 from portal.queues.models import Fabric as FabricRow
+from portal.usage import samples as usage_samples
 from portal.worker.connections import fabric_for
 from portal.workloads import notebook_endpoint, services
 from portal.workloads.models import Workload
@@ -40,8 +41,9 @@ def job_spec(w: Workload) -> JobSpec:
         nodes=w.nodes,
         runtime_limit_s=w.runtime_limit_s,
         image=w.image,
-        # Notebooks on a batch cluster: where to report their server; an array's element: its index.
-        env=notebook_endpoint.job_env(w) | _array_env(w),
+        # Notebooks on a batch cluster: where to report their server; jobs with a sampler: where to post
+        # samples; an array's element: its index.
+        env=notebook_endpoint.job_env(w) | usage_samples.job_env(w) | _array_env(w),
         template=w.target.template if w.target else "",
         script=w.script,  # a user's own sbatch/qsub script: byte for byte, with what the target forces
         forced=dict((w.target.native or {}).get("forced") or {}) if w.target and w.script else {},

@@ -5,6 +5,7 @@
     admit     snapshot -> decide() -> apply, about 10 ms on a small site       waits for another admission
     dispatch  hand admitted work to its fabric                                asks a running dispatch to go again
     rollup    hourly rollups for the dashboards                               skipped while another rolls up
+    gpuidle   warn of idle GPUs, stop idle notebooks and leases, per queue    skipped while another acts
     burst     cloud instances for work that waits for capacity, ended idle    skipped while another scales
     accounting  sacct's GPU-hours per team account, every GRIDLANE_ACCOUNTING_SECONDS  skipped while another asks
     retention delete raw samples, events, audit past their days, hourly      skipped while another prunes
@@ -26,7 +27,7 @@ from django.utils import timezone
 from portal.burst import autoscale as scaling
 from portal.notify import outbox, send
 from portal.usage import rollup
-from portal.worker import accounting, apply, capacity, retention, snapshot, stats, sync, usage
+from portal.worker import accounting, apply, capacity, gpu_idle, retention, snapshot, stats, sync, usage
 from portal.worker import dispatch as dispatching
 from portal.worker.lock import cycle_lock
 from scheduler import decide
@@ -49,6 +50,9 @@ def cycle() -> dict[str, Any]:
     with cycle_lock("rollup") as held:
         if held:
             rollup.step(timezone.now())
+    with cycle_lock("gpu-idle") as held:
+        if held:
+            summary |= {f"gpu idle {k}": v for k, v in gpu_idle.step(timezone.now()).items()}
     summary |= autoscale()
     with cycle_lock("accounting") as held:
         if held:

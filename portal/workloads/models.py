@@ -58,6 +58,12 @@ class Workload(models.Model):
     lease_ends_at = models.DateTimeField(null=True, blank=True)
     # Notebooks: when an idle one is stopped, once it has been warned; cleared when it is used again.
     idle_stop_at = models.DateTimeField(null=True, blank=True)
+    # GPUs below 80 % over the idle window (portal.worker.gpu_idle): when the owner was warned of this idle
+    # spell; cleared when they are busy again (or their use is no longer known).
+    gpu_idle_warned_at = models.DateTimeField(null=True, blank=True)
+    # When the portal last took a sample from the job's own sampler (portal.usage.samples): the rate limit,
+    # kept on the row so that one conditional update both checks and takes it.
+    last_sample_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
     pending_reason_code = models.CharField(max_length=40, blank=True)

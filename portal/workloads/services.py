@@ -911,6 +911,34 @@ def do_clear_idle(workload: Workload, reason: str) -> bool:
     return bool(cleared)
 
 
+def do_warn_gpu_idle(workload: Workload, now: datetime, reason: str) -> bool:
+    """Record, once per idle spell, that the owner of running work whose GPUs sit idle was warned; False if
+    warned already (or it no longer runs)."""
+    with transaction.atomic():
+        warned = Workload.objects.filter(pk=workload.pk, state=State.RUNNING, gpu_idle_warned_at__isnull=True).update(
+            gpu_idle_warned_at=now
+        )
+        if warned:
+            WorkloadEvent.objects.create(workload=workload, to_state=State.RUNNING, reason=reason[:500])
+    if warned:
+        workload.gpu_idle_warned_at = now
+    return bool(warned)
+
+
+def do_clear_gpu_idle(workload: Workload, reason: str) -> bool:
+    """Take back the GPU idle warning of work whose GPUs are busy again (or whose use is no longer known)."""
+    if workload.gpu_idle_warned_at is None:
+        return False
+    with transaction.atomic():
+        cleared = Workload.objects.filter(pk=workload.pk, gpu_idle_warned_at=workload.gpu_idle_warned_at).update(
+            gpu_idle_warned_at=None
+        )
+        if cleared and workload.state == State.RUNNING:
+            WorkloadEvent.objects.create(workload=workload, to_state=State.RUNNING, reason=reason[:500])
+    workload.gpu_idle_warned_at = None
+    return bool(cleared)
+
+
 def kick_worker() -> None:
     """Ask the worker to admit and dispatch once the current transaction commits."""
     if settings.GRIDLANE_KICK_WORKER:

@@ -73,6 +73,34 @@ def test_an_admin_change_to_a_quota_is_recorded_with_who_before_and_after(it_cli
     assert event.detail["via"] == f"POST /admin/queues/quota/{quota.pk}/change/"
 
 
+def test_it_setting_a_fabric_s_price_per_gpu_hour_is_recorded_with_before_and_after(it_client, it_admin):
+    from decimal import Decimal
+
+    from portal.queues.models import Fabric
+
+    fabric = Fabric.objects.get(name="local")
+    change(it_client, f"/admin/queues/fabric/{fabric.pk}/change/", gpu_hour_price="2.75")
+    fabric.refresh_from_db()
+    assert fabric.gpu_hour_price == Decimal("2.75")
+    event = AuditEvent.objects.filter(action="fabric.changed").latest("pk")
+    assert event.actor == it_admin
+    assert event.detail["before"] == {"gpu_hour_price": None}
+    assert Decimal(event.detail["after"]["gpu_hour_price"]) == Decimal("2.75")
+    url = f"/admin/queues/fabric/{fabric.pk}/change/"
+    response = it_client.post(url, admin_form_data(it_client.get(url)) | {"gpu_hour_price": "-1"})
+    assert "gpu_hour_price" in response.context["adminform"].form.errors  # no negative price
+    fabric.refresh_from_db()
+    assert fabric.gpu_hour_price == Decimal("2.75")
+
+
+def test_it_choosing_what_a_queue_does_about_idle_gpus_is_recorded(it_client, it_admin):
+    queue = Queue.objects.get(slug="notebooks")
+    change(it_client, f"/admin/queues/queue/{queue.pk}/change/", gpu_idle_action="stop", gpu_idle_grace_minutes="45")
+    event = AuditEvent.objects.filter(action="queue.changed", actor=it_admin).latest("pk")
+    assert event.detail["before"] == {"gpu_idle_action": "nothing", "gpu_idle_grace_minutes": 30}
+    assert event.detail["after"] == {"gpu_idle_action": "stop", "gpu_idle_grace_minutes": 45}
+
+
 def test_an_admin_change_to_who_may_use_a_queue_is_recorded(it_client, it_admin):
     queue = Queue.objects.get(slug="train")
     vision = ResourceGroup.objects.get(slug="vision")

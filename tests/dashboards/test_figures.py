@@ -35,10 +35,21 @@ def test_gpu_hours_by_member_puts_the_biggest_user_on_top():
 
 def test_idle_hours_stack_under_busy_hours():
     fig = figures.idle_gpu_hours(HOURS, [4.0, 4.0, 2.0], [1.0, 0.0, 2.0])
-    busy, idle = fig["data"]
+    busy, idle, unknown = fig["data"]
     assert busy["y"] == [3.0, 4.0, 0.0]
     assert idle["y"] == [1.0, 0.0, 2.0]
+    assert unknown["y"] == [0.0, 0.0, 0.0]
     assert fig["layout"]["barmode"] == "stack"
+
+
+def test_gpu_hours_with_no_utilisation_data_are_a_hatched_bar_of_their_own_not_busy():
+    fig = figures.idle_gpu_hours(HOURS, [4.0, 4.0, 2.0], [1.0, 0.0, 0.0], [3.0, 0.0, 2.0])
+    busy, idle, unknown = fig["data"]
+    assert busy["y"] == [0.0, 4.0, 0.0]
+    assert idle["y"] == [1.0, 0.0, 0.0]
+    assert unknown["y"] == [3.0, 0.0, 2.0]
+    assert unknown["marker"]["pattern"]["shape"] == "/"
+    assert unknown["name"].startswith("Unknown")
 
 
 def test_wait_is_in_minutes_per_queue_with_the_slo_line_drawn():

@@ -33,9 +33,10 @@ def vision_hours(cast):
     vision = ResourceGroup.objects.get(slug="vision")
     train = Queue.objects.get(slug="train")
     now = hour_of(timezone.now())
-    for back, (used, idle) in enumerate([(4.0, 1.0), (6.0, 0.0), (2.0, 2.0)]):
+    for back, (used, idle, unknown) in enumerate([(4.0, 1.0, 0.0), (6.0, 0.0, 2.5), (2.0, 2.0, 0.0)]):
         UsageRollup.objects.create(
             group=vision, queue=train, hour=now - timedelta(hours=back), gpu_hours=used, idle_gpu_hours=idle,
+            unknown_gpu_hours=unknown,
             reserved_gpu_hours=4.0, pending_gpu_hours=1.5, started=2 if back == 0 else 0,
             wait_p50_s=120.0 if back == 0 else None, wait_p95_s=4000.0 if back == 0 else None,
         )  # fmt: skip
@@ -60,7 +61,12 @@ def test_a_member_sees_her_teams_dashboard_drawn_from_the_rollups(client, alice,
     wait = figure(page, "wait")
     assert wait["data"][0]["y"] == [pytest.approx(4000 / 60, rel=1e-3)]
     assert wait["layout"]["shapes"][0]["y0"] == pytest.approx(vision_hours.wait_slo_seconds / 60)
-    assert sum(figure(page, "idle")["data"][1]["y"]) == pytest.approx(3.0)
+    idle = figure(page, "idle")["data"]
+    assert sum(idle[1]["y"]) == pytest.approx(3.0)
+    assert sum(idle[2]["y"]) == pytest.approx(2.5)  # no utilisation data: hatched, apart from busy
+    assert sum(idle[0]["y"]) == pytest.approx(12.0 - 3.0 - 2.5)
+    assert '<dd class="unknown">2.5</dd>' in page
+    assert '<dd class="idle-share">32 %</dd>' in page  # 3 idle of the 9.5 GPU-hours whose use is known
     assert sum(figure(page, "pending")["data"][0]["y"]) == pytest.approx(3.0)  # and nothing waits now
 
 
@@ -122,7 +128,7 @@ def test_the_dashboard_takes_a_bounded_number_of_queries(
     c = client_for(client, alice)
     for i in range(20):
         submit(alice, name=f"w{i}", gpus=0.5)
-    with django_assert_max_num_queries(10):
+    with django_assert_max_num_queries(11):  # 10, and whether the reader leads the team (the CSV export's link)
         assert c.get("/teams/vision/?window=30d").status_code == 200
 
 
@@ -204,3 +210,18 @@ def test_the_slo_is_said_in_minutes_or_hours(client, alice, vision_hours):
     page = client_for(client, alice).get("/teams/vision/").content.decode()
     assert "3600 s" not in page
     assert "Wait SLO (p95)</dt><dd>1 h" in page
+
+
+def test_a_team_whose_gpus_report_no_utilisation_has_an_unknown_idle_share_not_zero(client, charlie):
+    fraud = ResourceGroup.objects.get(slug="fraud")
+    queue = Queue.objects.get(slug="train")
+    UsageRollup.objects.create(
+        group=fraud,
+        queue=queue,
+        hour=hour_of(timezone.now()) - timedelta(hours=1),
+        gpu_hours=2.0,
+        unknown_gpu_hours=2.0,
+    )
+    page = client_for(client, charlie).get("/teams/fraud/").content.decode()
+    assert '<dd class="idle-share">unknown</dd>' in page
+    assert '<dd class="unknown">2</dd>' in page

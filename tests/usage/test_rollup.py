@@ -5,10 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
 from portal.usage import rollup
 from portal.usage.models import UsageMemberRollup, UsageRollup, UsageSample
-from portal.usage.rollup import Span, compute
+from portal.usage.rollup import HOUR, Span, compute
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 
@@ -21,7 +24,7 @@ def span(gpus=1.0, submitted=T0, started=None, finished=None, group=1, queue=1, 
 
 def test_two_gpus_running_half_an_hour_make_one_gpu_hour():
     s = span(gpus=2, started=T0 + timedelta(minutes=30), finished=T0 + timedelta(hours=1))
-    cells, members = compute([("w", s)], set(), {}, T0, T0 + timedelta(hours=2))
+    cells, members = compute([("w", s)], {}, {}, T0, T0 + timedelta(hours=2))
     assert cells[(1, 1, T0)].gpu_hours == pytest.approx(1.0)
     assert cells[(1, 1, T0)].pending_gpu_hours == pytest.approx(1.0)  # it waited the first half hour
     assert members[(1, 1, T0)].gpu_hours == pytest.approx(1.0)
@@ -30,14 +33,14 @@ def test_two_gpus_running_half_an_hour_make_one_gpu_hour():
 
 def test_a_run_across_the_hour_is_split_between_both_hours():
     s = span(started=T0 + timedelta(minutes=45), finished=T0 + timedelta(minutes=75))
-    cells, _ = compute([("w", s)], set(), {}, T0, T0 + timedelta(hours=2))
+    cells, _ = compute([("w", s)], {}, {}, T0, T0 + timedelta(hours=2))
     assert cells[(1, 1, T0)].gpu_hours == pytest.approx(0.25)
     assert cells[(1, 1, T0 + timedelta(hours=1))].gpu_hours == pytest.approx(0.25)
 
 
 def test_the_current_hour_counts_only_up_to_now():
     s = span(started=T0)
-    cells, _ = compute([("w", s)], set(), {1: 4.0}, T0, T0 + timedelta(minutes=15))
+    cells, _ = compute([("w", s)], {}, {1: 4.0}, T0, T0 + timedelta(minutes=15))
     assert cells[(1, 1, T0)].gpu_hours == pytest.approx(0.25)
     assert cells[(1, 1, T0)].reserved_gpu_hours == pytest.approx(1.0)  # 4 GPUs reserved for a quarter hour
 
@@ -47,15 +50,87 @@ def test_waits_of_the_workloads_started_in_the_hour_give_p50_and_p95():
         (f"w{i}", span(submitted=T0, started=T0 + timedelta(minutes=i), finished=T0 + timedelta(minutes=i + 1)))
         for i in range(1, 11)
     ]
-    cells, _ = compute(spans, set(), {}, T0, T0 + timedelta(hours=1))
+    cells, _ = compute(spans, {}, {}, T0, T0 + timedelta(hours=1))
     assert sorted(cells[(1, 1, T0)].waits) == [60.0 * i for i in range(1, 11)]
 
 
-def test_a_workload_marked_idle_counts_its_gpu_hours_as_idle():
+HALF = timedelta(minutes=30)
+
+
+def test_a_workload_below_80_percent_in_every_window_counts_its_gpu_hours_as_idle():
     s = span(gpus=4, started=T0, finished=T0 + timedelta(hours=1))
-    cells, members = compute([("w", s)], {("w", T0)}, {}, T0, T0 + timedelta(hours=1))
+    cells, members = compute([("w", s)], {("w", T0): 50.0, ("w", T0 + HALF): 79.9}, {}, T0, T0 + timedelta(hours=1))
     assert cells[(1, 1, T0)].idle_gpu_hours == pytest.approx(4.0)
     assert members[(1, 1, T0)].idle_gpu_hours == pytest.approx(4.0)
+    assert cells[(1, 1, T0)].used_gpu_hours == pytest.approx(2 * 0.5 + 2 * 0.799)
+    assert cells[(1, 1, T0)].unknown_gpu_hours == 0.0
+
+
+def test_idle_is_decided_per_window_of_30_minutes_not_per_hour():
+    # Half an hour at 50 %, half an hour at 90 %: the hour averages 70 %, yet only the first half is idle.
+    s = span(gpus=4, started=T0, finished=T0 + timedelta(hours=1))
+    cells, _ = compute([("w", s)], {("w", T0): 50.0, ("w", T0 + HALF): 90.0}, {}, T0, T0 + timedelta(hours=1))
+    assert cells[(1, 1, T0)].idle_gpu_hours == pytest.approx(2.0)
+    assert cells[(1, 1, T0)].used_gpu_hours == pytest.approx(2 * 0.5 + 2 * 0.9)
+
+
+def test_an_hour_long_window_takes_the_hour_s_average():
+    s = span(gpus=4, started=T0, finished=T0 + timedelta(hours=1))
+    cells, _ = compute([("w", s)], {("w", T0): 70.0}, {}, T0, T0 + timedelta(hours=1), timedelta(hours=1))
+    assert cells[(1, 1, T0)].idle_gpu_hours == pytest.approx(4.0)
+
+
+def test_a_window_with_no_samples_is_unknown_never_busy_or_idle():
+    s = span(gpus=2, started=T0, finished=T0 + timedelta(hours=1))
+    cells, members = compute([("w", s)], {("w", T0): 10.0}, {}, T0, T0 + timedelta(hours=1))
+    assert cells[(1, 1, T0)].idle_gpu_hours == pytest.approx(1.0)  # the first half, sampled at 10 %
+    assert cells[(1, 1, T0)].unknown_gpu_hours == pytest.approx(1.0)  # the second half, a gap
+    assert members[(1, 1, T0)].unknown_gpu_hours == pytest.approx(1.0)
+    nothing, _ = compute([("w", s)], {}, {}, T0, T0 + timedelta(hours=1))
+    assert nothing[(1, 1, T0)].unknown_gpu_hours == pytest.approx(2.0)
+    assert nothing[(1, 1, T0)].idle_gpu_hours == 0.0
+
+
+def test_a_two_hour_window_spans_the_hours_it_covers():
+    s = span(gpus=1, started=T0, finished=T0 + timedelta(hours=2))
+    cells, _ = compute([("w", s)], {("w", T0): 30.0}, {}, T0, T0 + timedelta(hours=2), timedelta(hours=2))
+    assert cells[(1, 1, T0)].idle_gpu_hours == pytest.approx(1.0)
+    assert cells[(1, 1, T0 + timedelta(hours=1))].idle_gpu_hours == pytest.approx(1.0)
+
+
+def test_windows_start_at_midnight_utc_and_cut_the_hour_into_parts():
+    hour = T0 + timedelta(hours=1)  # 11:00
+    assert list(rollup.windows_in(hour, HALF)) == [(hour, hour, hour + HALF), (hour + HALF, hour + HALF, hour + HOUR)]
+    # 90 minutes: 10:30-12:00 covers the whole of 11:00-12:00.
+    assert list(rollup.windows_in(hour, timedelta(minutes=90))) == [(T0 + HALF, hour, hour + HOUR)]
+    assert rollup.window_of(datetime(2026, 11, 30, 11, 15, tzinfo=UTC), timedelta(minutes=90)) == T0 + HALF
+
+
+@examples(max_examples=200, deadline=None)
+@given(
+    gpus=st.sampled_from([0.25, 1.0, 2.0, 8.0]),
+    start_min=st.integers(0, 179),
+    length_min=st.integers(1, 240),
+    averages=st.dictionaries(st.integers(0, 9), st.floats(0, 100), max_size=10),
+    window=st.sampled_from([5, 15, 30, 60, 120]),
+)
+def test_allocated_gpu_hours_are_always_known_plus_unknown_and_idle_and_used_stay_within(
+    gpus, start_min, length_min, averages, window
+):
+    w = timedelta(minutes=window)
+    started = T0 + timedelta(minutes=start_min)
+    s = span(gpus=gpus, started=started, finished=started + timedelta(minutes=length_min))
+    utilisation = {("w", rollup.window_of(T0, w) + k * w): v for k, v in averages.items()}
+    cells, members = compute([("w", s)], utilisation, {}, T0, T0 + timedelta(hours=8), w)
+    for c in [*cells.values(), *members.values()]:
+        known = c.gpu_hours - c.unknown_gpu_hours
+        assert known >= -1e-9
+        assert c.idle_gpu_hours <= known + 1e-9
+        assert c.used_gpu_hours <= known + 1e-9
+    for field in ("gpu_hours", "idle_gpu_hours", "used_gpu_hours", "unknown_gpu_hours"):
+        by_member = sum(getattr(c, field) for c in members.values())
+        assert by_member == pytest.approx(sum(getattr(c, field) for c in cells.values()))
+    assert sum(c.gpu_hours for c in cells.values()) == pytest.approx(gpus * length_min / 60)
 
 
 def test_the_step_samples_running_work_and_writes_rollups_per_team_queue_and_member(alice, bob, submit):
@@ -115,3 +190,83 @@ def test_a_running_workload_without_a_recent_sample_gets_one(alice, submit):
     UsageSample.objects.create(workload=reported, at=now - timedelta(seconds=10), gpus_milli=1000, gpu_utilisation=50)
     rollup.step(now)
     assert list(UsageSample.objects.filter(at=now).values_list("workload__name", "gpus_milli")) == [("quiet", 500)]
+
+
+def test_averages_are_taken_per_workload_and_window_in_the_database(alice, submit, settings):
+    w = submit(alice, name="sampled", gpus=1)
+    for minute, utilisation in ((5, 20), (25, 40), (35, 100)):
+        UsageSample.objects.create(workload=w, at=T0 + timedelta(minutes=minute), gpus_milli=1000,
+                                   gpu_utilisation=utilisation)  # fmt: skip
+    UsageSample.objects.create(workload=w, at=T0 + timedelta(minutes=40), gpus_milli=1000)  # no data: not a zero
+    until = T0 + timedelta(hours=1)
+    assert rollup.averages(T0, until, HALF) == {(str(w.pk), T0): 30.0, (str(w.pk), T0 + HALF): 100.0}
+    assert rollup.averages(T0, until, HOUR) == {(str(w.pk), T0): pytest.approx(160 / 3)}
+    # 90 minutes from midnight: 09:00-10:30 holds the first two, 10:30-12:00 the third.
+    assert rollup.averages(T0, until, timedelta(minutes=90)) == {
+        (str(w.pk), T0 - HOUR): 30.0,
+        (str(w.pk), T0 + HALF): 100.0,
+    }
+
+
+def test_the_step_counts_sampled_idle_windows_as_idle_and_gaps_as_unknown(alice, submit, settings):
+    settings.GRIDLANE_IDLE_WINDOW_MINUTES = 30
+    now = T0 + timedelta(hours=1)
+    w = submit(alice, name="notebook-nobody-uses", gpus=0.25)
+    Workload.objects.filter(pk=w.pk).update(state=State.RUNNING, submitted_at=T0, started_at=T0)
+    for minute in range(0, 30, 1):  # the job's sampler, the first half hour only: 0 % utilisation
+        UsageSample.objects.create(workload=w, at=T0 + timedelta(minutes=minute), gpus_milli=250,
+                                   gpu_utilisation=0, source=UsageSample.Source.JOB)  # fmt: skip
+    rollup.roll_up(T0, now)
+    row = UsageRollup.objects.get(group__slug="vision", hour=T0)
+    assert row.gpu_hours == pytest.approx(0.25)
+    assert row.idle_gpu_hours == pytest.approx(0.125)
+    assert row.unknown_gpu_hours == pytest.approx(0.125)
+    assert row.used_gpu_hours == 0.0
+    member = UsageMemberRollup.objects.get(user=alice, hour=T0)
+    assert member.idle_gpu_hours == pytest.approx(0.125)
+    assert member.unknown_gpu_hours == pytest.approx(0.125)
+
+
+MONTH_WINDOWS = 30 * 48  # half-hour windows in thirty days
+
+
+@examples(max_examples=15, deadline=None)
+@given(
+    gpus=st.sampled_from([0.25, 1.0, 4.0]),
+    price=st.sampled_from([0.0, 1.5, 2.75]),
+    sampled=st.dictionaries(st.integers(0, MONTH_WINDOWS - 1), st.floats(0, 100), max_size=400),
+)
+def test_a_month_s_chargeback_equals_what_its_samples_and_price_say(gpus, price, sampled):
+    """A workload that runs a whole month: each half hour with samples is used by its average and idle below
+    80 %, each without is unknown, and the cost is every GPU-hour held at the fabric's price."""
+    start, end = T0, T0 + timedelta(days=30)
+    s = Span(1, 1, 1, gpus, start, start, end, fabric_id=7, price=price)
+    utilisation = {("w", start + k * HALF): v for k, v in sampled.items()}
+    cells, _ = compute([("w", s)], utilisation, {}, start, end, HALF)
+    total = {f: sum(getattr(c, f) for c in cells.values()) for f in ["gpu_hours", *rollup.COST_FIELDS[1:]]}
+    assert total["gpu_hours"] == pytest.approx(gpus * 30 * 24)
+    assert total["cost"] == pytest.approx(gpus * 30 * 24 * price)
+    assert total["used_gpu_hours"] == pytest.approx(sum(gpus * 0.5 * v / 100 for v in sampled.values()), abs=1e-6)
+    idle = sum(gpus * 0.5 for v in sampled.values() if v < 80)
+    assert total["idle_gpu_hours"] == pytest.approx(idle, abs=1e-6)
+    assert total["idle_cost"] == pytest.approx(idle * price, abs=1e-6)
+    assert total["unknown_gpu_hours"] == pytest.approx(gpus * 0.5 * (MONTH_WINDOWS - len(sampled)), abs=1e-6)
+
+
+def test_the_step_keeps_cost_per_queue_member_and_fabric_at_the_fabric_s_price(alice, submit, settings):
+    from decimal import Decimal
+
+    from portal.queues.models import Fabric
+    from portal.usage.models import UsageFabricRollup
+
+    fabric = Fabric.objects.get(name="local")
+    Fabric.objects.filter(pk=fabric.pk).update(gpu_hour_price=Decimal("3.5"))
+    w = submit(alice, name="priced", gpus=1)
+    Workload.objects.filter(pk=w.pk).update(
+        state=State.SUCCEEDED, fabric=fabric, submitted_at=T0, started_at=T0, finished_at=T0 + timedelta(hours=1)
+    )
+    rollup.roll_up(T0, T0 + timedelta(hours=1))
+    assert UsageRollup.objects.get(group__slug="vision", hour=T0).cost == pytest.approx(3.5)
+    assert UsageMemberRollup.objects.get(user=alice, hour=T0).cost == pytest.approx(3.5)
+    by_fabric = UsageFabricRollup.objects.get(group__slug="vision", hour=T0)
+    assert (by_fabric.fabric_id, by_fabric.cost, by_fabric.unknown_gpu_hours) == (fabric.pk, 3.5, 1.0)

@@ -1,0 +1,133 @@
+"""GPU utilisation from inside a job: a sampler started beside the user's command, and its output's reader. Pure.
+
+No fabric can tell how busy a job's GPUs are (Slurm and PBS count allocations), so the job says, as a
+notebook's job says where its server listens (fabrics.ssh.notebook): the portal puts a samples URL, the
+interval and the workload's secret into the job's environment; the sampler, python3 with the standard
+library only, runs `nvidia-smi` every interval while the job's shell lives and POSTs its output as it
+is; the portal reads it strictly (`parse`). Where the node has no `nvidia-smi` (or no python3) no
+sampler starts, and the workload has no utilisation data: "unknown", never 0 and never 100.
+
+The sampler leaves the job alone: it reads nothing, writes to /dev/null, is started detached (a bare
+`wait` in a template does not wait for it), and exits within a second of the job's shell (`GL_WATCH`).
+Slurm and PBS: `preamble()` in the script, before the template's body. Local: the supervisor starts
+it beside job.sh and stops it when job.sh ends.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
+
+SECRET_ENV = ENDPOINT_SECRET_ENV  # the workload's secret: the one its notebook callback reports with
+
+SAMPLES_URL_ENV = "GRIDLANE_SAMPLES_URL"  # where the job posts its samples
+SAMPLE_SECONDS_ENV = "GRIDLANE_SAMPLE_SECONDS"  # how often it samples
+WATCH_ENV = "GL_WATCH"  # the pid of the job's shell: the sampler ends with it
+QUERY = ["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"]
+MAX_GPUS = 64  # a node with more GPUs than this is not a node
+MAX_BODY = 8192  # bytes of nvidia-smi output sent (64 lines of "63, 100, 143771" fit many times over)
+MAX_MEMORY_MIB = 4 * 1024 * 1024  # 4 TiB: no GPU holds more
+
+# Run by the job with python3 (standard library only). A 404 means the secret no longer speaks for the
+# workload (a later run took over): it stops. Anything else (429, a portal away) waits for the next turn.
+SAMPLER = f"""\
+import json, os, shutil, subprocess, sys, time, urllib.error, urllib.request
+watch = int(os.environ["{WATCH_ENV}"])
+every = max(1.0, float(os.environ.get("{SAMPLE_SECONDS_ENV}") or 30))
+smi = shutil.which("nvidia-smi")
+if smi is None:
+    sys.exit(0)
+headers = {{"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["{SECRET_ENV}"]}}
+url = os.environ["{SAMPLES_URL_ENV}"]
+def alive():
+    try:
+        os.kill(watch, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+due = time.monotonic()
+while alive():
+    if time.monotonic() >= due:
+        due = time.monotonic() + every
+        try:
+            out = subprocess.run([smi, *{QUERY!r}], stdin=subprocess.DEVNULL, capture_output=True, timeout=20).stdout
+            body = json.dumps({{"nvidia_smi": out[:{MAX_BODY}].decode("utf-8", "replace")}}).encode()
+            request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+            urllib.request.urlopen(request, timeout=10).close()
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                sys.exit(0)
+        except Exception:
+            pass
+    time.sleep(1)
+"""
+
+# Slurm and PBS scripts: fixed text, nothing of the user's in it. The double fork detaches the sampler from
+# the job's shell; $$ is still that shell's pid inside ( ... ), and `exec` in the template keeps it.
+PREAMBLE = f"""\
+# Gridlane's GPU sampler (where the node has nvidia-smi): beside the job, its output to /dev/null.
+_gl_sampler={shlex.quote(SAMPLER)}
+if [ -n "${{{SAMPLES_URL_ENV}:-}}" ] && command -v nvidia-smi >/dev/null 2>&1 \\
+    && command -v "${{GRIDLANE_PYTHON:-python3}}" >/dev/null 2>&1; then
+  ( {WATCH_ENV}=$$ "${{GRIDLANE_PYTHON:-python3}}" -c "$_gl_sampler" </dev/null >/dev/null 2>&1 & )
+fi
+unset _gl_sampler
+"""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One GPU at one moment: its index on the node, utilisation (0-100) and memory in use (MiB); None
+    where nvidia-smi says [N/A] (a MIG instance has no utilisation of its own)."""
+
+    index: int
+    utilisation: int | None
+    memory_mib: int | None
+
+
+def preamble(sampled: bool) -> list[str]:
+    """The sampler's lines for a batch script, when the job is sampled (else nothing)."""
+    return [PREAMBLE] if sampled else []
+
+
+def parse(text: str) -> list[Reading]:
+    """The readings in `nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader,nounits`
+    output, one line per GPU: `0, 37, 10240`. ValueError for anything else: a wrong number of fields, a
+    number out of range, a repeated index, no GPU at all, or more than MAX_GPUS."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        raise ValueError("no GPU in the output")
+    if len(lines) > MAX_GPUS:
+        raise ValueError(f"more than {MAX_GPUS} GPUs")
+    readings = [_reading(number, line) for number, line in enumerate(lines, 1)]
+    if len({r.index for r in readings}) != len(readings):
+        raise ValueError("a GPU index appears twice")
+    return readings
+
+
+def _reading(number: int, line: str) -> Reading:
+    fields = [f.strip() for f in line.split(",")]
+    if len(fields) != 3:
+        raise ValueError(f"line {number}: want index, utilization.gpu, memory.used")
+    index = _number(fields[0], number, "index", MAX_GPUS - 1)
+    if index is None:
+        raise ValueError(f"line {number}: the index must be a number")
+    utilisation = _number(fields[1], number, "utilization.gpu", 100)
+    memory = _number(fields[2], number, "memory.used", MAX_MEMORY_MIB)
+    return Reading(index, utilisation, memory)
+
+
+def _number(field: str, number: int, name: str, highest: int) -> int | None:
+    # nvidia-smi prints "[N/A]" (or "[Not Supported]") where a device cannot say.
+    if field.startswith("[") and field.endswith("]"):
+        return None
+    if not field.isascii() or not field.isdigit() or len(field) > 9:
+        raise ValueError(f"line {number}: {name} must be a whole number")
+    value = int(field)
+    if value > highest:
+        raise ValueError(f"line {number}: {name} must be at most {highest}")
+    return value

@@ -1,0 +1,225 @@
+"""GPU samples from a job's sampler: nvidia-smi's output read strictly, and POST /api/v1/workloads/<id>/samples/
+with the workload's secret: kept while it runs, refused for anyone else, and at most one per interval."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import time_machine
+from rest_framework.test import APIClient
+
+from fabrics.sampler import SAMPLE_SECONDS_ENV, SAMPLES_URL_ENV, Reading, parse
+from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
+from portal.accounts.models import ResourceGroup
+from portal.queues.models import Fabric, Queue, QueueTarget
+from portal.usage import samples
+from portal.usage.models import UsageSample
+from portal.worker.models import WorkerStats
+from portal.workloads import notebook_endpoint
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TWO_GPUS = (FIXTURES / "nvidia_smi_two_gpus.txt").read_text()
+MIG = (FIXTURES / "nvidia_smi_mig.txt").read_text()
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+
+
+def test_two_gpus_read_as_index_utilisation_and_memory():
+    assert parse(TWO_GPUS) == [Reading(0, 97, 70312), Reading(1, 12, 1024)]
+
+
+def test_a_mig_instance_has_memory_and_no_utilisation():
+    assert parse(MIG) == [Reading(0, None, 4864), Reading(1, None, 4864)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",  # no GPU at all
+        "0, 101, 10\n",  # more than 100 %
+        "0, -1, 10\n",
+        "0, 50\n",  # a field missing
+        "0, 50, 10, 7\n",  # one too many
+        "0, 50.5, 10\n",  # utilisation is a whole percent
+        "0, 50, 10\n0, 60, 10\n",  # one GPU twice
+        "x, 50, 10\n",
+        "[N/A], 50, 10\n",  # a GPU without an index
+        "0, 50, 99999999999\n",  # more memory than any GPU has
+        "0, \u0665\u0660, 10\n",  # digits, but not ASCII ones (Arabic-Indic 50)
+        "".join(f"{i}, 1, 1\n" for i in range(65)),  # more GPUs than a node has
+        "Failed to initialize NVML: Driver/library version mismatch\n",
+    ],
+)
+def test_anything_but_the_query_s_output_is_refused(text):
+    with pytest.raises(ValueError, match=r"."):  # every refusal says why
+        parse(text)
+
+
+@pytest.fixture
+def hpc(cast: dict[str, Any]) -> Fabric:
+    """A Slurm fabric (never reached here) behind a queue both teams may use."""
+    fabric = Fabric.objects.create(name="hpc", kind="slurm", gpus_milli=8000, cpus_milli=32000, memory_mib=64000)
+    queue = Queue.objects.create(slug="hpc", name="HPC", kinds=["notebook", "training"])
+    queue.allowed_groups.add(*ResourceGroup.objects.all())
+    QueueTarget.objects.create(queue=queue, fabric=fabric)
+    return fabric
+
+
+@pytest.fixture
+def running(alice: Any, submit: Any, hpc: Fabric) -> Workload:
+    """alice's two-GPU training run, running on the Slurm fabric."""
+    workload = submit(alice, queue="hpc", kind="training", gpus=2)
+    Workload.objects.filter(pk=workload.pk).update(state=State.RUNNING, fabric=hpc, external_id="42")
+    workload.refresh_from_db()
+    return workload
+
+
+def post(workload_id: Any, secret: str | None, body: Any, **headers: Any) -> Any:
+    if secret is not None:
+        headers.setdefault("HTTP_AUTHORIZATION", f"Bearer {secret}")
+    return APIClient().post(f"/api/v1/workloads/{workload_id}/samples/", body, format="json", **headers)
+
+
+def secret_of(w: Workload) -> str:
+    return notebook_endpoint.secret(w.run_id)
+
+
+def counted(outcome: str) -> float:
+    return WorkerStats.objects.filter(name=f"usage_samples_{outcome}").values_list("value", flat=True).first() or 0
+
+
+def test_a_sample_is_kept_with_the_average_utilisation_and_the_memory_in_use(running):
+    with time_machine.travel(T0, tick=False):
+        assert post(running.pk, secret_of(running), {"nvidia_smi": TWO_GPUS}).status_code == 204
+    sample = UsageSample.objects.get(workload=running)
+    assert (sample.at, sample.source, sample.gpus_milli) == (T0, UsageSample.Source.JOB, 2000)
+    assert sample.gpu_utilisation == pytest.approx((97 + 12) / 2)
+    assert sample.gpu_memory_mib == 70312 + 1024
+
+
+def test_gpus_that_report_no_utilisation_give_no_data_not_zero(running):
+    assert post(running.pk, secret_of(running), {"nvidia_smi": MIG}).status_code == 204
+    sample = UsageSample.objects.get(workload=running)
+    assert sample.gpu_utilisation is None
+    assert sample.gpu_memory_mib == 2 * 4864
+
+
+def test_a_wrong_secret_another_workload_s_secret_and_none_all_get_404(running, alice, submit, hpc):
+    other = submit(alice, queue="hpc", kind="training", gpus=1)
+    Workload.objects.filter(pk=other.pk).update(state=State.RUNNING, fabric=hpc, external_id="43")
+    body = {"nvidia_smi": TWO_GPUS}
+    assert post(running.pk, secret_of(other), body).status_code == 404
+    assert post(running.pk, "0" * 64, body).status_code == 404
+    assert post(running.pk, None, body).status_code == 404
+    assert (
+        post(running.pk, secret_of(running), body, HTTP_AUTHORIZATION=f"Basic {secret_of(running)}").status_code == 404
+    )
+    assert not UsageSample.objects.exists()
+    assert counted("unknown") == 4
+
+
+def test_the_job_of_an_earlier_attempt_cannot_speak_for_the_current_one(running):
+    earlier = secret_of(running)
+    Workload.objects.filter(pk=running.pk).update(attempt=1)  # preempted and started again
+    assert post(running.pk, earlier, {"nvidia_smi": TWO_GPUS}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"nvidia_smi": "0, 250, 10\n"},
+        {"nvidia_smi": 97},
+        {"nvidia_smi": TWO_GPUS, "extra": 1},
+        {},
+        ["0, 50, 10"],
+        "0, 50, 10",
+    ],
+)
+def test_garbage_is_refused_with_400_and_counted_and_nothing_is_kept(running, body):
+    answer = post(running.pk, secret_of(running), body)
+    assert answer.status_code == 400
+    assert "errors" in answer.json()
+    assert not UsageSample.objects.exists()
+    assert counted("rejected") == 1
+
+
+def test_a_body_past_16_kib_is_refused_before_it_is_read(running):
+    answer = post(running.pk, secret_of(running), {"nvidia_smi": "0, 1, 1\n" * 3000})
+    assert answer.status_code == 413
+    assert not UsageSample.objects.exists()
+
+
+@pytest.mark.parametrize("state", [State.PENDING, State.ADMITTED, State.SUCCEEDED, State.CANCELLED, State.FAILED])
+def test_only_a_workload_that_starts_or_runs_takes_samples(running, state):
+    Workload.objects.filter(pk=running.pk).update(state=state)
+    assert post(running.pk, secret_of(running), {"nvidia_smi": TWO_GPUS}).status_code == 409
+    assert not UsageSample.objects.exists()
+    assert counted("refused") == 1
+
+
+def test_a_flood_gets_429_with_retry_after_and_one_sample_per_interval(running, settings):
+    settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S = 10
+    body = {"nvidia_smi": TWO_GPUS}
+    with time_machine.travel(T0, tick=False) as clock:
+        assert post(running.pk, secret_of(running), body).status_code == 204
+        answers = [post(running.pk, secret_of(running), body) for _ in range(20)]
+        assert {a.status_code for a in answers} == {429}
+        assert answers[0]["Retry-After"] == "10"
+        clock.shift(timedelta(seconds=4))
+        assert post(running.pk, secret_of(running), body)["Retry-After"] == "6"
+        clock.shift(timedelta(seconds=6))
+        assert post(running.pk, secret_of(running), body).status_code == 204
+    assert list(UsageSample.objects.order_by("at").values_list("at", flat=True)) == [T0, T0 + timedelta(seconds=10)]
+    assert counted("limited") == 21
+
+
+def test_the_portal_s_own_allocation_samples_do_not_hold_a_job_s_sample_back(running):
+    UsageSample.objects.create(workload=running, at=T0, gpus_milli=2000)  # the rollup's, no utilisation
+    with time_machine.travel(T0 + timedelta(seconds=1), tick=False):
+        assert post(running.pk, secret_of(running), {"nvidia_smi": TWO_GPUS}).status_code == 204
+
+
+def test_metrics_count_refused_samples_by_why(running, client):
+    post(running.pk, secret_of(running), {"nvidia_smi": TWO_GPUS})
+    post(running.pk, secret_of(running), {"nvidia_smi": "nonsense"})
+    text = client.get("/metrics").content.decode()
+    assert 'gridlane_usage_samples_total{outcome="rejected"} 1.0' in text
+    assert 'gridlane_usage_samples_total{outcome="limited"} 0.0' in text
+
+
+def test_a_job_on_slurm_gets_the_samples_url_the_interval_and_its_secret(running, settings):
+    settings.GRIDLANE_PUBLIC_URL = "https://gridlane.example.org"
+    settings.GRIDLANE_SAMPLE_SECONDS = 30.0
+    assert samples.job_env(running) == {
+        SAMPLES_URL_ENV: f"https://gridlane.example.org/api/v1/workloads/{running.pk}/samples/",
+        SAMPLE_SECONDS_ENV: "30",
+        ENDPOINT_SECRET_ENV: secret_of(running),
+    }
+
+
+def test_a_native_script_an_unplaced_workload_and_an_agent_s_get_no_sampler(running, alice, submit, hpc):
+    Workload.objects.filter(pk=running.pk).update(script="#!/bin/bash\n#SBATCH --gres=gpu:1\ntrue\n")
+    running.refresh_from_db()
+    assert samples.job_env(running) == {}  # the user's own script, byte for byte
+    pending = submit(alice, queue="hpc", kind="training")
+    assert samples.job_env(pending) == {}
+    hpc.kind = "agent"
+    hpc.save()
+    Workload.objects.filter(pk=pending.pk).update(fabric=hpc)
+    pending.refresh_from_db()
+    assert samples.job_env(pending) == {}  # agents report their own
+
+
+def test_the_openapi_schema_names_the_samples_endpoint(client):
+    schema = json.loads(client.get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").content)
+    assert set(schema["paths"]["/api/v1/workloads/{id}/samples/"]) == {"post"}
+
+
+def test_an_accepted_sample_costs_three_queries(running, django_assert_num_queries):
+    with django_assert_num_queries(3):  # the workload and its secret; take the turn (state and interval); the sample
+        assert post(running.pk, secret_of(running), {"nvidia_smi": TWO_GPUS}).status_code == 204
