@@ -13,6 +13,7 @@ class UsageSample(models.Model):
         ALLOCATION = "allocation", "the portal (what it holds, no utilisation)"
         JOB = "job", "the job's sampler"
         AGENT = "agent", "the host's agent"
+        FABRIC = "fabric", "the fabric's own metrics (Kubernetes: DCGM through Prometheus)"
 
     workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="usage_samples")
     at = models.DateTimeField(db_index=True)

@@ -111,6 +111,28 @@ def do_sample(w: Workload, readings: list[Reading], now: datetime) -> UsageSampl
     )
 
 
+def from_fabric(w: Workload, utilisation: float, now: datetime) -> bool:
+    """Keep the fabric's own measure of a running workload's GPUs (Kubernetes: DCGM through Prometheus, read by
+    sync), at most one per interval like a job's; False when it is not its turn. No query when the workload in
+    hand says it is not (sync sees every running workload every cycle)."""
+    interval = timedelta(seconds=settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S)
+    if w.last_sample_at is not None and w.last_sample_at > now - interval:
+        return False
+    took = (
+        Workload.objects.filter(pk=w.pk, state=State.RUNNING)
+        .filter(Q(last_sample_at__isnull=True) | Q(last_sample_at__lte=now - interval))
+        .update(last_sample_at=now)
+    )
+    if not took:
+        return False
+    w.last_sample_at = now
+    UsageSample.objects.create(
+        workload_id=w.pk, at=now, source=UsageSample.Source.FABRIC, gpus_milli=w.gpus_milli * w.nodes,
+        gpu_utilisation=max(0.0, min(100.0, utilisation)),
+    )  # fmt: skip
+    return True
+
+
 def count(outcome: str) -> None:
     """Count a report by how it was answered, for /metrics (gridlane_usage_samples_<outcome>)."""
     stats.count(**{f"usage_samples_{outcome}": 1})

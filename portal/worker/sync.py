@@ -6,10 +6,13 @@ import logging
 import time
 from collections import defaultdict
 
+from django.utils import timezone
+
 from fabrics import jupyter
 from fabrics.base import FabricError, JobState, JobStatus
 from portal.queues.models import Fabric as FabricRow
 from portal.queues.models import WorkloadKind
+from portal.usage import samples
 from portal.worker import idle, stats
 from portal.worker.connections import fabric_for
 from portal.worker.health import set_health as _set_health
@@ -101,6 +104,8 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus, budget: jupyter.Budg
         return _follow_preempted(row, w, status)
     if status.endpoint is not None and status.endpoint != notebook_endpoint.stored(w):
         notebook_endpoint.record(w, status.endpoint)  # the local fabric's notebooks: found by its poll
+    if status.gpu_utilisation is not None and state == State.RUNNING:
+        samples.from_fabric(w, status.gpu_utilisation, timezone.now())  # Kubernetes: DCGM through Prometheus
     if status.state == JobState.RUNNING and state == State.DISPATCHING:
         return _started(row, w, status)
     if status.state == JobState.RUNNING and state == State.RUNNING and w.kind == WorkloadKind.NOTEBOOK:

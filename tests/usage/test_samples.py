@@ -4,6 +4,7 @@ with the workload's secret: kept while it runs, refused for anyone else, and at 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -223,3 +224,26 @@ def test_the_openapi_schema_names_the_samples_endpoint(client):
 def test_an_accepted_sample_costs_three_queries(running, django_assert_num_queries):
     with django_assert_num_queries(3):  # the workload and its secret; take the turn (state and interval); the sample
         assert post(running.pk, secret_of(running), {"nvidia_smi": TWO_GPUS}).status_code == 204
+
+
+def test_a_fabrics_own_measure_is_kept_by_sync_once_per_interval_and_never_for_work_not_running(running, settings):
+    from datetime import timedelta
+
+    import time_machine
+    from django.utils import timezone
+
+    from fabrics.base import JobState, JobStatus
+    from portal.worker import sync
+
+    settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S = 30
+    measured = JobStatus(JobState.RUNNING, host="gpu-node-1", gpu_utilisation=42.5)  # Kubernetes' poll, with DCGM
+    now = timezone.now()
+    with time_machine.travel(now, tick=False):
+        sync._follow(running.fabric, running, measured)
+        sync._follow(running.fabric, running, measured)  # the next cycle: not its turn yet
+    with time_machine.travel(now + timedelta(seconds=31), tick=False):
+        sync._follow(running.fabric, running, replace(measured, gpu_utilisation=None))  # no data: nothing kept
+        sync._follow(running.fabric, running, replace(measured, gpu_utilisation=7.0))
+    kept = list(UsageSample.objects.filter(workload=running, source=UsageSample.Source.FABRIC).order_by("at")
+                .values_list("gpu_utilisation", "gpus_milli"))  # fmt: skip
+    assert kept == [(42.5, running.gpus_milli * running.nodes), (7.0, running.gpus_milli * running.nodes)]
