@@ -26,9 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from fabrics.sampler import SAMPLER, SAMPLES_URL_ENV, SECRET_ENV, WATCH_ENV
-
-SAMPLER_ONLY = frozenset({SAMPLES_URL_ENV, SECRET_ENV})
+from fabrics.sampler import SAMPLER, SAMPLES_URL_ENV, WATCH_ENV
 
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL to the job's process group
 GRACE_ENV = "GRIDLANE_LOCAL_KILL_GRACE_S"  # lets tests shorten the grace
@@ -150,8 +148,6 @@ def job_environment(job_env: Mapping[str, str]) -> dict[str, str]:
 def _run(jobdir: Path, workload_id: str, limit_s: int, job_env: Mapping[str, str]) -> dict[str, Any]:
     """Run job.sh to its end; the result fields that depend on how it ended."""
     env = {**job_environment(job_env), "GRIDLANE_WORKLOAD_ID": workload_id, "GRIDLANE_JOB_DIR": str(jobdir)}
-    # The sampler's URL and secret are the sampler's: the job's own command is not given them.
-    sampler_env, env = env, {k: v for k, v in env.items() if k not in SAMPLER_ONLY}
     with open(jobdir / "stdout.log", "ab") as out, open(jobdir / "stderr.log", "ab") as err:
         child = subprocess.Popen(
             ["/bin/bash", str(jobdir / "job.sh")],
@@ -162,7 +158,7 @@ def _run(jobdir: Path, workload_id: str, limit_s: int, job_env: Mapping[str, str
             stderr=err,
             process_group=0,  # pgid == child pid: one killpg reaches every process it starts
         )
-    beside = _start_sampler(sampler_env, child.pid)
+    beside = _start_sampler(env, child.pid)
     try:
         write_atomic(jobdir / "child.pid", str(child.pid))
         return _watch(jobdir, child, limit_s)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -159,18 +158,3 @@ def test_a_local_job_is_sampled_beside_its_command_and_ends_as_it_would_alone(
     child = int((fabric.root / external_id / "child.pid").read_text())
     assert samplers_watching(child) == []  # stopped by the supervisor before it recorded the end
     assert job_samples(w)[:2] == [35.0, 100.0]
-
-
-def test_a_local_job_s_own_command_is_not_given_the_sampler_s_secret(alice, submit, portal, tmp_path, monkeypatch):
-    w = running_on("local", alice, submit, root=str(tmp_path / "jobs"))
-    monkeypatch.setenv(GRACE_ENV, "0.3")
-    fabric = LocalFabric(
-        FabricConfig("local", "local", Resources(8000, 32000, 64000), {"root": str(tmp_path / "jobs")})
-    )
-    spec = replace(job_spec(w), command="env", workload_id=uuid.uuid4())
-    external_id = fabric.submit(spec)
-    wait_until(lambda: fabric.poll([external_id])[external_id].state.finished, timeout=60)
-    env = fabric.tail(external_id)
-    assert "GRIDLANE_WORKLOAD_ID=" in env
-    assert "GRIDLANE_ENDPOINT_SECRET" not in env
-    assert "GRIDLANE_SAMPLES_URL" not in env
