@@ -12,7 +12,6 @@ rounds; then a 200 MB download (Jupyter's /files/ handler), direct and through t
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_scheduler import django_setup
-from bench.bench_submit import ROOT, VENV_BIN, ensure_ab, free_port, server_env
+from bench.bench_submit import ROOT, VENV_BIN, ab_measure, ensure_ab, free_port, server_env
 
 REQUESTS = int(os.environ.get("GRIDLANE_BENCH_REQUESTS", "2000"))
 CONCURRENCY = 16
@@ -158,16 +157,11 @@ def wait(url: str, proc: subprocess.Popen[bytes]) -> None:
 
 
 def ab_get(ab: str, url: str, header: str, n: int, concurrency: int) -> dict[str, float]:
-    """ab's throughput and latency percentiles for GETs; every answer must be a 200."""
-    argv = [ab, "-q", "-l", "-n", str(n), "-c", str(concurrency), "-H", header, url]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=600).stdout
-    failed = int(re.search(r"Failed requests:\s+(\d+)", out)[1])  # type: ignore[index]
-    bad = re.search(r"Non-2xx responses:\s+(\d+)", out)
-    if failed or bad:
-        raise RuntimeError(f"ab against {url}: {failed} failed, {bad[1] if bad else 0} non-2xx\n{out[-800:]}")
-    percent = {int(p): float(ms) for p, ms in re.findall(r"^\s+(\d+)%\s+(\d+)", out, re.MULTILINE)}
-    return {"rps": float(re.search(r"Requests per second:\s+([\d.]+)", out)[1]),  # type: ignore[index]
-            "p50_ms": percent[50], "p99_ms": percent[99]}  # fmt: skip
+    """ab's throughput and latency percentiles for GETs; every answer must be a 2xx."""
+    measured = ab_measure([ab, "-q", "-l", "-n", str(n), "-c", str(concurrency), "-H", header, url], n)
+    if measured["non_2xx"]:
+        raise RuntimeError(f"ab against {url}: {measured['non_2xx']:.0f} answers were not 2xx")
+    return measured
 
 
 def rate(url: str, header: str) -> float:

@@ -219,7 +219,14 @@ def ab_run(ab: str, url: str, body: dict[str, Any], n: int, token: str = "") -> 
         argv = [ab, "-q", "-l", "-n", str(n), "-c", str(CONCURRENCY), "-p", file.name, "-T", "application/json"]
         if token:
             argv += ["-H", f"Authorization: Bearer {token}"]
-        out = subprocess.run([*argv, url], capture_output=True, text=True, timeout=600).stdout
+        return ab_measure([*argv, url], n)
+
+
+def ab_measure(argv: list[str], n: int) -> dict[str, float]:
+    """Run ab (argv ends with the URL): its throughput and latency percentiles. More than a tenth of answers
+    that are not 2xx, or any failed request, stops the bench."""
+    url = argv[-1]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600).stdout
     bad = re.search(r"Non-2xx responses:\s+(\d+)", out)
     failed = int(re.search(r"Failed requests:\s+(\d+)", out)[1])  # type: ignore[index]
     if failed or (bad and int(bad[1]) > n // 10):

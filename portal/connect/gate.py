@@ -26,7 +26,7 @@ from django.http.cookie import parse_cookie
 
 from fabrics.base import Endpoint
 from portal import access
-from portal.accounts.models import ApiToken
+from portal.api.auth import live_token
 from portal.workloads import notebook_endpoint
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -94,10 +94,5 @@ def _bearer_user(authorization: str) -> Any:
     scheme, _, value = authorization.strip().partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
         return None
-    token = ApiToken.lookup(value.strip())
-    if token is None or not token.user.is_active:
-        return None
-    service = access.service_of(token.user)
-    if service is not None and not service.is_active():
-        return None
-    return token.user
+    token = live_token(value.strip())
+    return None if token is None else token.user

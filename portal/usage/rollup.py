@@ -225,12 +225,7 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
             group_id=group_id,
             queue_id=queue_id,
             hour=hour,
-            gpu_hours=c.gpu_hours,
-            idle_gpu_hours=c.idle_gpu_hours,
-            used_gpu_hours=c.used_gpu_hours,
-            unknown_gpu_hours=c.unknown_gpu_hours,
-            cost=c.cost,
-            idle_cost=c.idle_cost,
+            **{f: getattr(c, f) for f in COST_FIELDS},
             reserved_gpu_hours=c.reserved_gpu_hours,
             pending_gpu_hours=c.pending_gpu_hours,
             started=len(c.waits),
@@ -245,12 +240,7 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
             update_conflicts=True,
             unique_fields=["group", "queue", "hour"],
             update_fields=[
-                "gpu_hours",
-                "idle_gpu_hours",
-                "used_gpu_hours",
-                "unknown_gpu_hours",
-                "cost",
-                "idle_cost",
+                *COST_FIELDS,
                 "reserved_gpu_hours",
                 "pending_gpu_hours",
                 "started",
@@ -259,17 +249,7 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
             ],
         )
     member_rows = [
-        UsageMemberRollup(
-            group_id=group_id,
-            user_id=user_id,
-            hour=hour,
-            gpu_hours=c.gpu_hours,
-            idle_gpu_hours=c.idle_gpu_hours,
-            used_gpu_hours=c.used_gpu_hours,
-            unknown_gpu_hours=c.unknown_gpu_hours,
-            cost=c.cost,
-            idle_cost=c.idle_cost,
-        )
+        UsageMemberRollup(group_id=group_id, user_id=user_id, hour=hour, **{f: getattr(c, f) for f in COST_FIELDS})
         for (group_id, user_id, hour), c in members.items()
     ]
     if member_rows:

@@ -888,54 +888,47 @@ def extend(user: Any, workload: Workload, hours: Decimal) -> Workload:
 
 def do_warn_idle(workload: Workload, stop_at: datetime, reason: str) -> bool:
     """Record, once per idle spell, when a running idle notebook will be stopped; False if warned already."""
-    with transaction.atomic():
-        warned = Workload.objects.filter(pk=workload.pk, state=State.RUNNING, idle_stop_at__isnull=True).update(
-            idle_stop_at=stop_at
-        )
-        if warned:
-            WorkloadEvent.objects.create(workload=workload, to_state=State.RUNNING, reason=reason[:500])
-    if warned:
-        workload.idle_stop_at = stop_at
-    return bool(warned)
+    return _warn_once(workload, "idle_stop_at", stop_at, reason)
 
 
 def do_clear_idle(workload: Workload, reason: str) -> bool:
     """Take back the idle warning of a notebook used again (or no longer under an idle limit)."""
-    if workload.idle_stop_at is None:
-        return False
-    with transaction.atomic():
-        cleared = Workload.objects.filter(pk=workload.pk, idle_stop_at=workload.idle_stop_at).update(idle_stop_at=None)
-        if cleared and workload.state == State.RUNNING:
-            WorkloadEvent.objects.create(workload=workload, to_state=State.RUNNING, reason=reason[:500])
-    workload.idle_stop_at = None
-    return bool(cleared)
+    return _clear_warning(workload, "idle_stop_at", reason)
 
 
 def do_warn_gpu_idle(workload: Workload, now: datetime, reason: str) -> bool:
     """Record, once per idle spell, that the owner of running work whose GPUs sit idle was warned; False if
     warned already (or it no longer runs)."""
-    with transaction.atomic():
-        warned = Workload.objects.filter(pk=workload.pk, state=State.RUNNING, gpu_idle_warned_at__isnull=True).update(
-            gpu_idle_warned_at=now
-        )
-        if warned:
-            WorkloadEvent.objects.create(workload=workload, to_state=State.RUNNING, reason=reason[:500])
-    if warned:
-        workload.gpu_idle_warned_at = now
-    return bool(warned)
+    return _warn_once(workload, "gpu_idle_warned_at", now, reason)
 
 
 def do_clear_gpu_idle(workload: Workload, reason: str) -> bool:
     """Take back the GPU idle warning of work whose GPUs are busy again (or whose use is no longer known)."""
-    if workload.gpu_idle_warned_at is None:
+    return _clear_warning(workload, "gpu_idle_warned_at", reason)
+
+
+def _warn_once(workload: Workload, field: str, value: datetime, reason: str) -> bool:
+    """Set a warning's time on running work that has none yet, with an event saying why (compare-and-swap)."""
+    with transaction.atomic():
+        unset = {f"{field}__isnull": True}
+        warned = Workload.objects.filter(pk=workload.pk, state=State.RUNNING, **unset).update(**{field: value})
+        if warned:
+            WorkloadEvent.objects.create(workload=workload, to_state=State.RUNNING, reason=reason[:500])
+    if warned:
+        setattr(workload, field, value)
+    return bool(warned)
+
+
+def _clear_warning(workload: Workload, field: str, reason: str) -> bool:
+    """Take a warning back, as it was read (compare-and-swap), with an event while the work runs."""
+    given = getattr(workload, field)
+    if given is None:
         return False
     with transaction.atomic():
-        cleared = Workload.objects.filter(pk=workload.pk, gpu_idle_warned_at=workload.gpu_idle_warned_at).update(
-            gpu_idle_warned_at=None
-        )
+        cleared = Workload.objects.filter(pk=workload.pk, **{field: given}).update(**{field: None})
         if cleared and workload.state == State.RUNNING:
             WorkloadEvent.objects.create(workload=workload, to_state=State.RUNNING, reason=reason[:500])
-    workload.gpu_idle_warned_at = None
+    setattr(workload, field, None)
     return bool(cleared)
 
 

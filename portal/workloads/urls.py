@@ -1,6 +1,5 @@
 from django.urls import path
 
-from portal.connect.views import share
 from portal.workloads import views
 
 app_name = "workloads"
@@ -14,7 +13,7 @@ urlpatterns = [
     path("workloads/<uuid:pk>/cancel/", views.workload_cancel, name="cancel"),
     path("workloads/<uuid:pk>/extend/", views.workload_extend, name="extend"),
     path("workloads/<uuid:pk>/relaunch/", views.workload_relaunch, name="relaunch"),
-    path("workloads/<uuid:pk>/share/", share, name="share"),
+    path("workloads/<uuid:pk>/share/", views.workload_share, name="share"),
     path("workloads/<uuid:pk>/log/", views.workload_log, name="log"),
     path("workloads/<uuid:pk>/log.txt", views.workload_log_download, name="log_download"),
 ]

@@ -20,6 +20,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from portal import access
 from portal.accounts import ratelimit
 from portal.agents.models import LeaseKey
+from portal.connect import sharing
 from portal.workloads import logs, notebook_endpoint, services
 from portal.workloads.forms import (
     FORM_OF_KIND,
@@ -223,6 +224,25 @@ def workload_cancel(request: HttpRequest, pk: UUID) -> HttpResponse:
     services.do_cancel(request.user, workload)
     if request.htmx:  # type: ignore[attr-defined]
         return workload_detail(request, pk)
+    return redirect(workload)
+
+
+@login_required
+@require_POST
+def workload_share(request: HttpRequest, pk: UUID) -> HttpResponse:
+    """The owner shares the workload's server with the team (`shared=1`) or stops (`shared=0`)."""
+    workload = access.access_workload(request.user, pk)
+    try:
+        sharing.check_share(request.user, workload)
+    except PermissionDenied:
+        return HttpResponse("Only its owner may share a workload's server.", status=403)
+    if request.POST.get("shared") not in ("0", "1"):
+        return HttpResponse("Send shared=1 to share with the team, shared=0 to stop.", status=400)
+    shared = request.POST["shared"] == "1"
+    sharing.do_share(request.user, workload, shared)
+    if request.htmx:  # type: ignore[attr-defined]
+        return workload_detail(request, pk)
+    messages.success(request, "Shared with your team." if shared else "No longer shared with your team.")
     return redirect(workload)
 
 
