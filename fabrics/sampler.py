@@ -4,7 +4,8 @@ No fabric can tell how busy a job's GPUs are (Slurm and PBS count allocations), 
 notebook's job says where its server listens (fabrics.ssh.notebook): the portal puts a samples URL, the
 interval and the workload's secret into the job's environment; the sampler, python3 with the standard
 library only, runs `nvidia-smi` every interval while the job's shell lives and POSTs its output as it
-is; the portal reads it strictly (`parse`). Where the node has no `nvidia-smi` (or no python3) no
+is, several readings at a time (GRIDLANE_SAMPLE_BATCH, each with its age); the portal reads it strictly
+(`parse`). Where the node has no `nvidia-smi` (or no python3) no
 sampler starts, and the workload has no utilisation data: "unknown", never 0 and never 100.
 
 The sampler leaves the job alone: it reads nothing, writes to /dev/null, is started detached (a bare
@@ -24,23 +25,29 @@ SECRET_ENV = ENDPOINT_SECRET_ENV  # the workload's secret: the one its notebook 
 
 SAMPLES_URL_ENV = "GRIDLANE_SAMPLES_URL"  # where the job posts its samples
 SAMPLE_SECONDS_ENV = "GRIDLANE_SAMPLE_SECONDS"  # how often it samples
+SAMPLE_BATCH_ENV = "GRIDLANE_SAMPLE_BATCH"  # how many readings it posts at a time
 WATCH_ENV = "GL_WATCH"  # the pid of the job's shell: the sampler ends with it
 QUERY = ["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"]
 MAX_GPUS = 64  # a node with more GPUs than this is not a node
 MAX_BODY = 8192  # bytes of nvidia-smi output sent (64 lines of "63, 100, 143771" fit many times over)
 MAX_MEMORY_MIB = 4 * 1024 * 1024  # 4 TiB: no GPU holds more
+MAX_READINGS = 120  # readings a post may carry (the portal's limit too): an hour's at 30 s
 
-# Run by the job with python3 (standard library only). A 404 means the secret no longer speaks for the
-# workload (a later run took over): it stops. Anything else (429, a portal away) waits for the next turn.
+# Run by the job with python3 (standard library only). It reads every interval and posts its readings `batch`
+# at a time with their ages (the first at once, the rest when the job's shell ends). A 404 means the secret no
+# longer speaks for the workload (a later run took over), a 409 that it no longer runs: it stops. A 400 drops
+# the readings; anything else (429, a portal away) keeps them for the next post, the newest MAX_READINGS.
 SAMPLER = f"""\
 import json, os, shutil, subprocess, sys, time, urllib.error, urllib.request
 watch = int(os.environ["{WATCH_ENV}"])
 every = max(1.0, float(os.environ.get("{SAMPLE_SECONDS_ENV}") or 30))
+batch = max(1, int(os.environ.get("{SAMPLE_BATCH_ENV}") or 1))
 smi = shutil.which("nvidia-smi")
 if smi is None:
     sys.exit(0)
 headers = {{"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["{SECRET_ENV}"]}}
 url = os.environ["{SAMPLES_URL_ENV}"]
+kept = []
 def alive():
     try:
         os.kill(watch, 0)
@@ -49,21 +56,38 @@ def alive():
     except PermissionError:
         pass
     return True
-due = time.monotonic()
+def send():
+    now = time.monotonic()
+    readings = [{{"age": int(now - at), "nvidia_smi": text}} for at, text in kept]
+    request = urllib.request.Request(url, data=json.dumps({{"readings": readings}}).encode(), method="POST",
+                                     headers=headers)
+    try:
+        urllib.request.urlopen(request, timeout=10).close()
+    except urllib.error.HTTPError as error:
+        if error.code in (404, 409):
+            sys.exit(0)
+        if error.code != 400:
+            del kept[:-{MAX_READINGS}]
+            return
+    except Exception:
+        del kept[:-{MAX_READINGS}]
+        return
+    kept.clear()
+due, posted = time.monotonic(), 0
 while alive():
     if time.monotonic() >= due:
         due = time.monotonic() + every
         try:
             out = subprocess.run([smi, *{QUERY!r}], stdin=subprocess.DEVNULL, capture_output=True, timeout=20).stdout
-            body = json.dumps({{"nvidia_smi": out[:{MAX_BODY}].decode("utf-8", "replace")}}).encode()
-            request = urllib.request.Request(url, data=body, method="POST", headers=headers)
-            urllib.request.urlopen(request, timeout=10).close()
-        except urllib.error.HTTPError as error:
-            if error.code == 404:
-                sys.exit(0)
+            kept.append((time.monotonic(), out[:{MAX_BODY}].decode("utf-8", "replace")))
         except Exception:
             pass
+        if kept and (posted == 0 or len(kept) >= batch):
+            send()
+            posted += 1
     time.sleep(1)
+if kept:
+    send()
 """
 
 # Slurm and PBS scripts: fixed text, nothing of the user's in it. The double fork detaches the sampler from

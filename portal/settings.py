@@ -277,6 +277,11 @@ GRIDLANE_IDLE_MINUTE_S = 60.0
 # least time between two samples the portal takes of one workload (more are answered 429 and counted).
 GRIDLANE_SAMPLE_SECONDS = max(5.0, float(os.environ.get("GRIDLANE_SAMPLE_SECONDS", "30")))
 GRIDLANE_SAMPLE_MIN_INTERVAL_S = float(os.environ.get("GRIDLANE_SAMPLE_MIN_INTERVAL_SECONDS", "10"))
+# Readings a job's sampler posts at a time (its first at once, its last when the job ends): fewer posts, the
+# same samples; the dashboards see a reading up to this many intervals late.
+GRIDLANE_SAMPLE_BATCH = max(1, min(60, int(os.environ.get("GRIDLANE_SAMPLE_BATCH", "10"))))
+# How often the worker rolls usage up for the dashboards and acts on idle GPUs (both read whole windows).
+GRIDLANE_ROLLUP_SECONDS = float(os.environ.get("GRIDLANE_ROLLUP_SECONDS", "60"))
 # The seed's idle rule (portal.usage.rollup): a GPU is idle when its average utilisation over a window of this
 # many minutes is below 80 %. Windows start at midnight UTC, so the length divides a day (5, 10, 15, 30, 60 ...).
 GRIDLANE_IDLE_WINDOW_MINUTES = int(os.environ.get("GRIDLANE_IDLE_WINDOW_MINUTES", "30"))

@@ -28,6 +28,7 @@ from typing import Any
 
 from fabrics.sampler import SAMPLER, SAMPLES_URL_ENV, WATCH_ENV
 
+SAMPLER_LAST_POST_S = 12  # its check of the job (1 s) and one post (at most 10 s)
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL to the job's process group
 GRACE_ENV = "GRIDLANE_LOCAL_KILL_GRACE_S"  # lets tests shorten the grace
 TICK_S = 0.1  # how often the supervisor looks for a cancel marker or the deadline
@@ -186,7 +187,12 @@ def _start_sampler(env: Mapping[str, str], pid: int) -> subprocess.Popen[bytes] 
 
 
 def _stop_sampler(sampler: subprocess.Popen[bytes]) -> None:
-    sampler.terminate()
+    """The sampler sees the job gone within a second and posts its last readings; one that does not is ended."""
+    try:
+        sampler.wait(timeout=SAMPLER_LAST_POST_S)
+        return
+    except subprocess.TimeoutExpired:
+        sampler.terminate()
     try:
         sampler.wait(timeout=KILL_GRACE_S)
     except subprocess.TimeoutExpired:

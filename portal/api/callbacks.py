@@ -71,26 +71,35 @@ def endpoint(request: Request, pk: UUID) -> Response:
 
 
 class SamplesParser(JSONParser):
-    max_bytes = 16_384  # nvidia-smi's output for 64 GPUs, many times over
+    max_bytes = 262_144  # 120 readings of a node of 16 GPUs, many times over
+
+
+NVIDIA_SMI_HELP = (
+    "The output of `nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader,nounits`, "
+    "as printed: one line per GPU."
+)
+
+
+class ReadingIn(serializers.Serializer[Any]):
+    age = serializers.IntegerField(min_value=0, help_text="Whole seconds before the post that it was taken.")
+    nvidia_smi = serializers.CharField(help_text=NVIDIA_SMI_HELP)
 
 
 class SampleIn(serializers.Serializer[Any]):
-    nvidia_smi = serializers.CharField(
-        help_text="The output of `nvidia-smi --query-gpu=index,utilization.gpu,memory.used "
-        "--format=csv,noheader,nounits`, as printed: one line per GPU."
-    )
+    nvidia_smi = serializers.CharField(required=False, help_text=NVIDIA_SMI_HELP + " One reading, taken now.")
+    readings = ReadingIn(many=True, required=False, help_text="Several readings (instead of nvidia_smi), up to 120.")
 
 
 @extend_schema(
     summary="A job's sampler reports its GPUs' utilisation (authenticated by the workload's own secret)",
     request=SampleIn,
     responses={
-        204: OpenApiResponse(description="The sample is kept."),
-        400: OpenApiResponse(description="The body is not nvidia-smi's output as asked for."),
+        204: OpenApiResponse(description="The readings that are due are kept."),
+        400: OpenApiResponse(description="A reading is not nvidia-smi's output as asked for."),
         404: OpenApiResponse(description="No such workload, or not its secret."),
         409: OpenApiResponse(description="The workload neither starts nor runs."),
         413: OpenApiResponse(description="The body is too large."),
-        429: OpenApiResponse(description="Too soon after the last sample (Retry-After)."),
+        429: OpenApiResponse(description="Every reading is too soon after the last sample (Retry-After)."),
     },
     auth=[],
 )
@@ -99,16 +108,16 @@ class SampleIn(serializers.Serializer[Any]):
 @permission_classes([AllowAny])
 @parser_classes([SamplesParser])
 def samples(request: Request, pk: UUID) -> Response:
-    workload = notebook_endpoint.reporter(pk, request.headers.get("Authorization", ""))
+    workload = usage_samples.sampled_by(pk, request.headers.get("Authorization", ""))
     if workload is None:
         usage_samples.count("unknown")
         raise NotFound()
-    readings, errors = usage_samples.check_sample(request.data)
-    if readings is None:
+    taken, errors = usage_samples.check_sample(request.data)
+    if taken is None:
         usage_samples.count("rejected")
         return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
     try:
-        usage_samples.do_sample(workload, readings, timezone.now())
+        usage_samples.do_sample(workload, taken, timezone.now())
     except usage_samples.Refused as refused:
         usage_samples.count("refused")
         return Response({"errors": {"detail": [str(refused)]}}, status=status.HTTP_409_CONFLICT)

@@ -4,8 +4,8 @@
     capacity  ask fabrics what they have now, every GRIDLANE_CAPACITY_SECONDS  skipped while another asks
     admit     snapshot -> decide() -> apply, about 10 ms on a small site       waits for another admission
     dispatch  hand admitted work to its fabric                                asks a running dispatch to go again
-    rollup    hourly rollups for the dashboards                               skipped while another rolls up
-    gpuidle   warn of idle GPUs, stop idle notebooks and leases, per queue    skipped while another acts
+    rollup    hourly rollups for the dashboards, every GRIDLANE_ROLLUP_SECONDS skipped while another rolls up
+    gpuidle   warn of idle GPUs, stop idle notebooks and leases, per queue    after the rollup, as often
     burst     cloud instances for work that waits for capacity, ended idle    skipped while another scales
     accounting  sacct's GPU-hours per team account, every GRIDLANE_ACCOUNTING_SECONDS  skipped while another asks
     retention delete raw samples, events, audit past their days, hourly      skipped while another prunes
@@ -47,12 +47,13 @@ def cycle() -> dict[str, Any]:
     synced = sync_fabrics()
     observe_capacity()
     summary = {"synced": synced} | admit() | {"dispatched": dispatch()}
-    with cycle_lock("rollup") as held:
-        if held:
-            rollup.step(timezone.now())
-    with cycle_lock("gpu-idle") as held:
-        if held:
-            summary |= {f"gpu idle {k}": v for k, v in gpu_idle.step(timezone.now()).items()}
+    if rollup.due(timezone.now()):
+        with cycle_lock("rollup") as held:
+            if held:
+                rollup.step(timezone.now())
+        with cycle_lock("gpu-idle") as held:
+            if held:
+                summary |= {f"gpu idle {k}": v for k, v in gpu_idle.step(timezone.now()).items()}
     summary |= autoscale()
     with cycle_lock("accounting") as held:
         if held:

@@ -24,6 +24,11 @@ class Priority(models.TextChoices):
     HIGH = "high"
 
 
+def run_id_of(pk: uuid.UUID, attempt: int) -> uuid.UUID:
+    """Workload.run_id from its two columns, for a path that reads only those."""
+    return pk if not attempt else uuid.uuid5(pk, f"attempt-{attempt}")
+
+
 class Workload(models.Model):
     """One thing a user asked to run, from submission to its end. State changes go through services."""
 
@@ -145,7 +150,7 @@ class Workload(models.Model):
     def run_id(self) -> uuid.UUID:
         """The tag its fabric job carries: the workload id, or a fresh one per attempt after a preemption,
         so that the job of an earlier attempt is never mistaken for the current one."""
-        return self.id if not self.attempt else uuid.uuid5(self.id, f"attempt-{self.attempt}")
+        return run_id_of(self.id, self.attempt)
 
     @property
     def is_array(self) -> bool:

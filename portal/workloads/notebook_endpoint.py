@@ -111,10 +111,15 @@ def reporter(pk: UUID, authorization: str) -> Workload | None:
     """The workload whose job sent `Authorization: Bearer <secret>`; None for a wrong secret or no such
     workload alike (the same work either way, so the answer tells nothing of which)."""
     w = Workload.objects.select_related("fabric").filter(pk=pk).first()
+    matches = speaks_for(w.run_id if w is not None else pk, authorization)
+    return w if w is not None and matches else None
+
+
+def speaks_for(run_id: UUID, authorization: str) -> bool:
+    """Whether `Authorization: Bearer <secret>` carries the secret of this run (in constant time)."""
     scheme, _, given = authorization.strip().partition(" ")
-    expected = secret(w.run_id if w is not None else pk)
-    matches = hmac.compare_digest(given.strip().encode("utf-8", "replace"), expected.encode())
-    return w if w is not None and matches and scheme.lower() == "bearer" else None
+    matches = hmac.compare_digest(given.strip().encode("utf-8", "replace"), secret(run_id).encode())
+    return matches and scheme.lower() == "bearer"
 
 
 def check_report(data: Any, pk: UUID | str) -> tuple[Report | None, dict[str, list[str]]]:

@@ -13,7 +13,7 @@ import pytest
 import time_machine
 from rest_framework.test import APIClient
 
-from fabrics.sampler import SAMPLE_SECONDS_ENV, SAMPLES_URL_ENV, Reading, parse
+from fabrics.sampler import SAMPLE_BATCH_ENV, SAMPLE_SECONDS_ENV, SAMPLES_URL_ENV, Reading, parse
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
 from portal.accounts.models import ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget
@@ -149,8 +149,8 @@ def test_garbage_is_refused_with_400_and_counted_and_nothing_is_kept(running, bo
     assert counted("rejected") == 1
 
 
-def test_a_body_past_16_kib_is_refused_before_it_is_read(running):
-    answer = post(running.pk, secret_of(running), {"nvidia_smi": "0, 1, 1\n" * 3000})
+def test_a_body_past_256_kib_is_refused_before_it_is_read(running):
+    answer = post(running.pk, secret_of(running), {"nvidia_smi": "0, 1, 1\n" * 40_000})
     assert answer.status_code == 413
     assert not UsageSample.objects.exists()
 
@@ -196,9 +196,11 @@ def test_metrics_count_refused_samples_by_why(running, client):
 def test_a_job_on_slurm_gets_the_samples_url_the_interval_and_its_secret(running, settings):
     settings.GRIDLANE_PUBLIC_URL = "https://gridlane.example.org"
     settings.GRIDLANE_SAMPLE_SECONDS = 30.0
+    settings.GRIDLANE_SAMPLE_BATCH = 10
     assert samples.job_env(running) == {
         SAMPLES_URL_ENV: f"https://gridlane.example.org/api/v1/workloads/{running.pk}/samples/",
         SAMPLE_SECONDS_ENV: "30",
+        SAMPLE_BATCH_ENV: "10",
         ENDPOINT_SECRET_ENV: secret_of(running),
     }
 
@@ -224,6 +226,88 @@ def test_the_openapi_schema_names_the_samples_endpoint(client):
 def test_an_accepted_sample_costs_three_queries(running, django_assert_num_queries):
     with django_assert_num_queries(3):  # the workload and its secret; take the turn (state and interval); the sample
         assert post(running.pk, secret_of(running), {"nvidia_smi": TWO_GPUS}).status_code == 204
+
+
+def test_a_batch_of_readings_costs_three_queries_too(running, django_assert_num_queries):
+    readings = [{"age": age, "nvidia_smi": TWO_GPUS} for age in range(270, -1, -30)]
+    with django_assert_num_queries(3):
+        assert post(running.pk, secret_of(running), {"readings": readings}).status_code == 204
+    assert UsageSample.objects.filter(workload=running).count() == 10
+
+
+def test_a_batch_is_dated_by_the_portal_s_clock_less_each_reading_s_age(running, settings):
+    settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S = 10
+    Workload.objects.filter(pk=running.pk).update(admitted_at=T0 - timedelta(hours=1))
+    readings = [
+        {"age": 60, "nvidia_smi": "0, 10, 100\n"},
+        {"age": 0, "nvidia_smi": "0, 90, 100\n"},  # in any order
+        {"age": 30, "nvidia_smi": "0, 50, 100\n"},
+        {"age": 25, "nvidia_smi": "0, 55, 100\n"},  # 5 s after the one before: under the interval, dropped
+    ]
+    with time_machine.travel(T0, tick=False):
+        assert post(running.pk, secret_of(running), {"readings": readings}).status_code == 204
+    kept = list(UsageSample.objects.filter(workload=running).order_by("at").values_list("at", "gpu_utilisation"))
+    assert kept == [(T0 - timedelta(seconds=60), 10.0), (T0 - timedelta(seconds=30), 50.0), (T0, 90.0)]
+    assert Workload.objects.get(pk=running.pk).last_sample_at == T0
+
+
+def test_a_reading_older_than_the_rollups_look_back_or_than_the_admission_is_not_kept(running, settings):
+    from portal.usage import rollup
+
+    settings.GRIDLANE_SAMPLE_SECONDS, settings.GRIDLANE_SAMPLE_BATCH = 30.0, 10
+    assert samples.max_age() == timedelta(minutes=10)
+    assert rollup.look_back() >= samples.max_age() + timedelta(seconds=settings.GRIDLANE_ROLLUP_SECONDS)
+    Workload.objects.filter(pk=running.pk).update(admitted_at=T0 - timedelta(minutes=5))
+    readings = [{"age": 700, "nvidia_smi": TWO_GPUS}, {"age": 400, "nvidia_smi": TWO_GPUS}]
+    with time_machine.travel(T0, tick=False):
+        assert post(running.pk, secret_of(running), {"readings": readings}).status_code == 204
+        assert not UsageSample.objects.exists()  # one before the admission, one too old: read, and dropped
+        answer = post(running.pk, secret_of(running), {"readings": [{"age": 100, "nvidia_smi": TWO_GPUS}]})
+    assert answer.status_code == 204
+    assert list(UsageSample.objects.values_list("at", flat=True)) == [T0 - timedelta(seconds=100)]
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"readings": [{"age": 0, "nvidia_smi": TWO_GPUS}, {"age": -1, "nvidia_smi": TWO_GPUS}]}, {"1": ["age"]}),
+        ({"readings": [{"age": 1.5, "nvidia_smi": TWO_GPUS}]}, {"0": ["age"]}),
+        ({"readings": [{"age": True, "nvidia_smi": TWO_GPUS}]}, {"0": ["age"]}),
+        ({"readings": [{"age": 0, "nvidia_smi": "0, 101, 1"}]}, {"0": ["nvidia_smi"]}),
+        ({"readings": [{"age": 0, "nvidia_smi": TWO_GPUS, "gpu": 1}]}, {"0": ["gpu"]}),
+        ({"readings": [{"age": 0, "nvidia_smi": TWO_GPUS}, "x"]}, {"1": ["detail"]}),
+    ],
+)
+def test_a_wrong_reading_in_a_batch_is_named_by_its_index_and_nothing_of_the_batch_is_kept(running, body, where):
+    answer = post(running.pk, secret_of(running), body)
+    assert answer.status_code == 400
+    errors = answer.json()["errors"]["readings"]
+    assert {index: sorted(fields) for index, fields in errors.items()} == where
+    assert not UsageSample.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"readings": []},
+        {"readings": [{"age": 0, "nvidia_smi": "0, 1, 1"}] * 121},
+        {"readings": {"age": 0}},
+        {"nvidia_smi": TWO_GPUS, "readings": [{"age": 0, "nvidia_smi": TWO_GPUS}]},
+    ],
+)
+def test_a_batch_that_is_empty_too_long_or_mixed_with_a_single_reading_is_refused(running, body):
+    assert post(running.pk, secret_of(running), body).status_code == 400
+    assert not UsageSample.objects.exists()
+
+
+def test_two_reports_racing_for_one_turn_keep_one_and_tell_the_other_to_wait(running):
+    seen = samples.sampled_by(running.pk, f"Bearer {secret_of(running)}")
+    assert seen is not None
+    reading = [samples.Taken(0, parse(TWO_GPUS))]
+    assert samples.do_sample(seen, reading, T0) == 1
+    with pytest.raises(samples.TooSoon):  # read before the first was kept: its turn is gone
+        samples.do_sample(seen, reading, T0 + timedelta(minutes=1))
+    assert UsageSample.objects.count() == 1
 
 
 def test_a_fabrics_own_measure_is_kept_by_sync_once_per_interval_and_never_for_work_not_running(running, settings):
