@@ -18,7 +18,7 @@ from scheduler.backfill import Shadow, shadow
 from scheduler.estimates import Profile
 from scheduler.ledger import Amount, Ledger, add, amount, fits, need_on, sub
 from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting
-from scheduler.preemption import victims
+from scheduler.preemption import idle, may_preempt, victims
 from scheduler.priority import ordered
 from scheduler.reasons import Reason
 
@@ -61,8 +61,7 @@ class _Cycle:
         for job in snapshot.running:
             if job.fabric_id is not None:
                 self.running[job.fabric_id].append(job)
-                queue = snapshot.queues.get(job.queue_id)
-                if queue is not None and queue.preemptible:
+                if may_preempt(snapshot, job):
                     self.preemptible[job.fabric_id].append(job)
         self.shadows: dict[int, Shadow] = {}  # fabric -> the head of the line's reservation there
         self.admitted: list[Admit] = []
@@ -207,7 +206,7 @@ class _Cycle:
         for victim in chosen:
             ledger.give(victim, fid, need_on(victim, ledger.sharing[fid]))
             self.gone.add(victim.id)
-            self.preempted.append(Preempt(victim.id, reasons.preempted(self._name(fid))))
+            self.preempted.append(Preempt(victim.id, reasons.preempted(self._name(fid), idle(self.s, victim))))
         return True
 
     # -- backfill -------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ class QueueState:
     slug: str
     fabric_ids: tuple[int, ...]  # targets, in the order they are tried
     preemptible: bool = False  # work here may be preempted while it borrows another team's reservation
+    idle_preemptible: bool = False  # work here whose GPUs sit idle may be preempted even within its reservation
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class Job:
     only_on: tuple[int, ...] | None = None  # native work: the fabrics of its kind; None: any of its queue's targets
     array_id: str = ""  # an array's element: its parent's id
     array_throttle: int = 0  # at most this many of the array's elements hold capacity at once (0: no limit)
+    gpus_idle: bool = False  # its GPUs sit idle now (the idle-GPU step warned its owner, and has not taken it back)
 
     @property
     def total(self) -> Resources:

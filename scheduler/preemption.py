@@ -1,8 +1,9 @@
-"""Preemption: give a group its reservation back by stopping work that borrows it.
+"""Preemption: give a group its reservation back by stopping work that borrows it, or work whose GPUs sit idle.
 
-Only work in preemptible queues, only from groups using more than their own reservation on that
-fabric, lowest priority first and, within a priority, newest first. Nothing is preempted unless the
-whole shortfall can be covered."""
+Work whose GPUs sit idle in a queue that marks such work preemptible (its idle-GPU action) goes first,
+whether or not its group borrows. Then work in preemptible queues, only from groups using more than their
+own reservation on that fabric. Within each, lowest priority first and, within a priority, newest first.
+Nothing is preempted unless the whole shortfall can be covered."""
 
 from __future__ import annotations
 
@@ -19,19 +20,12 @@ def victims(
     sharing = ledger.sharing[fabric_id]
     epoch = datetime.min.replace(tzinfo=snapshot.now.tzinfo)
 
-    def order(job: Job) -> tuple[int, float, str]:
+    def order(job: Job) -> tuple[bool, int, float, str]:
         started = (job.started_at or snapshot.now) - epoch
-        return (QOS.get(job.priority, 1), -started.total_seconds(), job.id)
+        return (not idle(snapshot, job), QOS.get(job.priority, 1), -started.total_seconds(), job.id)
 
     candidates = sorted(
-        (
-            j
-            for j in running
-            if j.group_id != group_id
-            and j.fabric_id == fabric_id
-            and snapshot.queues.get(j.queue_id) is not None
-            and snapshot.queues[j.queue_id].preemptible
-        ),
+        (j for j in running if j.group_id != group_id and j.fabric_id == fabric_id and may_preempt(snapshot, j)),
         key=order,
     )
     used: dict[int, Amount] = {}
@@ -43,13 +37,26 @@ def victims(
         h = job.group_id
         reserved = ledger.reserved.get((h, fabric_id), ZERO)
         current = used.get(h, ledger.group_used[h, fabric_id])
-        if not _borrowing(current, reserved, deficit):
+        if not idle(snapshot, job) and not _borrowing(current, reserved, deficit):
             continue  # this group is within its own reservation: nothing of it is borrowed
         need = need_on(job, sharing)
         picked.append(job)
         freed = add(freed, need)
         used[h] = (current[0] - need[0], current[1] - need[1], current[2] - need[2])
     return picked if fits(deficit, freed) else None
+
+
+def idle(snapshot: Snapshot, job: Job) -> bool:
+    """Its GPUs sit idle, and its queue lets a team owed its reservation take such work first."""
+    queue = snapshot.queues.get(job.queue_id)
+    return job.gpus_idle and queue is not None and queue.idle_preemptible
+
+
+def may_preempt(snapshot: Snapshot, job: Job) -> bool:
+    """Whether the job may ever be preempted: its queue is preemptible, or its GPUs sit idle and the queue
+    marks such work preemptible."""
+    queue = snapshot.queues.get(job.queue_id)
+    return queue is not None and (queue.preemptible or idle(snapshot, job))
 
 
 def _borrowing(used: Amount, reserved: Amount, deficit: Amount) -> bool:

@@ -151,7 +151,13 @@ def array_throttle(most: int) -> Reason:
     )
 
 
-def preempted(fabric: str) -> Reason:
+def preempted(fabric: str, idle: bool = False) -> Reason:
+    if idle:
+        return Reason(
+            PREEMPTED,
+            f"Preempted on {fabric}: its GPUs sat idle and another team was owed its reserved capacity; "
+            "it will run again.",
+        )
     return Reason(
         PREEMPTED, f"Preempted on {fabric} to give another team its reserved capacity back; it will run again."
     )

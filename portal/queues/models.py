@@ -128,10 +128,11 @@ class Queue(models.Model):
         NOTHING = "nothing", "nothing"
         WARN = "warn", "warn the owner"
         STOP = "stop", "warn the owner, then stop notebooks and VM leases after the grace"
+        PREEMPTIBLE = "preemptible", "warn the owner; a team owed its reservation may preempt it first"
 
     gpu_idle_action = models.CharField(
         "When GPUs sit idle",
-        max_length=10,
+        max_length=12,
         choices=GpuIdleAction.choices,
         default=GpuIdleAction.NOTHING,
         help_text="What the worker does about work whose GPUs average below 80 % over the idle window "
@@ -141,7 +142,8 @@ class Queue(models.Model):
         "Grace after the idle warning (minutes)",
         default=30,
         validators=[MinValueValidator(1)],
-        help_text="With `stop`: how long a warned notebook or VM lease may stay idle before it is stopped.",
+        help_text="With `stop`: how long a warned notebook or VM lease may stay idle before it is stopped. "
+        "(With `preemptible` the mark stands from the warning until the GPUs are busy again.)",
     )
     enabled = models.BooleanField(default=True)
 

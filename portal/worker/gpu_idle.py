@@ -6,7 +6,10 @@ A running workload's GPUs are idle when they average below 80 % over the last wh
 - warn: the owner is told once per idle spell (a WorkloadEvent on the workload's page, and a notification
   where they asked for idle warnings); busy again, or no longer known, the warning is taken back;
 - stop: warned the same way, and a notebook or VM lease still idle `gpu_idle_grace_minutes` after the
-  warning is stopped (other work is only warned: a training run's GPUs may be idle while it reads data).
+  warning is stopped (other work is only warned: a training run's GPUs may be idle while it reads data);
+- preemptible: warned the same way, and while the warning stands the scheduler may preempt it for a team
+  owed its reservation, before any borrowed work and even within its own team's reservation
+  (scheduler.preemption). Busy again, the mark goes with the warning.
 Work with no utilisation data is never acted on: unknown is not idle. `decide` is pure; `step` is the
 worker's, in three queries plus one write per workload acted on.
 """
@@ -30,7 +33,11 @@ from portal.workloads.states import State
 log = logging.getLogger("gridlane.worker")
 
 Action = Queue.GpuIdleAction
+ACTING = (Action.WARN, Action.STOP, Action.PREEMPTIBLE)
 STOPPABLE = frozenset({WorkloadKind.NOTEBOOK, WorkloadKind.VM})  # sessions someone holds, not runs that compute
+
+
+MARKED = "a team owed its reserved GPUs may preempt it first (it then waits in line again)"
 
 
 class Act(enum.StrEnum):
@@ -65,7 +72,7 @@ def step(now: datetime) -> dict[str, int]:
 def _step(now: datetime) -> dict[str, int]:
     running = list(
         Workload.objects.filter(state=State.RUNNING, gpus_milli__gt=0, started_at__isnull=False)
-        .filter(Q(queue__gpu_idle_action__in=[Action.WARN, Action.STOP]) | Q(gpu_idle_warned_at__isnull=False))
+        .filter(Q(queue__gpu_idle_action__in=ACTING) | Q(gpu_idle_warned_at__isnull=False))
         .select_related("queue", "owner")
         .defer("log_tail", "rendered", "command", "script")
         .order_by("started_at")[:MAX_LISTED]
@@ -79,11 +86,14 @@ def _step(now: datetime) -> dict[str, int]:
             since, average = spells[w.pk]
             idle_for = int((now - since).total_seconds() // 60)
             stops = w.queue.gpu_idle_action == Action.STOP and w.kind in STOPPABLE
+            marked = w.queue.gpu_idle_action == Action.PREEMPTIBLE
             reason = f"GPUs idle: {average:.0f} % utilisation, below 80 % for {idle_for} min"
             reason += f"; stops at {now + grace:%H:%M} UTC unless they are used" if stops else ""
+            reason += f"; {MARKED}" if marked else ""
             if services.do_warn_gpu_idle(w, now, reason):
                 text = f"{w.name}'s GPUs have been idle for {idle_for} min ({average:.0f} % utilisation)."
                 text += f" It stops at {now + grace:%Y-%m-%d %H:%M} UTC unless they are used." if stops else ""
+                text += f" Until they are used, {MARKED}." if marked else ""
                 outbox.tell(w, Event.IDLE, key=f"gpu-idle:{w.pk}:{now.isoformat()}", reason=text)
         elif act == Act.CLEAR:
             services.do_clear_gpu_idle(

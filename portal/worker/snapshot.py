@@ -38,7 +38,7 @@ FIELDS = (
     "id", "state", "queue_id", "pending_reason_code", "pending_reason", "estimated_start",  # -> Row
     "owner_id", "group_id", "fabric_id", "priority", "submitted_at", "started_at", "runtime_limit_s",
     "gpus_milli", "cpus_milli", "memory_mib", "nodes", "native_kind", "array_parent_id", "array_throttle",
-    "queue_position",  # the last -> Row
+    "gpu_idle_warned_at", "queue_position",  # the last -> Row
 )  # fmt: skip
 
 
@@ -49,7 +49,7 @@ def _limit(value: int | None) -> int:
 def job_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]] | None = None) -> model.Job:
     """kinds: the fabric ids of each kind, for native work (which runs only where its scheduler reads it)."""
     (pk, _, queue_id, _, _, _, owner_id, group_id, fabric_id, priority, submitted_at, started_at, runtime_limit_s,
-     gpus, cpus, memory, nodes, native_kind, array_parent_id, array_throttle, _) = values  # fmt: skip
+     gpus, cpus, memory, nodes, native_kind, array_parent_id, array_throttle, idle_warned_at, _) = values  # fmt: skip
     return model.Job(
         id=str(pk),
         group_id=group_id,
@@ -65,6 +65,7 @@ def job_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]] | None = N
         only_on=(kinds or {}).get(native_kind, ()) if native_kind else None,
         array_id=str(array_parent_id) if array_parent_id else "",
         array_throttle=array_throttle or 0,
+        gpus_idle=idle_warned_at is not None,
     )
 
 
@@ -98,7 +99,11 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         kinds[f.kind] = (*kinds.get(f.kind, ()), f.pk)
     queues = {
         q.pk: model.QueueState(
-            q.pk, q.slug, tuple(t.fabric_id for t in q.targets.all() if t.fabric_id in fabrics), q.preemptible
+            q.pk,
+            q.slug,
+            tuple(t.fabric_id for t in q.targets.all() if t.fabric_id in fabrics),
+            q.preemptible,
+            idle_preemptible=q.gpu_idle_action == Queue.GpuIdleAction.PREEMPTIBLE,
         )
         for q in Queue.objects.prefetch_related("targets")
     }

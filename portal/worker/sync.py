@@ -184,6 +184,7 @@ def _requeue(w: Workload) -> int:
             w, State.PENDING, reason="back in line after preemption", attempt=w.attempt + 1,
             fabric_id=None, target_id=None, external_id="", rendered="", host="", connect_url="",
             notebook_endpoint=None, admitted_at=None, started_at=None, exit_code=None, idle_stop_at=None,
+            gpu_idle_warned_at=None, last_sample_at=None,
         )
     )  # fmt: skip
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import pytest
@@ -26,6 +26,11 @@ from tests.scheduler.shapes import (
     running_on,
     snapshot,
 )
+
+
+def idle(jobs: list[Job], name: str = "idle") -> list[Job]:
+    """The same jobs, those named `name-...` with their GPUs idle now (the idle-GPU step warned their owners)."""
+    return [replace(j, gpus_idle=True) if j.id.startswith(f"{name}-") else j for j in jobs]
 
 
 @dataclass
@@ -158,6 +163,41 @@ CASES = [
         quotas=[reserve(FRAUD, POOL, 4), reserve(VISION, POOL, 4)],
         want_admitted=set(),
         want_preempted=[],
+    ),
+    Case(
+        "a team owed its reservation takes work whose GPUs sit idle, even within the idle team's own reservation",
+        fabrics=[fabric(POOL, 4)],
+        running=idle(running_on(POOL, gpu_jobs(VISION, 2, name="idle") + gpu_jobs(VISION, 2, name="busy"))),
+        pending=gpu_jobs(FRAUD, 1, 2),
+        quotas=[reserve(FRAUD, POOL, 2), reserve(VISION, POOL, 4)],
+        extra={"queues": queues(idle_preemptible_train=True)},
+        want_admitted={"fraud-0"},
+        want_preempted=["idle-1", "idle-0"],
+    ),
+    Case(
+        "idle work goes before borrowed busy work, whatever their priorities",
+        fabrics=[fabric(POOL, 4)],
+        running=idle(
+            running_on(
+                POOL,
+                gpu_jobs(VISION, 2, queue=SCAVENGE, priority="low", name="borrowed") + gpu_jobs(VISION, 2, name="idle"),
+            )
+        ),
+        pending=gpu_jobs(FRAUD, 1, 2),
+        quotas=[reserve(FRAUD, POOL, 2)],
+        extra={"queues": queues(idle_preemptible_train=True)},
+        want_admitted={"fraud-0"},
+        want_preempted=["idle-1", "idle-0"],
+    ),
+    Case(
+        "idle GPUs in a queue that does not mark idle work preemptible are not taken: the owed team waits",
+        fabrics=[fabric(POOL, 4)],
+        running=idle(running_on(POOL, gpu_jobs(VISION, 4, name="idle"), started_s_ago=100)),
+        pending=gpu_jobs(FRAUD, 1, 2),
+        quotas=[reserve(FRAUD, POOL, 2)],
+        extra={"queues": queues()},
+        want_admitted=set(),
+        want_reasons={"fraud-0": r.NO_CAPACITY},
     ),
     Case(
         "a team's own waiting work holds what frees up: vision's new work may not take it",

@@ -109,3 +109,24 @@ def test_the_step_never_breaks_the_cycle(monkeypatch, db):
 
     monkeypatch.setattr(gpu_idle, "_step", boom)
     assert gpu_idle.step(T0) == {}
+
+
+def test_a_queue_that_marks_idle_work_preemptible_says_so_and_the_scheduler_sees_the_mark(alice, submit, cast):
+    from portal.worker import snapshot, sync
+
+    Queue.objects.filter(slug="train").update(gpu_idle_action="preemptible")
+    lazy = running(submit, alice, 4, name="lazy")
+    busy = running(submit, alice, 97, name="busy")
+    assert gpu_idle.step(T0) == {"warn": 1}
+    assert "a team owed its reserved GPUs may preempt it first" in events(lazy)[0]
+    fabric = Queue.objects.get(slug="train").targets.get().fabric
+    Workload.objects.filter(pk__in=[lazy.pk, busy.pk]).update(fabric=fabric)
+    seen, _ = snapshot.build(T0)
+    jobs = {j.id: j for j in seen.running}
+    assert (jobs[str(lazy.pk)].gpus_idle, jobs[str(busy.pk)].gpus_idle) == (True, False)
+    assert seen.queues[lazy.queue_id].idle_preemptible
+    Workload.objects.filter(pk=lazy.pk).update(state=State.PREEMPTED)
+    lazy.refresh_from_db()
+    sync._requeue(lazy)  # preempted: it waits in line again, no longer idle and with no samples of its own yet
+    lazy.refresh_from_db()
+    assert (lazy.state, lazy.gpu_idle_warned_at, lazy.last_sample_at) == (State.PENDING, None, None)
