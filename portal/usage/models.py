@@ -41,7 +41,11 @@ class UsageRollup(models.Model):
     idle_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours below 80 % average utilisation.")
     used_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours x their average utilisation, where known.")
     unknown_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours with no utilisation data.")
-    cost = models.FloatField(default=0.0, help_text="GPU-hours x their fabric's price per GPU-hour.")
+    cpu_hours = models.FloatField(default=0.0, help_text="CPUs held (x nodes) x the part of the hour they ran.")
+    memory_gb_hours = models.FloatField(default=0.0, help_text="Memory GB held (x nodes) x the part of the hour.")
+    cost = models.FloatField(
+        default=0.0, help_text="GPU-, CPU- and memory GB-hours, each x their fabric's price per hour."
+    )
     idle_cost = models.FloatField(default=0.0, help_text="Idle GPU-hours x their fabric's price per GPU-hour.")
     reserved_gpu_hours = models.FloatField(default=0.0)
     pending_gpu_hours = models.FloatField(default=0.0, help_text="Demand that waited: GPUs pending x hours.")
@@ -69,6 +73,8 @@ class UsageMemberRollup(models.Model):
     idle_gpu_hours = models.FloatField(default=0.0)
     used_gpu_hours = models.FloatField(default=0.0)
     unknown_gpu_hours = models.FloatField(default=0.0)
+    cpu_hours = models.FloatField(default=0.0)
+    memory_gb_hours = models.FloatField(default=0.0)
     cost = models.FloatField(default=0.0)
     idle_cost = models.FloatField(default=0.0)
 
@@ -92,6 +98,8 @@ class UsageFabricRollup(models.Model):
     idle_gpu_hours = models.FloatField(default=0.0)
     used_gpu_hours = models.FloatField(default=0.0)
     unknown_gpu_hours = models.FloatField(default=0.0)
+    cpu_hours = models.FloatField(default=0.0)
+    memory_gb_hours = models.FloatField(default=0.0)
     cost = models.FloatField(default=0.0)
     idle_cost = models.FloatField(default=0.0)
 

@@ -4,8 +4,9 @@
 whatever the period: the team's totals and its reservation per hour (UsageRollup), and, with `by`, one
 row per member, queue or fabric (UsageMemberRollup, UsageRollup, UsageFabricRollup). The figures, in GPU-hours:
 allocated (held), used (utilisation-weighted), idle (below 80 % over the idle window), unknown (no
-utilisation data), the cost of what was held and of what sat idle (each fabric's price per GPU-hour),
-and the reservation held and the demand that waited. The API and the team dashboard's CSV export share it.
+utilisation data), the CPU- and memory GB-hours held beside them, the cost of what was held (GPUs,
+CPUs and memory, each at its fabric's price) and of the GPUs that sat idle, and the reservation held
+and the demand that waited. The API and the team dashboard's CSV export share it.
 """
 
 from __future__ import annotations
@@ -32,10 +33,21 @@ CSV_COLUMNS = (
     "idle_gpu_hours",
     "unknown_gpu_hours",
     "idle_share",
+    "cpu_hours",
+    "memory_gb_hours",
     "cost",
     "idle_cost",
 )
-FIGURES = ("gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unknown_gpu_hours", "cost", "idle_cost")
+FIGURES = (
+    "gpu_hours",
+    "used_gpu_hours",
+    "idle_gpu_hours",
+    "unknown_gpu_hours",
+    "cpu_hours",
+    "memory_gb_hours",
+    "cost",
+    "idle_cost",
+)
 # Per `by`: the rollup table and the field that names the row.
 TABLES: dict[str, tuple[Any, str]] = {
     "member": (UsageMemberRollup, "user__username"),
@@ -132,6 +144,8 @@ def _figures(sums: Mapping[str, float | None]) -> dict[str, Any]:
         "idle_gpu_hours": round(value["idle_gpu_hours"], 4),
         "unknown_gpu_hours": round(value["unknown_gpu_hours"], 4),
         "idle_share": round(value["idle_gpu_hours"] / known, 4) if known > 1e-9 else None,
+        "cpu_hours": round(value["cpu_hours"], 4),
+        "memory_gb_hours": round(value["memory_gb_hours"], 4),
         "cost": round(value["cost"], 2),
         "idle_cost": round(value["idle_cost"], 2),
     }

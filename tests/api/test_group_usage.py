@@ -183,3 +183,24 @@ def test_a_name_that_looks_like_a_formula_reaches_the_spreadsheet_as_text():
 
     assert csv_safe("=HYPERLINK(1)") == "'=HYPERLINK(1)"
     assert csv_safe("alice") == "alice"
+
+
+def test_cpus_and_memory_are_charged_beside_gpus_where_the_fabric_prices_them(month, api_as, bob):
+    Fabric.objects.filter(name="hpc").update(cpu_hour_price=Decimal("0.05"), memory_gb_hour_price=Decimal("0.01"))
+    rollup.roll_up(T0, T0 + 2 * HOUR)
+    alice_run = Workload.objects.get(group__slug="vision", queue__slug="hpc-train")
+    bob_run = Workload.objects.get(group__slug="vision", queue__slug="burst")
+    cpu_hours = {w: w.cpus_milli / 1000 * w.nodes * h for w, h in ((alice_run, 2), (bob_run, 1))}
+    gb_hours = {w: w.memory_mib / 1024 * w.nodes * h for w, h in ((alice_run, 2), (bob_run, 1))}
+    answer = api_as(bob).get(URL.format("vision") + "&by=fabric").json()
+    totals = answer["totals"]
+    assert totals["cpu_hours"] == pytest.approx(sum(cpu_hours.values()))
+    assert totals["memory_gb_hours"] == pytest.approx(sum(gb_hours.values()), abs=1e-4)
+    # cloud prices only its GPUs; hpc its GPUs, CPUs and memory.
+    hpc_cost = 4 * 2.5 + cpu_hours[alice_run] * 0.05 + gb_hours[alice_run] * 0.01
+    assert totals["cost"] == pytest.approx(hpc_cost + 4.0, abs=0.01)
+    assert totals["idle_cost"] == pytest.approx(VISION["idle_cost"])  # idle is the GPUs' alone
+    rows = {r["fabric"]: r for r in answer["rows"]}
+    assert rows["hpc"]["cost"] == pytest.approx(hpc_cost, abs=0.01)
+    assert rows["cloud"]["cost"] == pytest.approx(4.0)
+    assert rows["cloud"]["cpu_hours"] == pytest.approx(cpu_hours[bob_run])

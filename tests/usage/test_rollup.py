@@ -270,3 +270,70 @@ def test_the_step_keeps_cost_per_queue_member_and_fabric_at_the_fabric_s_price(a
     assert UsageMemberRollup.objects.get(user=alice, hour=T0).cost == pytest.approx(3.5)
     by_fabric = UsageFabricRollup.objects.get(group__slug="vision", hour=T0)
     assert (by_fabric.fabric_id, by_fabric.cost, by_fabric.unknown_gpu_hours) == (fabric.pk, 3.5, 1.0)
+
+
+@examples(max_examples=200, deadline=None)
+@given(
+    gpus=st.sampled_from([0.0, 0.5, 1.0, 8.0]),
+    cpus=st.sampled_from([0.0, 1.0, 16.0]),
+    memory_gb=st.sampled_from([0.0, 0.5, 64.0]),
+    prices=st.tuples(*[st.sampled_from([0.0, 0.04, 2.75]) for _ in range(3)]),
+    start_min=st.integers(0, 179),
+    length_min=st.integers(1, 300),
+    averages=st.dictionaries(st.integers(0, 15), st.floats(0, 100), max_size=16),
+)
+def test_cost_is_always_the_sum_of_its_gpu_cpu_and_memory_parts(
+    gpus, cpus, memory_gb, prices, start_min, length_min, averages
+):
+    """Whatever the utilisation, each cell's cost is its GPU-, CPU- and GB-hours at the fabric's prices, and idle
+    cost stays the idle GPU-hours' (CPUs and memory are not measured idle)."""
+    gpu_price, cpu_price, memory_price = prices
+    started = T0 + timedelta(minutes=start_min)
+    s = Span(1, 1, 1, gpus, T0, started, started + timedelta(minutes=length_min), fabric_id=7, price=gpu_price,
+             cpus=cpus, memory_gb=memory_gb, cpu_price=cpu_price, memory_price=memory_price)  # fmt: skip
+    utilisation = {("w", T0 + k * HALF): v for k, v in averages.items()}
+    cells, members = compute([("w", s)], utilisation, {}, T0, T0 + timedelta(hours=8), HALF)
+    fabric = rollup.by_fabric([("w", s)], utilisation, T0, T0 + timedelta(hours=8), HALF)
+    for c in [*cells.values(), *members.values(), *fabric.values()]:
+        parts = c.gpu_hours * gpu_price + c.cpu_hours * cpu_price + c.memory_gb_hours * memory_price
+        assert c.cost == pytest.approx(parts, abs=1e-9)
+        assert c.idle_cost == pytest.approx(c.idle_gpu_hours * gpu_price, abs=1e-9)
+    hours = length_min / 60
+    for found in (cells, members, fabric):
+        assert sum(c.cpu_hours for c in found.values()) == pytest.approx(cpus * hours)
+        assert sum(c.memory_gb_hours for c in found.values()) == pytest.approx(memory_gb * hours)
+        assert sum(c.cost for c in found.values()) == pytest.approx(s.cost_per_hour * hours)
+
+
+def test_cpu_only_work_on_a_fabric_is_charged_there_too():
+    s = Span(1, 1, 1, 0.0, T0, T0, T0 + HOUR, fabric_id=7, cpus=4, memory_gb=16, cpu_price=0.05, memory_price=0.01)
+    fabric = rollup.by_fabric([("w", s)], {}, T0, T0 + HOUR)
+    assert fabric[(1, 7, T0)].cost == pytest.approx(4 * 0.05 + 16 * 0.01)
+    assert fabric[(1, 7, T0)].gpu_hours == 0.0
+
+
+def test_the_step_charges_cpus_and_memory_per_node_at_the_fabric_s_prices(alice, submit):
+    """Two nodes of 2 GPUs, 8 CPUs and 32 GB for an hour: 4 GPU-hours, 16 CPU-hours, 64 GB-hours."""
+    from decimal import Decimal
+
+    from portal.queues.models import Fabric
+    from portal.usage.models import UsageFabricRollup
+
+    fabric = Fabric.objects.get(name="local")
+    Fabric.objects.filter(pk=fabric.pk).update(
+        gpu_hour_price=Decimal("2"), cpu_hour_price=Decimal("0.05"), memory_gb_hour_price=Decimal("0.01")
+    )
+    w = submit(alice, name="two-nodes", gpus=2, cpus=8, memory_gb=32)
+    Workload.objects.filter(pk=w.pk).update(
+        state=State.SUCCEEDED, fabric=fabric, nodes=2, submitted_at=T0, started_at=T0, finished_at=T0 + HOUR
+    )
+    rollup.roll_up(T0, T0 + HOUR)
+    want = 4 * 2 + 16 * 0.05 + 64 * 0.01
+    for row in (
+        UsageRollup.objects.get(group__slug="vision", hour=T0),
+        UsageMemberRollup.objects.get(user=alice, hour=T0),
+        UsageFabricRollup.objects.get(group__slug="vision", hour=T0),
+    ):
+        assert (row.gpu_hours, row.cpu_hours, row.memory_gb_hours) == pytest.approx((4.0, 16.0, 64.0))
+        assert row.cost == pytest.approx(want)
+        assert row.idle_cost == 0.0  # no samples: unknown, never idle
