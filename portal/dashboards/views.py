@@ -100,7 +100,7 @@ def team_usage_csv(request: HttpRequest, slug: str) -> HttpResponse:
     writer = csv.writer(response)
     writer.writerow([period.by, *columns])
     for row in answer["rows"]:
-        writer.writerow([csv_safe(str(row[period.by])), *(_cell(row[c]) for c in columns)])
+        writer.writerow([csv_safe(str(row[period.by])), *(_cell(row.get(c)) for c in columns)])
     writer.writerow(["total", *(_cell(answer["totals"][c]) for c in columns)])
     return response
 

@@ -111,3 +111,25 @@ class UsageFabricRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group_id}/{self.fabric_id} {self.hour:%Y-%m-%d %H}:00"
+
+
+class UsageTeamRollup(models.Model):
+    """Per team and hour: its GPU reservation and the GPU-hours it held. UsageRollup rows exist only for a queue
+    that had work in the hour, so an hour in which a team reserved GPUs and ran nothing, the most unused
+    reservation of all, has none there; here every hour of a team with a reservation has a row."""
+
+    group = models.ForeignKey("accounts.ResourceGroup", on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField(help_text="The start of the hour, UTC.")
+    reserved_gpu_hours = models.FloatField(default=0.0, help_text="The team's GPU reservation x the hour.")
+    gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours the team held, over all its queues.")
+    unused_reservation_gpu_hours = models.FloatField(
+        default=0.0, help_text="Reserved GPU-hours it did not hold: reserved - held, never below 0."
+    )
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["group", "hour"], name="one_team_rollup_per_group_hour")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group_id} {self.hour:%Y-%m-%d %H}:00"

@@ -1,12 +1,15 @@
 """What a team's compute came to over a period, from the hourly rollups only (never raw samples).
 
 `check_period` reads `from`, `to` (or `days`) and `by` strictly; `team_usage` answers in three queries
-whatever the period: the team's totals and its reservation per hour (UsageRollup), and, with `by`, one
-row per member, queue or fabric (UsageMemberRollup, UsageRollup, UsageFabricRollup). The figures, in GPU-hours:
+whatever the period: the team's totals (UsageRollup), its reservation (UsageTeamRollup), and, with `by`,
+one row per member, queue or fabric (UsageMemberRollup, UsageRollup, UsageFabricRollup). The figures, in GPU-hours:
 allocated (held), used (utilisation-weighted), idle (below 80 % over the idle window), unknown (no
 utilisation data), the CPU- and memory GB-hours held beside them, the cost of what was held (GPUs,
-CPUs and memory, each at its fabric's price) and of the GPUs that sat idle, and the reservation held
-and the demand that waited. The API and the team dashboard's CSV export share it.
+CPUs and memory, each at its fabric's price) and of the GPUs that sat idle, the reservation held and
+the part of it held but unused (each hour's reservation less what the team held that hour, never below 0:
+an hour it borrowed beyond its reservation makes up for no other), and the demand that waited. The
+reservation is the team's, not a member's, queue's or fabric's: the rows per member, queue or fabric have
+no reservation figures. The API, the team dashboard's CSV export and the chargeback page share it.
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max, Sum
+from django.db.models import Sum
 from django.utils.dateparse import parse_date, parse_datetime
 
 from portal.accounts.models import ResourceGroup
-from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup
+from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageTeamRollup
 from portal.usage.rollup import HOUR, IDLE_BELOW, hour_of
 
 BY = ("member", "queue", "fabric")
@@ -37,6 +40,9 @@ CSV_COLUMNS = (
     "memory_gb_hours",
     "cost",
     "idle_cost",
+    # The team's alone: empty on the rows per member, queue or fabric, filled on the total.
+    "reserved_gpu_hours",
+    "unused_reservation_gpu_hours",
 )
 FIGURES = (
     "gpu_hours",
@@ -106,10 +112,11 @@ def team_usage(group: ResourceGroup, period: Period) -> dict[str, Any]:
     """The team's figures over the period, and per member, queue or fabric where `by` asks: three queries."""
     window = {"group": group, "hour__gte": period.start, "hour__lt": period.end}
     sums = {f: Sum(f) for f in (*FIGURES, "pending_gpu_hours")}
-    rollups = UsageRollup.objects.filter(**window)
-    # Each of the team's rows in an hour carries the team's reservation: once per hour, not once per queue.
-    reserved = rollups.values("hour").annotate(held=Max("reserved_gpu_hours")).order_by().values_list("held", flat=True)
-    totals = _figures(rollups.aggregate(**sums) | {"reserved_gpu_hours": sum(reserved)})
+    # The reservation per team and hour (one row each, even for hours in which nothing ran), not per queue row.
+    reservation = UsageTeamRollup.objects.filter(**window).aggregate(
+        reserved_gpu_hours=Sum("reserved_gpu_hours"), unused_reservation_gpu_hours=Sum("unused_reservation_gpu_hours")
+    )
+    totals = _figures(UsageRollup.objects.filter(**window).aggregate(**sums) | reservation)
     answer: dict[str, Any] = {
         "group": group.slug,
         "from": period.start.isoformat(),
@@ -151,6 +158,7 @@ def _figures(sums: Mapping[str, float | None]) -> dict[str, Any]:
     }
     if "reserved_gpu_hours" in value:
         figures["reserved_gpu_hours"] = round(value["reserved_gpu_hours"], 4)
+        figures["unused_reservation_gpu_hours"] = round(value["unused_reservation_gpu_hours"], 4)
         figures["pending_gpu_hours"] = round(value["pending_gpu_hours"], 4)
     return figures
 

@@ -22,6 +22,9 @@ Per team, queue and hour:
   cpu_hour_price, memory_gb_hour_price, as they are when the hour is rolled up; no price: 0);
   idle_cost: the idle GPU-hours x the price per GPU-hour (only GPUs are measured idle);
 - reserved_gpu_hours: the team's GPU reservation over the hour, the same on each of its rows that hour;
+- per team and hour (UsageTeamRollup, `by_team`): the reservation, the GPU-hours held over all its queues,
+  and the reservation held but unused, max(0, reserved - held). Every hour of a team with a reservation
+  has a row, even one in which nothing of it ran (and so no team-queue row exists);
 - pending_gpu_hours: GPUs asked for x the part of the hour they waited (pending demand);
 - started, wait_p50_s, wait_p95_s: of the workloads that started in that hour (wait = start - submit).
 """
@@ -40,7 +43,7 @@ from django.db.models import Avg, IntegerField, Q, Value
 from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, TruncDay
 
 from portal.queues.models import Quota
-from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample
+from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample, UsageTeamRollup
 from portal.usage.samples import max_age
 from portal.worker import stats
 from portal.worker.models import WorkerStats
@@ -220,6 +223,35 @@ def by_fabric(
     return {key: cell for key, cell in cells.items() if cell.gpu_hours or cell.cpu_hours or cell.memory_gb_hours}
 
 
+@dataclass
+class TeamHour:
+    reserved_gpu_hours: float = 0.0
+    gpu_hours: float = 0.0
+
+    @property
+    def unused_reservation_gpu_hours(self) -> float:
+        """The reservation held but unused in the hour: an hour in which the team held more than it reserved
+        (borrowing beyond its reservation) counts 0, never less: one hour's excess repays no other's idle."""
+        return max(0.0, self.reserved_gpu_hours - self.gpu_hours)
+
+
+def by_team(
+    cells: dict[tuple[int, int, datetime], Cell], reservations: dict[int, float], start: datetime, until: datetime
+) -> dict[tuple[int, datetime], TeamHour]:
+    """Pure: per team and hour from `start` to `until`, its reservation and the GPU-hours its queues' cells held.
+    Every hour of a team with a reservation is there, with or without cells; hours of no length (`until` on the
+    hour) are not."""
+    teams: defaultdict[tuple[int, datetime], TeamHour] = defaultdict(TeamHour)
+    for (group_id, _, hour), cell in cells.items():
+        teams[(group_id, hour)].gpu_hours += cell.gpu_hours
+    lengths = {hour: (min(hour + HOUR, until) - hour).total_seconds() / 3600 for hour in hours_between(start, until)}
+    for hour, length in lengths.items():
+        for group_id, gpus in reservations.items():
+            if gpus > 0 and length > 0:
+                teams[(group_id, hour)].reserved_gpu_hours = gpus * length
+    return dict(teams)
+
+
 def due(now: datetime) -> bool:
     """Whether the rollup (and the idle-GPU step after it) is due: every GRIDLANE_ROLLUP_SECONDS, not every
     cycle. Both read whole idle windows and hours, so a minute's delay changes nothing a person sees, while
@@ -313,6 +345,18 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
     if fabric_rows:
         UsageFabricRollup.objects.bulk_create(
             fabric_rows, update_conflicts=True, unique_fields=["group", "fabric", "hour"], update_fields=COST_FIELDS
+        )
+    team_rows = [
+        UsageTeamRollup(group_id=group_id, hour=hour, reserved_gpu_hours=t.reserved_gpu_hours, gpu_hours=t.gpu_hours,
+                        unused_reservation_gpu_hours=t.unused_reservation_gpu_hours)
+        for (group_id, hour), t in by_team(cells, reservations, start, until).items()
+    ]  # fmt: skip
+    if team_rows:
+        UsageTeamRollup.objects.bulk_create(
+            team_rows,
+            update_conflicts=True,
+            unique_fields=["group", "hour"],
+            update_fields=["reserved_gpu_hours", "gpu_hours", "unused_reservation_gpu_hours"],
         )
     return len(rows)
 

@@ -337,3 +337,71 @@ def test_the_step_charges_cpus_and_memory_per_node_at_the_fabric_s_prices(alice,
         assert (row.gpu_hours, row.cpu_hours, row.memory_gb_hours) == pytest.approx((4.0, 16.0, 64.0))
         assert row.cost == pytest.approx(want)
         assert row.idle_cost == 0.0  # no samples: unknown, never idle
+
+
+def test_reservation_held_but_unused_is_counted_per_hour_and_an_hour_over_it_counts_zero():
+    """Team 1 reserves 4 GPUs. 10:00 it holds 3 (1 unused); 11:00 it holds 6 on two queues (over its
+    reservation: 0, and no credit for other hours); 12:00 nothing of it runs (all 4 unused); until 13:00 on the
+    hour, so 13:00 is no hour at all. Team 2 reserves nothing and holds 1."""
+    spans = [
+        ("a", span(gpus=3, started=T0, finished=T0 + HOUR)),
+        ("b", span(gpus=4, started=T0 + HOUR, finished=T0 + 2 * HOUR)),
+        ("c", span(gpus=2, started=T0 + HOUR, finished=T0 + 2 * HOUR, queue=2)),
+        ("d", span(gpus=1, started=T0, finished=T0 + HOUR, group=2)),
+    ]
+    reservations = {1: 4.0, 2: 0.0}
+    until = T0 + 3 * HOUR
+    cells, _ = compute(spans, {}, reservations, T0, until)
+    teams = rollup.by_team(cells, reservations, T0, until)
+    found = {
+        key: (t.reserved_gpu_hours, t.gpu_hours, t.unused_reservation_gpu_hours) for key, t in sorted(teams.items())
+    }
+    assert found == {
+        (1, T0): (4.0, 3.0, 1.0),
+        (1, T0 + HOUR): (4.0, 6.0, 0.0),
+        (1, T0 + 2 * HOUR): (4.0, 0.0, 4.0),
+        (2, T0): (0.0, 1.0, 0.0),
+    }
+
+
+def test_the_current_hour_s_unused_reservation_runs_only_up_to_now():
+    reservations = {1: 4.0}
+    cells, _ = compute([("w", span(gpus=1, started=T0))], {}, reservations, T0, T0 + timedelta(minutes=15))
+    t = rollup.by_team(cells, reservations, T0, T0 + timedelta(minutes=15))[(1, T0)]
+    assert (t.reserved_gpu_hours, t.gpu_hours, t.unused_reservation_gpu_hours) == pytest.approx((1.0, 0.25, 0.75))
+
+
+@examples(max_examples=200, deadline=None)
+@given(
+    reserved=st.sampled_from([0.0, 1.0, 4.0]),
+    runs=st.lists(st.tuples(st.sampled_from([0.5, 1.0, 4.0]), st.integers(0, 239), st.integers(1, 240)), max_size=5),
+)
+def test_unused_reservation_is_never_negative_nor_more_than_reserved_and_adds_up_hour_by_hour(reserved, runs):
+    spans = [
+        (f"w{i}", span(gpus=g, started=T0 + timedelta(minutes=m), finished=T0 + timedelta(minutes=m + n)))
+        for i, (g, m, n) in enumerate(runs)
+    ]
+    until = T0 + timedelta(hours=6)
+    cells, _ = compute(spans, {}, {1: reserved}, T0, until)
+    teams = rollup.by_team(cells, {1: reserved}, T0, until)
+    for t in teams.values():
+        assert 0.0 <= t.unused_reservation_gpu_hours <= t.reserved_gpu_hours
+        assert t.unused_reservation_gpu_hours == pytest.approx(max(0.0, t.reserved_gpu_hours - t.gpu_hours))
+    assert sum(t.reserved_gpu_hours for t in teams.values()) == pytest.approx(reserved * 6)
+    assert sum(t.gpu_hours for t in teams.values()) == pytest.approx(sum(c.gpu_hours for c in cells.values()))
+
+
+def test_the_step_keeps_a_row_for_every_reserved_hour_even_when_nothing_ran(cast):
+    from portal.accounts.models import ResourceGroup
+    from portal.queues.models import Fabric, Quota
+    from portal.usage.models import UsageTeamRollup
+
+    idle_team = ResourceGroup.objects.create(slug="idle-team", name="Idle team")
+    Quota.objects.create(group=idle_team, fabric=Fabric.objects.get(name="local"), gpu_reservation_milli=2000)
+    rollup.roll_up(T0, T0 + 2 * HOUR)
+    rows = UsageTeamRollup.objects.filter(group=idle_team).order_by("hour")
+    assert [(r.hour, r.reserved_gpu_hours, r.gpu_hours, r.unused_reservation_gpu_hours) for r in rows] == [
+        (T0, 2.0, 0.0, 2.0),
+        (T0 + HOUR, 2.0, 0.0, 2.0),
+    ]
+    assert not UsageRollup.objects.filter(group=idle_team).exists()
