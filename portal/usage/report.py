@@ -1,21 +1,25 @@
 """What a team's compute came to over a period, from the hourly rollups only (never raw samples).
 
-`check_period` reads `from`, `to` (or `days`) and `by` strictly; `team_usage` answers in three queries
-whatever the period: the team's totals (UsageRollup), its reservation (UsageTeamRollup), and, with `by`,
-one row per member, queue or fabric (UsageMemberRollup, UsageRollup, UsageFabricRollup). The figures, in GPU-hours:
-allocated (held), used (utilisation-weighted), idle (below 80 % over the idle window), unknown (no
-utilisation data), the CPU- and memory GB-hours held beside them, the cost of what was held (GPUs,
-CPUs and memory, each at its fabric's price) and of the GPUs that sat idle, the reservation held and
-the part of it held but unused (each hour's reservation less what the team held that hour, never below 0:
-an hour it borrowed beyond its reservation makes up for no other), and the demand that waited. The
-reservation is the team's, not a member's, queue's or fabric's: the rows per member, queue or fabric have
-no reservation figures. The API, the team dashboard's CSV export and the chargeback page share it.
+`check_period` reads `from`, `to` (or `days`) and `by` strictly, and `check_month` a calendar month (the
+chargeback page's `?month=YYYY-MM`); `team_usage` answers in three queries whatever the period: the team's
+totals (UsageRollup), its reservation (UsageTeamRollup), and, with `by`, one row per member, queue or
+fabric (UsageMemberRollup, UsageRollup, UsageFabricRollup).
+
+The figures, in GPU-hours: allocated (held), used (utilisation-weighted), idle (below 80 % over the idle
+window), unknown (no utilisation data); the CPU- and memory GB-hours held beside them; the cost of what
+was held (GPUs, CPUs and memory, each at its fabric's price) and of the GPUs that sat idle; the
+reservation held and the part of it held but unused (each hour's reservation less what the team held that
+hour, never below 0: an hour it borrowed beyond its reservation makes up for no other); and the demand
+that waited. The reservation is the team's, not a member's, queue's or fabric's: the rows per member,
+queue or fabric have no reservation figures. The API, the team dashboard's CSV export and the chargeback page share it;
+`team_chargeback` gives the page the totals and all three breakdowns in five queries.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
@@ -108,6 +112,34 @@ def check_period(params: Mapping[str, str], now: datetime) -> tuple[Period | Non
     return Period(start, end, by), {}
 
 
+MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")
+
+
+def check_month(text: str | None, now: datetime) -> tuple[Period | None, str | None]:
+    """The calendar month (UTC) that `YYYY-MM` names, or the one holding `now` when `text` is empty; None and
+    the message to show when it names no month."""
+    if not text:
+        return month_period(now.astimezone(UTC).year, now.astimezone(UTC).month), None
+    found = MONTH.fullmatch(text)
+    if found is None or not 1970 <= int(found[1]) <= 9998 or not 1 <= int(found[2]) <= 12:
+        return None, "Pick a month as YYYY-MM, for example 2026-11."
+    return month_period(int(found[1]), int(found[2])), None
+
+
+def month_period(year: int, month: int) -> Period:
+    """The month from its first midnight UTC to the next month's."""
+    start = datetime(year, month, 1, tzinfo=UTC)
+    end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+    return Period(start, end, None)
+
+
+def team_chargeback(group: ResourceGroup, period: Period) -> dict[str, Any]:
+    """The chargeback page's figures: the totals and one table per member, queue and fabric (five queries)."""
+    answer = team_usage(group, replace(period, by=None))
+    answer["tables"] = {by: _rows(group, period, by) for by in BY}
+    return answer
+
+
 def team_usage(group: ResourceGroup, period: Period) -> dict[str, Any]:
     """The team's figures over the period, and per member, queue or fabric where `by` asks: three queries."""
     window = {"group": group, "hour__gte": period.start, "hour__lt": period.end}
@@ -126,18 +158,21 @@ def team_usage(group: ResourceGroup, period: Period) -> dict[str, Any]:
         "totals": totals,
     }
     if period.by is not None:
-        table, name = TABLES[period.by]
-        rows = (
-            table.objects.filter(**window)
-            .values(name)
-            .annotate(**{f: Sum(f) for f in FIGURES})
-            .order_by(name)
-            .values_list(name, *FIGURES)
-        )
-        answer["rows"] = [
-            {period.by: key, **_figures(dict(zip(FIGURES, values, strict=True)))} for key, *values in rows
-        ]
+        answer["rows"] = _rows(group, period, period.by)
     return answer
+
+
+def _rows(group: ResourceGroup, period: Period, by: str) -> list[dict[str, Any]]:
+    """One row per member, queue or fabric (`by`), in name order: one query, grouped in the database."""
+    table, name = TABLES[by]
+    rows = (
+        table.objects.filter(group=group, hour__gte=period.start, hour__lt=period.end)
+        .values(name)
+        .annotate(**{f: Sum(f) for f in FIGURES})
+        .order_by(name)
+        .values_list(name, *FIGURES)
+    )
+    return [{by: key, **_figures(dict(zip(FIGURES, values, strict=True)))} for key, *values in rows]
 
 
 def _figures(sums: Mapping[str, float | None]) -> dict[str, Any]:

@@ -42,6 +42,10 @@ def ran(user: Any, submit: Any, queue: str, fabric: Fabric, gpus: float, hours: 
 
 @pytest.fixture
 def month(cast: dict[str, Any], submit: Any) -> None:
+    seed_month(cast, submit)
+
+
+def seed_month(cast: dict[str, Any], submit: Any) -> None:
     """Vision: alice's 2 GPUs on hpc ($2.50/GPU-hour) two hours, sampled at 20 % the first hour only; bob's
     GPU on cloud ($4) one hour at 90 %. Fraud: charlie's 8 GPUs on hpc, never to be seen by vision."""
     hpc = Fabric.objects.create(
