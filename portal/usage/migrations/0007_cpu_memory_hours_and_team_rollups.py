@@ -3,15 +3,29 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-# The hours rolled up before team rows existed: one row per team and hour that had a team-queue row, with the
-# reservation those rows carry and the GPU-hours they held. Hours in which nothing of a team ran had no row to
-# read, so their unused reservation stays uncounted; rolling those hours up again (rollup.roll_up) fills them in.
-BACKFILL = """
-INSERT INTO usage_usageteamrollup (group_id, hour, reserved_gpu_hours, gpu_hours, unused_reservation_gpu_hours)
-SELECT group_id, hour, max(reserved_gpu_hours), sum(gpu_hours), greatest(0, max(reserved_gpu_hours) - sum(gpu_hours))
-FROM usage_usagerollup GROUP BY group_id, hour
-ON CONFLICT (group_id, hour) DO NOTHING
-"""
+BATCH = 1000
+
+
+def team_rows(apps, schema_editor):
+    """The hours rolled up before team rows existed: one row per team and hour that had a team-queue row, with
+    the reservation those rows carry and the GPU-hours they held. Hours in which nothing of a team ran had no
+    row to read, so their unused reservation stays uncounted; rolling them up again (rollup.roll_up) fills it."""
+    UsageRollup = apps.get_model("usage", "UsageRollup")
+    UsageTeamRollup = apps.get_model("usage", "UsageTeamRollup")
+    hours = (
+        UsageRollup.objects.values("group_id", "hour")
+        .annotate(reserved=models.Max("reserved_gpu_hours"), held=models.Sum("gpu_hours"))
+        .order_by("group_id", "hour")
+        .values_list("group_id", "hour", "reserved", "held")
+    )
+    batch = []
+    for group_id, hour, reserved, held in hours.iterator(chunk_size=BATCH):
+        batch.append(UsageTeamRollup(group_id=group_id, hour=hour, reserved_gpu_hours=reserved, gpu_hours=held,
+                                     unused_reservation_gpu_hours=max(0.0, reserved - held)))  # fmt: skip
+        if len(batch) == BATCH:
+            UsageTeamRollup.objects.bulk_create(batch, ignore_conflicts=True)
+            batch = []
+    UsageTeamRollup.objects.bulk_create(batch, ignore_conflicts=True)
 
 
 class Migration(migrations.Migration):
@@ -71,5 +85,5 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('group', 'hour'), name='one_team_rollup_per_group_hour')],
             },
         ),
-        migrations.RunSQL(BACKFILL, migrations.RunSQL.noop),
+        migrations.RunPython(team_rows, migrations.RunPython.noop),
     ]
