@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bench.bench_scheduler import django_setup
@@ -26,7 +26,8 @@ DAYS = 30
 ROUNDS = 40
 
 
-def _seed() -> tuple[Any, Any]:
+def _seed(now: datetime | None = None) -> tuple[Any, Any]:
+    """Vision's 1,000,000 samples over the DAYS days before `now` (default: the present), and its lead."""
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection
@@ -42,7 +43,7 @@ def _seed() -> tuple[Any, Any]:
     users = list(get_user_model().objects.filter(username__in=["alice", "bob"]))
     vision = ResourceGroup.objects.get(slug="vision")
     queues = list(Queue.objects.all())
-    now = timezone.now()
+    now = now or timezone.now()
     rows = []
     for i in range(WORKLOADS):
         submitted = now - timedelta(days=DAYS) + timedelta(minutes=i * DAYS * 24 * 60 // WORKLOADS)
@@ -55,8 +56,9 @@ def _seed() -> tuple[Any, Any]:
     Workload.objects.bulk_create(rows, batch_size=500)
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO usage_usagesample (workload_id, at, gpus_milli, gpu_utilisation) "
-            "SELECT w.id, w.started_at + g * interval '36 seconds', w.gpus_milli, (g * 7919 %% 100) "
+            # Samples with utilisation, as a job's own sampler sends them (the column has no database default).
+            "INSERT INTO usage_usagesample (workload_id, at, source, gpus_milli, gpu_utilisation) "
+            "SELECT w.id, w.started_at + g * interval '36 seconds', 'job', w.gpus_milli, (g * 7919 %% 100) "
             "FROM workloads_workload w, generate_series(0, %s) g WHERE w.name LIKE 'bench-%%'",
             [SAMPLES_PER_WORKLOAD - 1],
         )

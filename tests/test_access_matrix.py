@@ -67,6 +67,8 @@ PAGES = [
     ),
     ("vision's usage as CSV", "get", "/teams/vision/usage.csv", None, cells(403, 200, 404, 200)),
     ("fraud's usage as CSV", "get", "/teams/fraud/usage.csv", None, cells(404, 404, 403, 200)),
+    ("vision's chargeback", "get", "/teams/vision/chargeback/", None, cells(403, 200, 404, 200)),
+    ("fraud's chargeback", "get", "/teams/fraud/chargeback/?month=2026-11", None, cells(404, 404, 403, 200)),
     ("my account", "get", "/accounts/", None, cells(200, 200, 200, 200)),
     (
         "create a personal token",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import replace
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -15,6 +16,7 @@ from django.utils import timezone
 from portal import access
 from portal.dashboards import data, it
 from portal.usage import idle_now, report
+from portal.usage.rollup import IDLE_BELOW
 
 
 def _partial(request: HttpRequest) -> bool:
@@ -100,9 +102,42 @@ def team_usage_csv(request: HttpRequest, slug: str) -> HttpResponse:
     writer = csv.writer(response)
     writer.writerow([period.by, *columns])
     for row in answer["rows"]:
-        writer.writerow([csv_safe(str(row[period.by])), *(_cell(row[c]) for c in columns)])
+        writer.writerow([csv_safe(str(row[period.by])), *(_cell(row.get(c)) for c in columns)])
     writer.writerow(["total", *(_cell(answer["totals"][c]) for c in columns)])
     return response
+
+
+@login_required
+def team_chargeback(request: HttpRequest, slug: str) -> HttpResponse:
+    """What the team's compute cost in a month (`?month=YYYY-MM`, default this one) and how much sat idle, in
+    totals and per member, queue and fabric: for whoever may export its usage (its leads and IT), read from the
+    rollups in a fixed number of queries. A month that is not one is said on the page, with a 400."""
+    group = access.access_group(request.user, slug)
+    if not access.may_export_usage(request.user, group):
+        raise PermissionDenied("The team's leads and IT see its chargeback.")
+    now = timezone.now()
+    period, error = report.check_month(request.GET.get("month"), now)
+    context: dict[str, object] = {"group": group, "error": error, "asked": request.GET.get("month", "")[:20]}
+    if period is not None:
+        before = report.month_period(*_month_before(period.start))
+        c = report.team_chargeback(group, period)
+        context |= {
+            "period": period,
+            "c": c,
+            # (by, [(name, figures)]): the template cannot index a row by a name it holds in a variable.
+            "tables": [(by, [(row[by], row) for row in rows]) for by, rows in c["tables"].items()],
+            "month": f"{period.start:%Y-%m}",
+            "before": f"{before.start:%Y-%m}",
+            "after": f"{period.end:%Y-%m}" if period.end <= now else None,
+            "csv_query": f"from={period.start:%Y-%m-%d}&to={period.end:%Y-%m-%d}",
+            "idle_rule_percent": IDLE_BELOW,
+            "idle_window_minutes": settings.GRIDLANE_IDLE_WINDOW_MINUTES,
+        }
+    return render(request, "dashboards/chargeback.html", context, status=400 if error else 200)
+
+
+def _month_before(start: datetime) -> tuple[int, int]:
+    return (start.year, start.month - 1) if start.month > 1 else (start.year - 1, 12)
 
 
 def _cell(value: object) -> str:

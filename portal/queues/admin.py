@@ -19,7 +19,7 @@ class FabricForm(forms.ModelForm[Fabric]):
     class Meta:
         model = Fabric
         fields = ["name", "kind", "enabled", "gpu_flavor", "gpus_milli", "cpus_milli", "memory_mib", "gpu_sharing",
-                  "gpu_hour_price", "settings"]  # fmt: skip
+                  "gpu_hour_price", "cpu_hour_price", "memory_gb_hour_price", "settings"]  # fmt: skip
 
 
 class QueueTargetInline(admin.TabularInline[QueueTarget, Queue]):

@@ -53,6 +53,26 @@ class Fabric(models.Model):
         help_text="What one GPU-hour here costs a team (chargeback, in the site's currency); empty: no price. "
         "Hours already rolled up keep the price they were counted at.",
     )
+    # CPUs and memory are priced apart where a site charges for them (a CPU-only partition, a memory-heavy one);
+    # an allocation's cost is the sum of its three parts.
+    cpu_hour_price = models.DecimalField(
+        "Price per CPU-hour",
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text="What one CPU-hour here costs a team, beside its GPUs; empty: CPUs are not charged.",
+    )
+    memory_gb_hour_price = models.DecimalField(
+        "Price per GB-hour of memory",
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text="What one GB of memory held for an hour here costs a team; empty: memory is not charged.",
+    )
     healthy = models.BooleanField(default=True, editable=False)
     health_detail = models.CharField(max_length=300, blank=True, editable=False)
     # What the fabric itself last reported (capacity(): nodes up, agents online), read by the worker every

@@ -41,7 +41,11 @@ class UsageRollup(models.Model):
     idle_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours below 80 % average utilisation.")
     used_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours x their average utilisation, where known.")
     unknown_gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours with no utilisation data.")
-    cost = models.FloatField(default=0.0, help_text="GPU-hours x their fabric's price per GPU-hour.")
+    cpu_hours = models.FloatField(default=0.0, help_text="CPUs held (x nodes) x the part of the hour they ran.")
+    memory_gb_hours = models.FloatField(default=0.0, help_text="Memory GB held (x nodes) x the part of the hour.")
+    cost = models.FloatField(
+        default=0.0, help_text="GPU-, CPU- and memory GB-hours, each x their fabric's price per hour."
+    )
     idle_cost = models.FloatField(default=0.0, help_text="Idle GPU-hours x their fabric's price per GPU-hour.")
     reserved_gpu_hours = models.FloatField(default=0.0)
     pending_gpu_hours = models.FloatField(default=0.0, help_text="Demand that waited: GPUs pending x hours.")
@@ -69,6 +73,8 @@ class UsageMemberRollup(models.Model):
     idle_gpu_hours = models.FloatField(default=0.0)
     used_gpu_hours = models.FloatField(default=0.0)
     unknown_gpu_hours = models.FloatField(default=0.0)
+    cpu_hours = models.FloatField(default=0.0)
+    memory_gb_hours = models.FloatField(default=0.0)
     cost = models.FloatField(default=0.0)
     idle_cost = models.FloatField(default=0.0)
 
@@ -92,6 +98,8 @@ class UsageFabricRollup(models.Model):
     idle_gpu_hours = models.FloatField(default=0.0)
     used_gpu_hours = models.FloatField(default=0.0)
     unknown_gpu_hours = models.FloatField(default=0.0)
+    cpu_hours = models.FloatField(default=0.0)
+    memory_gb_hours = models.FloatField(default=0.0)
     cost = models.FloatField(default=0.0)
     idle_cost = models.FloatField(default=0.0)
 
@@ -103,3 +111,25 @@ class UsageFabricRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group_id}/{self.fabric_id} {self.hour:%Y-%m-%d %H}:00"
+
+
+class UsageTeamRollup(models.Model):
+    """Per team and hour: its GPU reservation and the GPU-hours it held. UsageRollup rows exist only for a queue
+    that had work in the hour, so an hour in which a team reserved GPUs and ran nothing, the most unused
+    reservation of all, has none there; here every hour of a team with a reservation has a row."""
+
+    group = models.ForeignKey("accounts.ResourceGroup", on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField(help_text="The start of the hour, UTC.")
+    reserved_gpu_hours = models.FloatField(default=0.0, help_text="The team's GPU reservation x the hour.")
+    gpu_hours = models.FloatField(default=0.0, help_text="GPU-hours the team held, over all its queues.")
+    unused_reservation_gpu_hours = models.FloatField(
+        default=0.0, help_text="Reserved GPU-hours it did not hold: reserved - held, never below 0."
+    )
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["group", "hour"], name="one_team_rollup_per_group_hour")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group_id} {self.hour:%Y-%m-%d %H}:00"

@@ -16,9 +16,15 @@ Per team, queue and hour:
   utilisation (utilisation-weighted). Where it has none (a fabric that reports nothing, a node without
   nvidia-smi, a gap) the GPU-hours are unknown: never busy, never idle. So gpu_hours = known + unknown,
   and idle_gpu_hours <= known;
-- cost, idle_cost: those GPU-hours and the idle ones x the price per GPU-hour of the fabric they ran on
-  (Fabric.gpu_hour_price, as it is when the hour is rolled up; no price: 0);
+- cpu_hours, memory_gb_hours: CPUs and memory GB (1,024 MiB, as the portal shows memory) held (x nodes)
+  x the part of the hour they ran: allocated only, as nothing here measures how busy CPUs were;
+- cost: the GPU-, CPU- and GB-hours, each x the fabric's price per hour (Fabric.gpu_hour_price,
+  cpu_hour_price, memory_gb_hour_price, as they are when the hour is rolled up; no price: 0);
+  idle_cost: the idle GPU-hours x the price per GPU-hour (only GPUs are measured idle);
 - reserved_gpu_hours: the team's GPU reservation over the hour, the same on each of its rows that hour;
+- per team and hour (UsageTeamRollup, `by_team`): the reservation, the GPU-hours held over all its queues,
+  and the reservation held but unused, max(0, reserved - held). Every hour of a team with a reservation
+  has a row, even one in which nothing of it ran (and so no team-queue row exists);
 - pending_gpu_hours: GPUs asked for x the part of the hour they waited (pending demand);
 - started, wait_p50_s, wait_p95_s: of the workloads that started in that hour (wait = start - submit).
 """
@@ -37,7 +43,7 @@ from django.db.models import Avg, IntegerField, Q, Value
 from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, TruncDay
 
 from portal.queues.models import Quota
-from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample
+from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample, UsageTeamRollup
 from portal.usage.samples import max_age
 from portal.worker import stats
 from portal.worker.models import WorkerStats
@@ -55,7 +61,16 @@ LAST_RUN = "rollup_at"  # WorkerStats: when the last rollup step ran
 IDLE_BELOW = 80.0  # percent average GPU utilisation
 DAY = timedelta(days=1)
 # What member and fabric rollups keep of a cell.
-COST_FIELDS = ["gpu_hours", "idle_gpu_hours", "used_gpu_hours", "unknown_gpu_hours", "cost", "idle_cost"]
+COST_FIELDS = [
+    "gpu_hours",
+    "idle_gpu_hours",
+    "used_gpu_hours",
+    "unknown_gpu_hours",
+    "cpu_hours",
+    "memory_gb_hours",
+    "cost",
+    "idle_cost",
+]
 
 
 def hour_of(at: datetime) -> datetime:
@@ -108,6 +123,15 @@ class Span:
     finished_at: datetime | None
     fabric_id: int | None = None  # where it ran (None: never placed)
     price: float = 0.0  # the fabric's price per GPU-hour
+    cpus: float = 0.0  # CPUs over all its nodes
+    memory_gb: float = 0.0  # memory GB over all its nodes
+    cpu_price: float = 0.0  # the fabric's price per CPU-hour
+    memory_price: float = 0.0  # the fabric's price per GB-hour of memory
+
+    @property
+    def cost_per_hour(self) -> float:
+        """What an hour of its allocation costs: its GPUs, CPUs and memory, each at the fabric's price."""
+        return self.gpus * self.price + self.cpus * self.cpu_price + self.memory_gb * self.memory_price
 
 
 @dataclass
@@ -116,6 +140,8 @@ class Cell:
     idle_gpu_hours: float = 0.0
     used_gpu_hours: float = 0.0
     unknown_gpu_hours: float = 0.0
+    cpu_hours: float = 0.0
+    memory_gb_hours: float = 0.0
     cost: float = 0.0
     idle_cost: float = 0.0
     reserved_gpu_hours: float = 0.0
@@ -153,7 +179,9 @@ def compute(
                 counted = (cells[key], members[(s.group_id, s.owner_id, hour)])
                 for cell in counted:
                     cell.gpu_hours += s.gpus * running
-                    cell.cost += s.gpus * running * s.price
+                    cell.cpu_hours += s.cpus * running
+                    cell.memory_gb_hours += s.memory_gb * running
+                    cell.cost += s.cost_per_hour * running
                 for begins, low, high in windows_in(hour, window):
                     part = overlap_hours(s.started_at, ran_until, low, min(high, until)) if s.started_at else 0.0
                     if part:
@@ -186,12 +214,42 @@ def by_fabric(
     until: datetime,
     window: timedelta = timedelta(minutes=30),
 ) -> dict[tuple[int, int, datetime], Cell]:
-    """Pure: the team-fabric-hour cells (running time only) of the spans that were placed on a fabric."""
+    """Pure: the team-fabric-hour cells (running time only) of the spans that were placed on a fabric; CPU-only
+    work has cells too (its CPU- and GB-hours are charged)."""
     placed = [(pk, replace(s, queue_id=s.fabric_id)) for pk, s in spans if s.fabric_id is not None]
     cells, _ = compute(placed, utilisation, {}, start, until, window)
     for cell in cells.values():
         cell.pending_gpu_hours, cell.waits = 0.0, []
-    return {key: cell for key, cell in cells.items() if cell.gpu_hours}
+    return {key: cell for key, cell in cells.items() if cell.gpu_hours or cell.cpu_hours or cell.memory_gb_hours}
+
+
+@dataclass
+class TeamHour:
+    reserved_gpu_hours: float = 0.0
+    gpu_hours: float = 0.0
+
+    @property
+    def unused_reservation_gpu_hours(self) -> float:
+        """The reservation held but unused in the hour: an hour in which the team held more than it reserved
+        (borrowing beyond its reservation) counts 0, never less: one hour's excess repays no other's idle."""
+        return max(0.0, self.reserved_gpu_hours - self.gpu_hours)
+
+
+def by_team(
+    cells: dict[tuple[int, int, datetime], Cell], reservations: dict[int, float], start: datetime, until: datetime
+) -> dict[tuple[int, datetime], TeamHour]:
+    """Pure: per team and hour from `start` to `until`, its reservation and the GPU-hours its queues' cells held.
+    Every hour of a team with a reservation is there, with or without cells; hours of no length (`until` on the
+    hour) are not."""
+    teams: defaultdict[tuple[int, datetime], TeamHour] = defaultdict(TeamHour)
+    for (group_id, _, hour), cell in cells.items():
+        teams[(group_id, hour)].gpu_hours += cell.gpu_hours
+    lengths = {hour: (min(hour + HOUR, until) - hour).total_seconds() / 3600 for hour in hours_between(start, until)}
+    for hour, length in lengths.items():
+        for group_id, gpus in reservations.items():
+            if gpus > 0 and length > 0:
+                teams[(group_id, hour)].reserved_gpu_hours = gpus * length
+    return dict(teams)
 
 
 def due(now: datetime) -> bool:
@@ -288,6 +346,18 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
         UsageFabricRollup.objects.bulk_create(
             fabric_rows, update_conflicts=True, unique_fields=["group", "fabric", "hour"], update_fields=COST_FIELDS
         )
+    team_rows = [
+        UsageTeamRollup(group_id=group_id, hour=hour, reserved_gpu_hours=t.reserved_gpu_hours, gpu_hours=t.gpu_hours,
+                        unused_reservation_gpu_hours=t.unused_reservation_gpu_hours)
+        for (group_id, hour), t in by_team(cells, reservations, start, until).items()
+    ]  # fmt: skip
+    if team_rows:
+        UsageTeamRollup.objects.bulk_create(
+            team_rows,
+            update_conflicts=True,
+            unique_fields=["group", "hour"],
+            update_fields=["reserved_gpu_hours", "gpu_hours", "unused_reservation_gpu_hours"],
+        )
     return len(rows)
 
 
@@ -319,13 +389,20 @@ def _spans(start: datetime, until: datetime) -> Iterator[tuple[str, Span, str]]:
         Workload.objects.filter(submitted_at__lt=until)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start))
         .values_list(
-            "pk", "group_id", "queue_id", "owner_id", "gpus_milli", "nodes", "submitted_at", "started_at",
-            "finished_at", "state", "fabric_id", "fabric__gpu_hour_price",
+            "pk", "group_id", "queue_id", "owner_id", "gpus_milli", "cpus_milli", "memory_mib", "nodes",
+            "submitted_at", "started_at", "finished_at", "state", "fabric_id", "fabric__gpu_hour_price",
+            "fabric__cpu_hour_price", "fabric__memory_gb_hour_price",
         )
     )  # fmt: skip
-    for pk, group_id, queue_id, owner_id, gpus_milli, nodes, submitted, started, finished, state, fabric, price in rows:
-        gpus = gpus_milli * nodes / 1000
-        span = Span(group_id, queue_id, owner_id, gpus, submitted, started, finished, fabric, float(price or 0))
+    for (
+        pk, group_id, queue_id, owner_id, gpus_milli, cpus_milli, memory_mib, nodes, submitted, started, finished,
+        state, fabric, price, cpu_price, memory_price,
+    ) in rows:  # fmt: skip
+        span = Span(
+            group_id, queue_id, owner_id, gpus_milli * nodes / 1000, submitted, started, finished, fabric,
+            price=float(price or 0), cpus=cpus_milli * nodes / 1000, memory_gb=memory_mib * nodes / 1024,
+            cpu_price=float(cpu_price or 0), memory_price=float(memory_price or 0),
+        )  # fmt: skip
         yield str(pk), span, state
 
 

@@ -93,6 +93,30 @@ def test_it_setting_a_fabric_s_price_per_gpu_hour_is_recorded_with_before_and_af
     assert fabric.gpu_hour_price == Decimal("2.75")
 
 
+def test_it_pricing_a_fabric_s_cpus_and_memory_is_recorded_and_no_price_is_negative(it_client, it_admin):
+    from decimal import Decimal
+
+    from portal.queues.models import Fabric
+
+    fabric = Fabric.objects.get(name="local")
+    url = f"/admin/queues/fabric/{fabric.pk}/change/"
+    change(it_client, url, cpu_hour_price="0.04", memory_gb_hour_price="0.005")
+    fabric.refresh_from_db()
+    assert (fabric.cpu_hour_price, fabric.memory_gb_hour_price) == (Decimal("0.04"), Decimal("0.005"))
+    event = AuditEvent.objects.filter(action="fabric.changed").latest("pk")
+    assert event.actor == it_admin
+    assert event.detail["before"] == {"cpu_hour_price": None, "memory_gb_hour_price": None}
+    assert {k: Decimal(v) for k, v in event.detail["after"].items()} == {
+        "cpu_hour_price": Decimal("0.04"),
+        "memory_gb_hour_price": Decimal("0.005"),
+    }
+    for name in ("cpu_hour_price", "memory_gb_hour_price"):
+        response = it_client.post(url, admin_form_data(it_client.get(url)) | {name: "-0.01"})
+        assert name in response.context["adminform"].form.errors
+    fabric.refresh_from_db()
+    assert (fabric.cpu_hour_price, fabric.memory_gb_hour_price) == (Decimal("0.04"), Decimal("0.005"))
+
+
 def test_it_choosing_what_a_queue_does_about_idle_gpus_is_recorded(it_client, it_admin):
     queue = Queue.objects.get(slug="notebooks")
     change(it_client, f"/admin/queues/queue/{queue.pk}/change/", gpu_idle_action="stop", gpu_idle_grace_minutes="45")

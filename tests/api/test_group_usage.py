@@ -42,6 +42,10 @@ def ran(user: Any, submit: Any, queue: str, fabric: Fabric, gpus: float, hours: 
 
 @pytest.fixture
 def month(cast: dict[str, Any], submit: Any) -> None:
+    seed_month(cast, submit)
+
+
+def seed_month(cast: dict[str, Any], submit: Any) -> None:
     """Vision: alice's 2 GPUs on hpc ($2.50/GPU-hour) two hours, sampled at 20 % the first hour only; bob's
     GPU on cloud ($4) one hour at 90 %. Fraud: charlie's 8 GPUs on hpc, never to be seen by vision."""
     hpc = Fabric.objects.create(
@@ -80,6 +84,7 @@ def test_a_member_reads_the_team_s_totals_from_the_rollups(month, api_as, alice)
     assert {k: totals[k] for k in VISION} == pytest.approx(VISION)
     assert totals["pending_gpu_hours"] == 0.0  # they waited before the period
     assert totals["reserved_gpu_hours"] == pytest.approx(2 * 4.0)  # vision's 4 GPUs reserved, two hours
+    assert totals["unused_reservation_gpu_hours"] == pytest.approx((4 - 3) + (4 - 2))
     assert answer["idle_rule"] == {"below_percent": 80.0, "window_minutes": 30}
     assert "rows" not in answer
 
@@ -170,6 +175,8 @@ def test_a_lead_exports_the_figures_as_csv_and_a_member_may_not(month, client, a
     assert float(table[0]["cost"]) == 10.0
     assert float(table[2]["idle_gpu_hours"]) == 2.0
     assert float(table[2]["unknown_gpu_hours"]) == 2.0
+    assert float(table[2]["unused_reservation_gpu_hours"]) == 3.0  # the team's: on the total only
+    assert table[0]["unused_reservation_gpu_hours"] == ""
     assert "Usage and cost as CSV" in client.get("/teams/vision/").content.decode()
     client.force_login(alice)
     assert client.get("/teams/vision/usage.csv").status_code == 403
@@ -183,3 +190,37 @@ def test_a_name_that_looks_like_a_formula_reaches_the_spreadsheet_as_text():
 
     assert csv_safe("=HYPERLINK(1)") == "'=HYPERLINK(1)"
     assert csv_safe("alice") == "alice"
+
+
+def test_cpus_and_memory_are_charged_beside_gpus_where_the_fabric_prices_them(month, api_as, bob):
+    Fabric.objects.filter(name="hpc").update(cpu_hour_price=Decimal("0.05"), memory_gb_hour_price=Decimal("0.01"))
+    rollup.roll_up(T0, T0 + 2 * HOUR)
+    alice_run = Workload.objects.get(group__slug="vision", queue__slug="hpc-train")
+    bob_run = Workload.objects.get(group__slug="vision", queue__slug="burst")
+    cpu_hours = {w: w.cpus_milli / 1000 * w.nodes * h for w, h in ((alice_run, 2), (bob_run, 1))}
+    gb_hours = {w: w.memory_mib / 1024 * w.nodes * h for w, h in ((alice_run, 2), (bob_run, 1))}
+    answer = api_as(bob).get(URL.format("vision") + "&by=fabric").json()
+    totals = answer["totals"]
+    assert totals["cpu_hours"] == pytest.approx(sum(cpu_hours.values()))
+    assert totals["memory_gb_hours"] == pytest.approx(sum(gb_hours.values()), abs=1e-4)
+    # cloud prices only its GPUs; hpc its GPUs, CPUs and memory.
+    hpc_cost = 4 * 2.5 + cpu_hours[alice_run] * 0.05 + gb_hours[alice_run] * 0.01
+    assert totals["cost"] == pytest.approx(hpc_cost + 4.0, abs=0.01)
+    assert totals["idle_cost"] == pytest.approx(VISION["idle_cost"])  # idle is the GPUs' alone
+    rows = {r["fabric"]: r for r in answer["rows"]}
+    assert rows["hpc"]["cost"] == pytest.approx(hpc_cost, abs=0.01)
+    assert rows["cloud"]["cost"] == pytest.approx(4.0)
+    assert rows["cloud"]["cpu_hours"] == pytest.approx(cpu_hours[bob_run])
+
+
+def test_reservation_held_but_unused_counts_each_hour_and_never_below_zero(month, api_as, bob, charlie):
+    """Vision reserves 4 GPUs: it holds 3 at 10:00 (1 unused), 2 at 11:00 (2 unused) and nothing at 12:00 (4).
+    Fraud reserves 2 and holds 8 at 10:00 and 11:00 (over: 0, making up for nothing), nothing at 12:00 (2)."""
+    rollup.roll_up(T0 + 2 * HOUR, T0 + 3 * HOUR)  # an hour in which nothing runs: no team-queue rows at all
+    url = "/api/v1/groups/{}/usage/?from=2026-11-30T10:00:00Z&to=2026-11-30T13:00:00Z&by=member"
+    vision = api_as(bob).get(url.format("vision")).json()
+    assert vision["totals"]["reserved_gpu_hours"] == pytest.approx(12.0)
+    assert vision["totals"]["unused_reservation_gpu_hours"] == pytest.approx(1 + 2 + 4)
+    assert all("unused_reservation_gpu_hours" not in row for row in vision["rows"])  # the team's, not a member's
+    fraud = api_as(charlie).get(url.format("fraud")).json()["totals"]
+    assert (fraud["reserved_gpu_hours"], fraud["unused_reservation_gpu_hours"]) == pytest.approx((6.0, 2.0))

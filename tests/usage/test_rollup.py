@@ -270,3 +270,138 @@ def test_the_step_keeps_cost_per_queue_member_and_fabric_at_the_fabric_s_price(a
     assert UsageMemberRollup.objects.get(user=alice, hour=T0).cost == pytest.approx(3.5)
     by_fabric = UsageFabricRollup.objects.get(group__slug="vision", hour=T0)
     assert (by_fabric.fabric_id, by_fabric.cost, by_fabric.unknown_gpu_hours) == (fabric.pk, 3.5, 1.0)
+
+
+@examples(max_examples=200, deadline=None)
+@given(
+    gpus=st.sampled_from([0.0, 0.5, 1.0, 8.0]),
+    cpus=st.sampled_from([0.0, 1.0, 16.0]),
+    memory_gb=st.sampled_from([0.0, 0.5, 64.0]),
+    prices=st.tuples(*[st.sampled_from([0.0, 0.04, 2.75]) for _ in range(3)]),
+    start_min=st.integers(0, 179),
+    length_min=st.integers(1, 300),
+    averages=st.dictionaries(st.integers(0, 15), st.floats(0, 100), max_size=16),
+)
+def test_cost_is_always_the_sum_of_its_gpu_cpu_and_memory_parts(
+    gpus, cpus, memory_gb, prices, start_min, length_min, averages
+):
+    """Whatever the utilisation, each cell's cost is its GPU-, CPU- and GB-hours at the fabric's prices, and idle
+    cost stays the idle GPU-hours' (CPUs and memory are not measured idle)."""
+    gpu_price, cpu_price, memory_price = prices
+    started = T0 + timedelta(minutes=start_min)
+    s = Span(1, 1, 1, gpus, T0, started, started + timedelta(minutes=length_min), fabric_id=7, price=gpu_price,
+             cpus=cpus, memory_gb=memory_gb, cpu_price=cpu_price, memory_price=memory_price)  # fmt: skip
+    utilisation = {("w", T0 + k * HALF): v for k, v in averages.items()}
+    cells, members = compute([("w", s)], utilisation, {}, T0, T0 + timedelta(hours=8), HALF)
+    fabric = rollup.by_fabric([("w", s)], utilisation, T0, T0 + timedelta(hours=8), HALF)
+    for c in [*cells.values(), *members.values(), *fabric.values()]:
+        parts = c.gpu_hours * gpu_price + c.cpu_hours * cpu_price + c.memory_gb_hours * memory_price
+        assert c.cost == pytest.approx(parts, abs=1e-9)
+        assert c.idle_cost == pytest.approx(c.idle_gpu_hours * gpu_price, abs=1e-9)
+    hours = length_min / 60
+    for found in (cells, members, fabric):
+        assert sum(c.cpu_hours for c in found.values()) == pytest.approx(cpus * hours)
+        assert sum(c.memory_gb_hours for c in found.values()) == pytest.approx(memory_gb * hours)
+        assert sum(c.cost for c in found.values()) == pytest.approx(s.cost_per_hour * hours)
+
+
+def test_cpu_only_work_on_a_fabric_is_charged_there_too():
+    s = Span(1, 1, 1, 0.0, T0, T0, T0 + HOUR, fabric_id=7, cpus=4, memory_gb=16, cpu_price=0.05, memory_price=0.01)
+    fabric = rollup.by_fabric([("w", s)], {}, T0, T0 + HOUR)
+    assert fabric[(1, 7, T0)].cost == pytest.approx(4 * 0.05 + 16 * 0.01)
+    assert fabric[(1, 7, T0)].gpu_hours == 0.0
+
+
+def test_the_step_charges_cpus_and_memory_per_node_at_the_fabric_s_prices(alice, submit):
+    """Two nodes of 2 GPUs, 8 CPUs and 32 GB for an hour: 4 GPU-hours, 16 CPU-hours, 64 GB-hours."""
+    from decimal import Decimal
+
+    from portal.queues.models import Fabric
+    from portal.usage.models import UsageFabricRollup
+
+    fabric = Fabric.objects.get(name="local")
+    Fabric.objects.filter(pk=fabric.pk).update(
+        gpu_hour_price=Decimal("2"), cpu_hour_price=Decimal("0.05"), memory_gb_hour_price=Decimal("0.01")
+    )
+    w = submit(alice, name="two-nodes", gpus=2, cpus=8, memory_gb=32)
+    Workload.objects.filter(pk=w.pk).update(
+        state=State.SUCCEEDED, fabric=fabric, nodes=2, submitted_at=T0, started_at=T0, finished_at=T0 + HOUR
+    )
+    rollup.roll_up(T0, T0 + HOUR)
+    want = 4 * 2 + 16 * 0.05 + 64 * 0.01
+    for row in (
+        UsageRollup.objects.get(group__slug="vision", hour=T0),
+        UsageMemberRollup.objects.get(user=alice, hour=T0),
+        UsageFabricRollup.objects.get(group__slug="vision", hour=T0),
+    ):
+        assert (row.gpu_hours, row.cpu_hours, row.memory_gb_hours) == pytest.approx((4.0, 16.0, 64.0))
+        assert row.cost == pytest.approx(want)
+        assert row.idle_cost == 0.0  # no samples: unknown, never idle
+
+
+def test_reservation_held_but_unused_is_counted_per_hour_and_an_hour_over_it_counts_zero():
+    """Team 1 reserves 4 GPUs. 10:00 it holds 3 (1 unused); 11:00 it holds 6 on two queues (over its
+    reservation: 0, and no credit for other hours); 12:00 nothing of it runs (all 4 unused); until 13:00 on the
+    hour, so 13:00 is no hour at all. Team 2 reserves nothing and holds 1."""
+    spans = [
+        ("a", span(gpus=3, started=T0, finished=T0 + HOUR)),
+        ("b", span(gpus=4, started=T0 + HOUR, finished=T0 + 2 * HOUR)),
+        ("c", span(gpus=2, started=T0 + HOUR, finished=T0 + 2 * HOUR, queue=2)),
+        ("d", span(gpus=1, started=T0, finished=T0 + HOUR, group=2)),
+    ]
+    reservations = {1: 4.0, 2: 0.0}
+    until = T0 + 3 * HOUR
+    cells, _ = compute(spans, {}, reservations, T0, until)
+    teams = rollup.by_team(cells, reservations, T0, until)
+    found = {
+        key: (t.reserved_gpu_hours, t.gpu_hours, t.unused_reservation_gpu_hours) for key, t in sorted(teams.items())
+    }
+    assert found == {
+        (1, T0): (4.0, 3.0, 1.0),
+        (1, T0 + HOUR): (4.0, 6.0, 0.0),
+        (1, T0 + 2 * HOUR): (4.0, 0.0, 4.0),
+        (2, T0): (0.0, 1.0, 0.0),
+    }
+
+
+def test_the_current_hour_s_unused_reservation_runs_only_up_to_now():
+    reservations = {1: 4.0}
+    cells, _ = compute([("w", span(gpus=1, started=T0))], {}, reservations, T0, T0 + timedelta(minutes=15))
+    t = rollup.by_team(cells, reservations, T0, T0 + timedelta(minutes=15))[(1, T0)]
+    assert (t.reserved_gpu_hours, t.gpu_hours, t.unused_reservation_gpu_hours) == pytest.approx((1.0, 0.25, 0.75))
+
+
+@examples(max_examples=200, deadline=None)
+@given(
+    reserved=st.sampled_from([0.0, 1.0, 4.0]),
+    runs=st.lists(st.tuples(st.sampled_from([0.5, 1.0, 4.0]), st.integers(0, 239), st.integers(1, 240)), max_size=5),
+)
+def test_unused_reservation_is_never_negative_nor_more_than_reserved_and_adds_up_hour_by_hour(reserved, runs):
+    spans = [
+        (f"w{i}", span(gpus=g, started=T0 + timedelta(minutes=m), finished=T0 + timedelta(minutes=m + n)))
+        for i, (g, m, n) in enumerate(runs)
+    ]
+    until = T0 + timedelta(hours=6)
+    cells, _ = compute(spans, {}, {1: reserved}, T0, until)
+    teams = rollup.by_team(cells, {1: reserved}, T0, until)
+    for t in teams.values():
+        assert 0.0 <= t.unused_reservation_gpu_hours <= t.reserved_gpu_hours
+        assert t.unused_reservation_gpu_hours == pytest.approx(max(0.0, t.reserved_gpu_hours - t.gpu_hours))
+    assert sum(t.reserved_gpu_hours for t in teams.values()) == pytest.approx(reserved * 6)
+    assert sum(t.gpu_hours for t in teams.values()) == pytest.approx(sum(c.gpu_hours for c in cells.values()))
+
+
+def test_the_step_keeps_a_row_for_every_reserved_hour_even_when_nothing_ran(cast):
+    from portal.accounts.models import ResourceGroup
+    from portal.queues.models import Fabric, Quota
+    from portal.usage.models import UsageTeamRollup
+
+    idle_team = ResourceGroup.objects.create(slug="idle-team", name="Idle team")
+    Quota.objects.create(group=idle_team, fabric=Fabric.objects.get(name="local"), gpu_reservation_milli=2000)
+    rollup.roll_up(T0, T0 + 2 * HOUR)
+    rows = UsageTeamRollup.objects.filter(group=idle_team).order_by("hour")
+    assert [(r.hour, r.reserved_gpu_hours, r.gpu_hours, r.unused_reservation_gpu_hours) for r in rows] == [
+        (T0, 2.0, 0.0, 2.0),
+        (T0 + HOUR, 2.0, 0.0, 2.0),
+    ]
+    assert not UsageRollup.objects.filter(group=idle_team).exists()
