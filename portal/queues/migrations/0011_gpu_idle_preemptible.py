@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queues', '0009_gpu_idle_action'),
+        ('queues', '0010_cpu_and_memory_prices'),
     ]
 
     operations = [
