@@ -86,7 +86,10 @@ class _Cycle:
         targets = [
             (fid, need_on(job, ledger.sharing[fid])) for fid in _targets(job, queue) if self.s.fabrics[fid].healthy
         ]
-        targets = [(fid, need) for fid, need in targets if ledger.within_reservation(job.group_id, fid, need)]
+        owed_to_agent = self._owed_to_agent(job)
+        targets = [
+            (fid, need) for fid, need in targets if owed_to_agent or ledger.within_reservation(job.group_id, fid, need)
+        ]
         if not targets:
             return False
         for fid, need in targets:
@@ -107,6 +110,13 @@ class _Cycle:
         free = sub(ledger.free(fid), ledger.held[fid])
         self.waiting[job.id] = _Why(reasons.no_capacity(self._name(fid), free, need), fid)
         return True
+
+    def _owed_to_agent(self, job: Job) -> bool:
+        """An agent identity's GPU work within the agent's own reservation is owed to it, even when its
+        teammates already fill the team's reservation (the team's limits still hold)."""
+        reserved = self.s.owner_reservations.get(job.owner_id, 0)
+        gpus = job.per_node.gpus_milli * job.nodes
+        return bool(reserved) and gpus > 0 and self.ledger.owner_used[job.owner_id] + gpus <= reserved
 
     # -- pass 2: borrowing ---------------------------------------------------------------------------
     def consider(self, job: Job) -> None:
@@ -156,16 +166,29 @@ class _Cycle:
         return None
 
     def _limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
-        ledger = self.ledger
+        """Why a cap holds the job back on this fabric (the first that does, team before member before queue
+        before agent identity), or None."""
+        ledger, s = self.ledger, self.s
         g = job.group_id
-        owner_limit = self.s.owner_limits.get(job.owner_id)
-        if ledger.within_limits(job, fid, need, owner_limit):
+        owner_limit = s.owner_limits.get(job.owner_id)
+        member_limit = None if job.owner_id in s.agents else s.member_limits.get(g)
+        queue = s.queues.get(job.queue_id)
+        queue_cap = ledger.queue_cap(queue.gpu_share if queue else None, fid)
+        if ledger.within_limits(job, fid, need, owner_limit, member_limit, queue_cap):
             return None
         for key, where in (((g, fid), self._name(fid)), ((g, None), "")):
             limit = ledger.limit.get(key)
             if limit is not None and not fits(add(ledger.group_used[key], need), limit):
                 used = ledger.group_used[key]
                 return _Why(reasons.group_at_limit(where, used, limit, need), None, key)
+        if member_limit is not None and ledger.member_used[g, job.owner_id] + need[0] > member_limit:
+            return _Why(reasons.member_at_limit(ledger.member_used[g, job.owner_id], member_limit, need[0]), None)
+        in_queue = ledger.queue_used[job.queue_id, fid]
+        if queue is not None and queue_cap is not None and in_queue + need[0] > queue_cap:
+            share = reasons.queue_at_share(
+                queue.slug, self._name(fid), queue.gpu_share or 0, in_queue, queue_cap, need[0]
+            )
+            return _Why(share, None)
         owner = (ledger.owner_used[job.owner_id], owner_limit or 0, need[0])
         return _Why(reasons.owner_at_limit(*owner), None)
 

@@ -52,6 +52,8 @@ class Ledger:
         self.held: dict[int, Amount] = dict.fromkeys(snapshot.fabrics, ZERO)
         self.group_used: defaultdict[tuple[int, int | None], Amount] = defaultdict(lambda: ZERO)
         self.owner_used: defaultdict[int, int] = defaultdict(int)
+        self.member_used: defaultdict[tuple[int, int], int] = defaultdict(int)  # (team, owner) -> GPUs (milli)
+        self.queue_used: defaultdict[tuple[int, int], int] = defaultdict(int)  # (queue, fabric) -> GPUs (milli)
         self.reserved: dict[tuple[int, int | None], Amount] = {}
         self.limit: dict[tuple[int, int | None], Amount] = {}
         for key, quota in snapshot.quotas.items():
@@ -76,7 +78,17 @@ class Ledger:
         used = self.group_used[group_id, fabric_id]
         return all(used[i] + need[i] <= reserved[i] for i in range(3) if reserved[i])
 
-    def within_limits(self, job: Job, fabric_id: int, need: Amount, owner_limit: int | None) -> bool:
+    def within_limits(
+        self,
+        job: Job,
+        fabric_id: int,
+        need: Amount,
+        owner_limit: int | None,
+        member_limit: int | None = None,
+        queue_cap: int | None = None,
+    ) -> bool:
+        """Whether `need` keeps every cap: the team's on the fabric and across fabrics, its member's (GPUs one
+        person may hold), the queue's share of the fabric, and an agent identity's own limit."""
         g = job.group_id
         for key in ((g, fabric_id), (g, None)):
             limit = self.limit.get(key)
@@ -84,6 +96,11 @@ class Ledger:
                 used = self.group_used[key]
                 if used[0] + need[0] > limit[0] or used[1] + need[1] > limit[1] or used[2] + need[2] > limit[2]:
                     return False
+        if need[0]:
+            if member_limit is not None and self.member_used[g, job.owner_id] + need[0] > member_limit:
+                return False
+            if queue_cap is not None and self.queue_used[job.queue_id, fabric_id] + need[0] > queue_cap:
+                return False
         return owner_limit is None or self.owner_used[job.owner_id] + need[0] <= owner_limit
 
     def take(self, job: Job, fabric_id: int, need: Amount) -> None:
@@ -99,3 +116,9 @@ class Ledger:
         self.group_used[g, fabric_id] = add(self.group_used[g, fabric_id], delta)
         self.group_used[g, None] = add(self.group_used[g, None], delta)
         self.owner_used[job.owner_id] += delta[0]
+        self.member_used[g, job.owner_id] += delta[0]
+        self.queue_used[job.queue_id, fabric_id] += delta[0]
+
+    def queue_cap(self, share: int | None, fabric_id: int) -> int | None:
+        """The GPUs (milli) a queue with this share of a fabric may hold there; None: no cap."""
+        return None if share is None else self.capacity[fabric_id][0] * share // 100

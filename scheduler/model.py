@@ -46,6 +46,7 @@ class QueueState:
     fabric_ids: tuple[int, ...]  # targets, in the order they are tried
     preemptible: bool = False  # work here may be preempted while it borrows another team's reservation
     idle_preemptible: bool = False  # work here whose GPUs sit idle may be preempted even within its reservation
+    gpu_share: int | None = None  # percent of each target's GPUs this queue's work may hold at once (None: all)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,9 @@ class Snapshot:
     usage: Mapping[int, float] = field(default_factory=dict)  # group -> decayed GPUs in use (the U of fair share)
     shares: Mapping[int, float] = field(default_factory=dict)  # group -> its allocation in GPUs (the L)
     owner_limits: Mapping[int, int] = field(default_factory=dict)  # service identity -> GPU limit (milli)
+    owner_reservations: Mapping[int, int] = field(default_factory=dict)  # service identity -> GPUs owed it (milli)
+    member_limits: Mapping[int, int] = field(default_factory=dict)  # team -> GPUs one person may hold (milli)
+    agents: frozenset[int] = frozenset()  # owners that are service identities (a member cap is for people)
     weights: Weights = Weights()
 
     def quota(self, group_id: int, fabric_id: int | None) -> Quota:

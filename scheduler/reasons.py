@@ -12,6 +12,8 @@ from typing import Any
 
 GROUP_AT_LIMIT = "group_at_limit"
 OWNER_AT_LIMIT = "owner_at_limit"
+MEMBER_AT_LIMIT = "member_at_limit"
+QUEUE_AT_SHARE = "queue_at_share"
 NO_CAPACITY = "no_capacity"
 HELD_FOR_RESERVATIONS = "held_for_reservations"
 GANG_DOES_NOT_FIT = "gang_does_not_fit"
@@ -79,6 +81,26 @@ def group_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> Re
         return f"Your team is at its limit {where}: {_over(used, limit, need)}."
 
     return Reason(GROUP_AT_LIMIT, make=say)
+
+
+def member_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> Reason:
+    def say() -> str:
+        return (
+            f"You are at the limit each member of your team may hold: {_n(used_milli)} of {_n(limit_milli)} GPUs "
+            f"in use, this needs {_n(need_milli)} more."
+        )
+
+    return Reason(MEMBER_AT_LIMIT, make=say)
+
+
+def queue_at_share(queue: str, fabric: str, share: int, used_milli: int, cap_milli: int, need_milli: int) -> Reason:
+    def say() -> str:
+        return (
+            f"The queue {queue} is at its share of {fabric} ({share} % of its GPUs): {_n(used_milli)} of "
+            f"{_n(cap_milli)} GPUs in use, this needs {_n(need_milli)} more."
+        )
+
+    return Reason(QUEUE_AT_SHARE, make=say)
 
 
 def owner_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> Reason:

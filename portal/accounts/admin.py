@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.db.models import Q, QuerySet
@@ -38,9 +40,43 @@ class ClaimMappingInline(admin.TabularInline[ClaimMapping, ResourceGroup]):
     fields = ["claim_value", "role", "makes_it_staff"]
 
 
+class ResourceGroupForm(forms.ModelForm[ResourceGroup]):
+    """The member cap in GPUs, as quotas are given (stored in milli-GPUs)."""
+
+    member_gpu_limit = forms.DecimalField(
+        label="GPU limit per member",
+        min_value=Decimal("0.001"),
+        decimal_places=3,
+        required=False,
+        help_text="GPUs any one person may hold in this team at once, over all fabrics, e.g. 2; agents keep their "
+        "own limits. Empty: no cap.",
+    )
+
+    class Meta:
+        model = ResourceGroup
+        fields = ["slug", "name", "parent", "fair_share_weight", "wait_slo_seconds"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        milli = self.instance.member_gpu_limit_milli
+        self.initial["member_gpu_limit"] = None if milli is None else (Decimal(milli) / 1000).normalize()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        gpus = data.get("member_gpu_limit")
+        milli = None if gpus is None else int(gpus * 1000)
+        _, limit = self.instance.gpu_quota_milli() if self.instance.pk else (0, None)
+        if milli is not None and limit is not None and milli > limit:
+            self.add_error("member_gpu_limit", f"Above the team's own limit ({Decimal(limit) / 1000:g} GPUs).")
+            return data
+        self.instance.member_gpu_limit_milli = milli
+        return data
+
+
 @admin.register(ResourceGroup)
 class ResourceGroupAdmin(admin.ModelAdmin[ResourceGroup]):
-    list_display = ["slug", "name", "parent", "fair_share_weight", "wait_slo_seconds"]
+    form = ResourceGroupForm
+    list_display = ["slug", "name", "parent", "fair_share_weight", "wait_slo_seconds", "member_gpu_limit_milli"]
     search_fields = ["slug", "name"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [ClaimMappingInline, MembershipInline]

@@ -28,6 +28,13 @@ class ResourceGroup(models.Model):
     wait_slo_seconds = models.PositiveIntegerField(
         default=3600, help_text="The team's p95 queue-wait objective, in seconds."
     )
+    member_gpu_limit_milli = models.PositiveIntegerField(
+        "GPU limit per member (milli)",
+        null=True,
+        blank=True,
+        help_text="GPUs any one person may hold in this team at once, over all fabrics (so that one person cannot "
+        "take the team's whole share). 1000 = one GPU. Agents keep their own limits. Empty: no cap.",
+    )
 
     class Meta:
         ordering = ["slug"]
@@ -35,6 +42,14 @@ class ResourceGroup(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        if self.member_gpu_limit_milli is None or self.pk is None:
+            return
+        _, limit = self.gpu_quota_milli()
+        if limit is not None and self.member_gpu_limit_milli > limit:
+            message = f"Above the team's own limit ({limit} milli-GPUs): a member's cap fits in it."
+            raise ValidationError({"member_gpu_limit_milli": message})
 
     def gpu_quota_milli(self) -> tuple[int, int | None]:
         """The team's GPU reservation and limit over all fabrics, in milli-GPUs.

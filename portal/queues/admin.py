@@ -40,7 +40,7 @@ class QueueForm(forms.ModelForm[Queue]):
     class Meta:
         model = Queue
         fields = ["name", "slug", "description", "kinds", "allowed_groups", "default_runtime_minutes",
-                  "max_runtime_minutes", "preemptible", "notebook_idle_minutes", "gpu_idle_action",
+                  "max_runtime_minutes", "preemptible", "gpu_share_percent", "notebook_idle_minutes", "gpu_idle_action",
                   "gpu_idle_grace_minutes", "enabled"]  # fmt: skip
         labels = {"allowed_groups": "Teams that may use it"}
         help_texts = {"allowed_groups": "A queue open to no team is visible to nobody but IT."}
@@ -171,6 +171,16 @@ class QuotaForm(forms.ModelForm[Quota]):
                 name = "memory_limit_gb" if resource == "memory" else f"{resource}_limit"
                 self.add_error(name, "The limit is below the reservation: a cap cannot sit under the floor.")
                 return data
+        group = data.get("group")
+        member_cap = group.member_gpu_limit_milli if group is not None else None
+        gpu_cap = values["gpu_limit_milli"]
+        if group is not None and member_cap is not None and gpu_cap is not None and gpu_cap < member_cap:
+            self.add_error(
+                "gpu_limit",
+                f"Below what each member of {group.name} may hold ({Decimal(member_cap) / 1000:g} GPUs): "
+                "lower the team's member cap first.",
+            )
+            return data
         for attr, value in values.items():
             setattr(self.instance, attr, value)
         return data

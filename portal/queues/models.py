@@ -5,7 +5,7 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from fabrics import native
@@ -135,6 +135,14 @@ class Queue(models.Model):
     max_runtime_minutes = models.PositiveIntegerField(default=7 * 24 * 60, validators=[MinValueValidator(1)])
     preemptible = models.BooleanField(
         default=False, help_text="Work here may be preempted when it borrows another team's reservation."
+    )
+    gpu_share_percent = models.PositiveSmallIntegerField(
+        "GPU share of each fabric (%)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="At most this share of each target fabric's GPUs may run this queue's work at once "
+        "(e.g. 25 for notebooks). Empty: no cap beyond the teams' own.",
     )
     notebook_idle_minutes = models.PositiveIntegerField(
         "Notebook idle limit (minutes)",
@@ -266,6 +274,13 @@ class Quota(models.Model):
                 errors[f"{resource}_limit_{unit}"] = (
                     f"The limit ({limit}) is below the reservation ({reservation}): a cap cannot sit under the floor."
                 )
+        member_cap = self.group.member_gpu_limit_milli if self.group_id else None
+        if member_cap is not None and self.gpu_limit_milli is not None and self.gpu_limit_milli < member_cap:
+            errors.setdefault(
+                "gpu_limit_milli",
+                f"The team's members may each hold {member_cap} milli-GPUs: a team limit below one member's cap "
+                "would make that cap meaningless. Lower the member cap first.",
+            )
         if errors:
             raise ValidationError(errors)
 

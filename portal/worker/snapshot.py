@@ -104,6 +104,7 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
             tuple(t.fabric_id for t in q.targets.all() if t.fabric_id in fabrics),
             q.preemptible,
             idle_preemptible=q.gpu_idle_action == Queue.GpuIdleAction.PREEMPTIBLE,
+            gpu_share=q.gpu_share_percent,
         )
         for q in Queue.objects.prefetch_related("targets")
     }
@@ -125,6 +126,12 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         u.group_id: average_gpus(u.decayed_gpu_seconds, u.updated_at, now, half_life_s)
         for u in GroupUsage.objects.all()
     }
+    agents = [
+        (user_id, limit, reserved, disabled is None and expires > now)
+        for user_id, limit, reserved, disabled, expires in ServiceIdentity.objects.values_list(
+            "user_id", "gpu_limit_milli", "gpu_reservation_milli", "disabled_at", "expires_at"
+        )
+    ]
     snapshot = model.Snapshot(
         now=now,
         fabrics=fabrics,
@@ -134,11 +141,16 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         running=tuple(job_of(v, kinds) for v in values if v[1] != State.PENDING),
         usage=usage,
         shares=shares(quotas, fabrics),
-        # An agent's own GPU cap inside its team's (its reservation is not yet enforced separately).
-        owner_limits={
-            user_id: limit
-            for user_id, limit in ServiceIdentity.objects.values_list("user_id", "gpu_limit_milli")
-            if limit is not None
+        # An agent's own GPU cap inside its team's, and the GPUs owed it out of its team's reservation.
+        owner_limits={user_id: limit for user_id, limit, _, _ in agents if limit is not None},
+        owner_reservations={user_id: reserved for user_id, _, reserved, active in agents if reserved and active},
+        agents=frozenset(user_id for user_id, _, _, _ in agents),
+        member_limits={
+            pk: cap
+            for pk, cap in ResourceGroup.objects.filter(member_gpu_limit_milli__isnull=False).values_list(
+                "pk", "member_gpu_limit_milli"
+            )
+            if cap is not None
         },
         weights=weights(),
     )

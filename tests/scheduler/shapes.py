@@ -89,9 +89,13 @@ def reserve(group: int, fabric_id: int | None, n_gpus: float = 0, limit: float |
     return Quota(group, fabric_id, reservation=Resources(round(n_gpus * 1000), 0, 0), limit=cap)
 
 
-def queues(*, preemptible_train: bool = False, idle_preemptible_train: bool = False) -> dict[int, QueueState]:
+def queues(
+    *, preemptible_train: bool = False, idle_preemptible_train: bool = False, train_share: int | None = None
+) -> dict[int, QueueState]:
     return {
-        TRAIN: QueueState(TRAIN, "train", (POOL,), preemptible_train, idle_preemptible=idle_preemptible_train),
+        TRAIN: QueueState(
+            TRAIN, "train", (POOL,), preemptible_train, idle_preemptible=idle_preemptible_train, gpu_share=train_share
+        ),
         SCAVENGE: QueueState(SCAVENGE, "scavenge", (POOL,), True),
         BOTH: QueueState(BOTH, "both", (POOL, SPARE)),
     }

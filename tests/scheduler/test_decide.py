@@ -33,6 +33,9 @@ def idle(jobs: list[Job], name: str = "idle") -> list[Job]:
     return [replace(j, gpus_idle=True) if j.id.startswith(f"{name}-") else j for j in jobs]
 
 
+ALICE, BOB, AGENT = 21, 22, 29  # owners
+
+
 @dataclass
 class Case:
     name: str
@@ -79,6 +82,61 @@ CASES = [
         extra={"owner_limits": {7: 2000}},
         want_admitted={"vision-0", "vision-1"},
         want_reasons={"vision-2": r.OWNER_AT_LIMIT},
+    ),
+    Case(
+        "each member may hold 2 of the team's GPUs: alice's third waits while bob's run",
+        fabrics=[fabric(POOL, 8)],
+        pending=gpu_jobs(VISION, 3, owner=ALICE, name="alice") + gpu_jobs(VISION, 2, owner=BOB, name="bob"),
+        extra={"member_limits": {VISION: 2000}},
+        want_admitted={"alice-0", "alice-1", "bob-0", "bob-1"},
+        want_reasons={"alice-2": r.MEMBER_AT_LIMIT},
+    ),
+    Case(
+        "a member's cap counts what the member already runs, and a CPU-only job is never held by it",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(VISION, 2, owner=ALICE, name="old")),
+        pending=gpu_jobs(VISION, 1, 0.5, owner=ALICE, name="half") + gpu_jobs(VISION, 1, 0, owner=ALICE, name="cpu"),
+        extra={"member_limits": {VISION: 2000}},
+        want_admitted={"cpu-0"},
+        want_reasons={"half-0": r.MEMBER_AT_LIMIT},
+    ),
+    Case(
+        "an agent identity is held by its own limit, not by the cap on people",
+        fabrics=[fabric(POOL, 8)],
+        pending=gpu_jobs(VISION, 3, owner=AGENT, name="agent"),
+        extra={"member_limits": {VISION: 1000}, "owner_limits": {AGENT: 3000}, "agents": frozenset({AGENT})},
+        want_admitted={"agent-0", "agent-1", "agent-2"},
+    ),
+    Case(
+        "a queue may hold at most its share of the pool: the third notebook waits, other queues' work runs",
+        fabrics=[fabric(POOL, 8)],
+        pending=gpu_jobs(VISION, 3, name="nb") + gpu_jobs(FRAUD, 2, queue=SCAVENGE, name="other"),
+        extra={"queues": queues(train_share=25)},
+        want_admitted={"nb-0", "nb-1", "other-0", "other-1"},
+        want_reasons={"nb-2": r.QUEUE_AT_SHARE},
+    ),
+    Case(
+        "an agent identity's reservation is owed to it though its teammates fill the team's: borrowed work goes",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(
+            POOL, gpu_jobs(VISION, 2, owner=ALICE, name="alice") + gpu_jobs(FRAUD, 2, queue=SCAVENGE, name="borrowed")
+        ),
+        pending=gpu_jobs(VISION, 1, owner=AGENT, name="agent"),
+        quotas=[reserve(VISION, POOL, 2)],
+        extra={"owner_reservations": {AGENT: 1000}, "agents": frozenset({AGENT})},
+        want_admitted={"agent-0"},
+        want_preempted=["borrowed-1"],
+    ),
+    Case(
+        "without a reservation of its own the same agent waits: its team's reservation is in use",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(
+            POOL, gpu_jobs(VISION, 2, owner=ALICE, name="alice") + gpu_jobs(FRAUD, 2, queue=SCAVENGE, name="borrowed")
+        ),
+        pending=gpu_jobs(VISION, 1, owner=AGENT, name="agent"),
+        quotas=[reserve(VISION, POOL, 2)],
+        want_admitted=set(),
+        want_reasons={"agent-0": r.NO_CAPACITY},
     ),
     Case(
         "four quarter-GPU jobs share one GPU exactly; a fifth waits",

@@ -18,6 +18,7 @@ from scheduler.reasons import BEHIND_HIGHER_PRIORITY, NO_CAPACITY
 from tests.scheduler.shapes import NOW
 
 GROUPS = (1, 2, 3)
+OWNERS = (101, 102, 103)
 # GRIDLANE_HYPOTHESIS_EXAMPLES=2000 for a deeper search than the suite's default.
 SETTINGS = settings(
     max_examples=int(os.environ.get("GRIDLANE_HYPOTHESIS_EXAMPLES", "150")),
@@ -27,7 +28,7 @@ SETTINGS = settings(
 
 
 @st.composite
-def snapshots(draw, *, reservations: bool = True, preemptible: bool | None = None) -> Snapshot:
+def snapshots(draw, *, reservations: bool = True, preemptible: bool | None = None, caps: bool = False) -> Snapshot:
     n_fabrics = draw(st.integers(1, 2))
     fabrics = {
         fid: FabricState(
@@ -38,9 +39,12 @@ def snapshots(draw, *, reservations: bool = True, preemptible: bool | None = Non
         )
         for fid in range(1, n_fabrics + 1)
     }
+    share = st.one_of(st.none(), st.integers(1, 100)) if caps else st.none()
     queues = {
-        1: QueueState(1, "a", (1,), draw(st.booleans()) if preemptible is None else preemptible),
-        2: QueueState(2, "b", tuple(fabrics), draw(st.booleans()) if preemptible is None else preemptible),
+        1: QueueState(1, "a", (1,), draw(st.booleans()) if preemptible is None else preemptible, gpu_share=draw(share)),
+        2: QueueState(
+            2, "b", tuple(fabrics), draw(st.booleans()) if preemptible is None else preemptible, gpu_share=draw(share)
+        ),
     }
     quotas: dict[tuple[int, int | None], Quota] = {}
     for fid, f in fabrics.items():
@@ -70,6 +74,7 @@ def snapshots(draw, *, reservations: bool = True, preemptible: bool | None = Non
             runtime_limit_s=draw(st.sampled_from([300, 3600, 7200])),
             fabric_id=running_on,
             started_at=NOW - timedelta(seconds=draw(st.integers(0, 7200))) if running_on else None,
+            owner_id=draw(st.sampled_from(OWNERS)) if caps else 0,
         )
 
     running: list[Job] = []
@@ -87,7 +92,13 @@ def snapshots(draw, *, reservations: bool = True, preemptible: bool | None = Non
             used[1] += need
             group_used[key] = group_used.get(key, 0) + need
     pending = [job(i, None) for i in range(draw(st.integers(0, 25)))]
-    return Snapshot(NOW, fabrics, queues, tuple(pending), tuple(running), quotas)
+    if not caps:
+        return Snapshot(NOW, fabrics, queues, tuple(pending), tuple(running), quotas)
+    member_limits = {g: draw(st.integers(1, 8)) * 500 for g in GROUPS if draw(st.booleans())}
+    agents = frozenset(o for o in OWNERS if draw(st.booleans()))
+    return Snapshot(
+        NOW, fabrics, queues, tuple(pending), tuple(running), quotas, member_limits=member_limits, agents=agents
+    )
 
 
 def usage_after(s: Snapshot) -> tuple[dict[int, int], dict[tuple[int, int], int]]:
@@ -119,6 +130,43 @@ def test_never_above_a_limit(s: Snapshot) -> None:
     _, group = usage_after(s)
     for (g, fid), used in group.items():
         assert used <= s.quotas[g, fid].limit.gpus_milli
+
+
+@SETTINGS
+@given(snapshots(caps=True))
+def test_no_admission_takes_a_member_or_a_queue_past_its_cap(s: Snapshot) -> None:
+    """Work already running may sit above a cap (it was set later); nothing is admitted that ends above one."""
+    d = decide(s)
+    gone = {p.job_id for p in d.preempt}
+    by_id = {j.id: j for j in s.pending}
+    placed = [(j, j.fabric_id or 0) for j in s.running if j.id not in gone]
+    placed += [(by_id[a.job_id], a.fabric_id) for a in d.admit]
+    member: dict[tuple[int, int], int] = {}
+    queue: dict[tuple[int, int], int] = {}
+    for job, fid in placed:
+        need = need_on(job, s.fabrics[fid].gpu_sharing)[0]
+        member[job.group_id, job.owner_id] = member.get((job.group_id, job.owner_id), 0) + need
+        queue[job.queue_id, fid] = queue.get((job.queue_id, fid), 0) + need
+    for a in d.admit:
+        job = by_id[a.job_id]
+        if not job.per_node.gpus_milli:
+            continue
+        cap = s.member_limits.get(job.group_id)
+        if cap is not None and job.owner_id not in s.agents:
+            assert member[job.group_id, job.owner_id] <= cap
+        share = s.queues[job.queue_id].gpu_share
+        if share is not None:
+            assert queue[job.queue_id, a.fabric_id] <= s.fabrics[a.fabric_id].capacity.gpus_milli * share // 100
+
+
+@SETTINGS
+@given(snapshots(caps=True))
+def test_never_above_capacity_or_a_limit_with_caps(s: Snapshot) -> None:
+    used, group = usage_after(s)
+    for fid, fabric in s.fabrics.items():
+        assert used[fid] <= fabric.capacity.gpus_milli
+    for (g, fid), held in group.items():
+        assert held <= s.quotas[g, fid].limit.gpus_milli
 
 
 @SETTINGS

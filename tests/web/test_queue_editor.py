@@ -92,3 +92,59 @@ def test_labels_say_teams_and_agent_access_is_spelled_right(it_client):
     fabric = Fabric.objects.get(name="local")
     fabric_page = it_client.get(f"/admin/queues/fabric/{fabric.pk}/change/").content.decode()
     assert "team quotas on this fabric" in fabric_page.lower()
+
+
+def test_a_member_cap_is_set_in_gpus_and_one_above_the_team_s_limit_is_refused(it_client):
+    vision = ResourceGroup.objects.get(slug="vision")  # the demo's limit on the local pool: 6 GPUs
+    form = {"slug": "vision", "name": vision.name, "fair_share_weight": 1, "wait_slo_seconds": 3600,
+            "claim_mappings-TOTAL_FORMS": 0, "claim_mappings-INITIAL_FORMS": 0,
+            "memberships-TOTAL_FORMS": 0, "memberships-INITIAL_FORMS": 0}  # fmt: skip
+    refused = it_client.post(f"/admin/accounts/resourcegroup/{vision.pk}/change/", form | {"member_gpu_limit": "7"})
+    assert refused.status_code == 200
+    assert "Above the team&#x27;s own limit (6 GPUs)" in refused.content.decode()
+    vision.refresh_from_db()
+    assert vision.member_gpu_limit_milli is None
+    kept = it_client.post(f"/admin/accounts/resourcegroup/{vision.pk}/change/", form | {"member_gpu_limit": "2.5"})
+    assert kept.status_code == 302
+    vision.refresh_from_db()
+    assert vision.member_gpu_limit_milli == 2500
+
+
+def test_a_team_limit_below_its_member_cap_is_refused_and_nothing_is_saved(it_client):
+    ResourceGroup.objects.filter(slug="vision").update(member_gpu_limit_milli=4000)
+    quota = Quota.objects.get(group__slug="vision", fabric__name="local")
+    response = it_client.post(
+        f"/admin/queues/quota/{quota.pk}/change/",
+        {"group": quota.group_id, "fabric": quota.fabric_id, "gpu_reservation": "0", "gpu_limit": "3",
+         "cpu_reservation": "0", "cpu_limit": "", "memory_reservation_gb": "0", "memory_limit_gb": ""},
+    )  # fmt: skip
+    assert response.status_code == 200
+    assert "lower the team&#x27;s member cap first" in response.content.decode()
+    quota.refresh_from_db()
+    assert quota.gpu_limit_milli == 6000
+
+
+@pytest.mark.parametrize("share", ["0", "101", "12.5", "-5"])
+def test_a_queue_share_outside_1_to_100_percent_is_refused(it_client, share):
+    queue = Queue.objects.get(slug="train")
+    page = it_client.get(f"/admin/queues/queue/{queue.pk}/change/").content.decode()
+    assert 'name="gpu_share_percent"' in page
+    from django.forms.models import modelform_factory
+
+    from portal.queues.admin import QueueForm
+
+    form = modelform_factory(Queue, form=QueueForm)(
+        data={
+            "name": queue.name,
+            "slug": queue.slug,
+            "kinds": queue.kinds,
+            "default_runtime_minutes": 60,
+            "max_runtime_minutes": 600,
+            "gpu_share_percent": share,
+        },
+        instance=queue,
+    )
+    assert not form.is_valid()
+    assert "gpu_share_percent" in form.errors
+    queue.refresh_from_db()
+    assert queue.gpu_share_percent is None

@@ -155,3 +155,46 @@ def test_a_cycle_considers_the_oldest_few_of_each_teams_queue_and_class(alice, c
     snap, _ = snapshot.build(timezone.now())
     considered = {j.id for j in snap.pending}
     assert considered == {str(w.pk) for w in (*mine[:2], urgent, *theirs[:2])}
+
+
+def test_a_member_cap_holds_one_person_back_while_a_teammate_runs(alice, bob, agent, submit):
+    from portal.accounts.models import ResourceGroup, ServiceIdentity
+
+    ResourceGroup.objects.filter(slug="vision").update(member_gpu_limit_milli=2000)
+    Quota.objects.filter(group__slug="vision").update(gpu_limit_milli=None)
+    mine = [submit(alice, name=f"a{i}", gpus=1, command="sleep 300") for i in range(3)]
+    bobs = submit(bob, name="b0", gpus=1, command="sleep 300")
+    ServiceIdentity.objects.filter(pk=agent.pk).update(gpu_limit_milli=3000)
+    agents = submit(agent.user, name="ag", gpus=3, command="sleep 300")  # an agent: its own limit, not the member cap
+    tasks.cycle()
+    assert states(*mine[:2], bobs, agents).count(State.PENDING) == 0
+    third = Workload.objects.get(pk=mine[2].pk)
+    assert third.pending_reason_code == reasons.MEMBER_AT_LIMIT
+    assert "2 of 2 GPUs in use" in third.pending_reason
+
+
+def test_a_queue_s_share_of_the_pool_caps_its_work_and_says_so(alice, charlie, submit):
+    Queue.objects.filter(slug="train").update(gpu_share_percent=25)  # the demo pool has 8 GPUs: 2 for train
+    Quota.objects.filter(group__slug__in=["vision", "fraud"]).update(gpu_limit_milli=None)
+    first = submit(alice, name="t0", gpus=1, command="sleep 300")
+    second = submit(charlie, name="t1", gpus=1, command="sleep 300")
+    third = submit(alice, name="t2", gpus=1, command="sleep 300")
+    tasks.cycle()
+    assert states(first, second).count(State.PENDING) == 0
+    waiting = Workload.objects.get(pk=third.pk)
+    assert waiting.pending_reason_code == reasons.QUEUE_AT_SHARE
+    assert "25 %" in waiting.pending_reason
+
+
+def test_an_agent_s_reservation_is_owed_to_it_when_its_teammates_fill_the_team_s(alice, agent, submit, settings):
+    from portal.accounts.models import ServiceIdentity
+
+    Queue.objects.filter(slug="train").update(preemptible=True)
+    Quota.objects.filter(group__slug="vision").update(gpu_reservation_milli=4000, gpu_limit_milli=None)
+    ServiceIdentity.objects.filter(pk=agent.pk).update(gpu_reservation_milli=2000)
+    snap, _ = snapshot.build(timezone.now())
+    assert snap.owner_reservations == {agent.user_id: 2000}
+    assert agent.user_id in snap.agents
+    ServiceIdentity.objects.filter(pk=agent.pk).update(disabled_at=timezone.now())
+    snap, _ = snapshot.build(timezone.now())
+    assert snap.owner_reservations == {}  # a disabled agent is owed nothing
