@@ -40,9 +40,11 @@ def decide(snapshot: Snapshot) -> Decisions:
     cycle = _Cycle(snapshot)
     # 1. Order the line: fair share, priority class, age and size (priority.py).
     line = ordered(snapshot)
-    # 2. What each team is owed: work within its unused reservation goes first, whatever its priority.
+    # 2. What each team is owed: work within its unused reservation goes first, whatever its priority; then
+    #    work within its department's unused reservation (a team's own floor before what sister teams share).
     #    An array's elements past its % limit wait, whatever is free.
-    borrowers = [job for job in line if not cycle.throttled(job) and not cycle.owed(job)]
+    rest = [job for job in line if not cycle.throttled(job) and not cycle.owed(job)]
+    borrowers = [job for job in rest if not snapshot.parents or not cycle.owed(job, department=True)]
     # 3. The rest borrows what is left, in line order, with backfill around the head.
     for job in borrowers:
         if not cycle.throttled(job):
@@ -75,8 +77,9 @@ class _Cycle:
                 self.array_active[job.array_id] += 1
 
     # -- pass 1: what teams are owed -----------------------------------------------------------------
-    def owed(self, job: Job) -> bool:
-        """Handle the job if it fits within its team's unused reservation on one of its targets.
+    def owed(self, job: Job, department: bool = False) -> bool:
+        """Handle the job if it fits within its team's unused reservation on one of its targets (with
+        `department`: within that of a department above the team).
 
         Returns False, deciding nothing, when it does not: it then borrows in the second pass."""
         queue = self.s.queues.get(job.queue_id)
@@ -86,10 +89,15 @@ class _Cycle:
         targets = [
             (fid, need_on(job, ledger.sharing[fid])) for fid in _targets(job, queue) if self.s.fabrics[fid].healthy
         ]
-        owed_to_agent = self._owed_to_agent(job)
-        targets = [
-            (fid, need) for fid, need in targets if owed_to_agent or ledger.within_reservation(job.group_id, fid, need)
-        ]
+        if department:
+            targets = [(fid, need) for fid, need in targets if ledger.owed_within(job.group_id, fid, need) is not None]
+        else:
+            owed_to_agent = self._owed_to_agent(job)
+            targets = [
+                (fid, need)
+                for fid, need in targets
+                if owed_to_agent or ledger.within_reservation(job.group_id, fid, need)
+            ]
         if not targets:
             return False
         for fid, need in targets:
@@ -97,7 +105,18 @@ class _Cycle:
                 self._admit(job, fid, need)
                 return True
         for fid, need in targets:
-            if self._limit_reason(job, fid, need) is None and self._reclaim(job, fid, need):
+            limited = self._limit_reason(job, fid, need)
+            if limited is None and self._reclaim(job, fid, need):
+                self._admit(job, fid, need)
+                return True
+            # Its department is at its limit with sister teams borrowing this team's floor: they give it back.
+            if (
+                limited is not None
+                and not department
+                and limited.code == reasons.DEPARTMENT_AT_LIMIT
+                and self._reclaim(job, fid, need, within=limited.limit_key)
+                and self._limit_reason(job, fid, need) is None
+            ):
                 self._admit(job, fid, need)
                 return True
         fid, need = targets[0]
@@ -176,11 +195,13 @@ class _Cycle:
         queue_cap = ledger.queue_cap(queue.gpu_share if queue else None, fid)
         if ledger.within_limits(job, fid, need, owner_limit, member_limit, queue_cap):
             return None
-        for key, where in (((g, fid), self._name(fid)), ((g, None), "")):
-            limit = ledger.limit.get(key)
-            if limit is not None and not fits(add(ledger.group_used[key], need), limit):
-                used = ledger.group_used[key]
-                return _Why(reasons.group_at_limit(where, used, limit, need), None, key)
+        for depth, level in enumerate(ledger.lineage(g)):
+            for key, where in (((level, fid), self._name(fid)), ((level, None), "")):
+                limit = ledger.limit.get(key)
+                if limit is not None and not fits(add(ledger.group_used[key], need), limit):
+                    used = ledger.group_used[key]
+                    at_limit = reasons.group_at_limit if depth == 0 else reasons.department_at_limit
+                    return _Why(at_limit(where, used, limit, need), None, key)
         if member_limit is not None and ledger.member_used[g, job.owner_id] + need[0] > member_limit:
             return _Why(reasons.member_at_limit(ledger.member_used[g, job.owner_id], member_limit, need[0]), None)
         in_queue = ledger.queue_used[job.queue_id, fid]
@@ -210,24 +231,47 @@ class _Cycle:
         return self.s.fabrics[fid].name
 
     # -- reservations come back -----------------------------------------------------------------------
-    def _reclaim(self, job: Job, fid: int, need: Amount) -> bool:
-        """Preempt borrowed work so that this job, owed to its team, fits now. True when it does."""
+    def _reclaim(self, job: Job, fid: int, need: Amount, within: tuple[int, int | None] | None = None) -> bool:
+        """Preempt borrowed work so that this job, owed to its team, fits now. True when it does.
+
+        `within`: a department's limit (its key) that holds the job back. Its other teams' borrowed work is
+        taken first, enough to bring the department under that limit; then, where the fabric still lacks room,
+        anyone's borrowed work as usual. All or nothing: when the room cannot be made, nothing is taken."""
         if not any(j.id not in self.gone for j in self.preemptible[fid]):
             return False  # nothing here may be preempted
         ledger = self.ledger
-        free = ledger.free(fid)
-        held = ledger.held[fid]
+        sharing = ledger.sharing[fid]
+        running = [j for j in self.preemptible[fid] if j.id not in self.gone]
+        chosen: list[Job] = []
+        if within is not None:
+            over = sub(add(ledger.group_used[within], need), ledger.limit[within])
+            sisters = [j for j in running if within[0] in ledger.lineage(j.group_id)]
+            first = victims(
+                self.s, ledger, sisters, job.group_id, fid, (max(0, over[0]), max(0, over[1]), max(0, over[2]))
+            )
+            if not first:
+                return False
+            for victim in first:
+                ledger.give(victim, fid, need_on(victim, sharing))
+            chosen, running = first, [j for j in running if j not in first]
+        free, held = ledger.free(fid), ledger.held[fid]
         deficit = (
             max(0, need[0] + held[0] - free[0]),
             max(0, need[1] + held[1] - free[1]),
             max(0, need[2] + held[2] - free[2]),
         )
-        running = [j for j in self.preemptible[fid] if j.id not in self.gone]
-        chosen = victims(self.s, ledger, running, job.group_id, fid, deficit)
+        if any(deficit):
+            more = victims(self.s, ledger, running, job.group_id, fid, deficit)
+            if not more:
+                for victim in chosen:  # put back what the first step took
+                    ledger.take(victim, fid, need_on(victim, sharing))
+                return False
+            for victim in more:
+                ledger.give(victim, fid, need_on(victim, sharing))
+            chosen += more
         if not chosen:
             return False
         for victim in chosen:
-            ledger.give(victim, fid, need_on(victim, ledger.sharing[fid]))
             self.gone.add(victim.id)
             self.preempted.append(Preempt(victim.id, reasons.preempted(self._name(fid), idle(self.s, victim))))
         return True
@@ -297,7 +341,7 @@ class _Cycle:
             if fabric_id is not None and fid != fabric_id:
                 continue
             for job in jobs:
-                if job.group_id != group_id or job.id in self.gone:
+                if group_id not in self.ledger.lineage(job.group_id) or job.id in self.gone:
                     continue
                 start = job.started_at or self.now
                 end = max(self.now, start + timedelta(seconds=job.runtime_limit_s))

@@ -98,6 +98,7 @@ class Snapshot:
     owner_reservations: Mapping[int, int] = field(default_factory=dict)  # service identity -> GPUs owed it (milli)
     member_limits: Mapping[int, int] = field(default_factory=dict)  # team -> GPUs one person may hold (milli)
     agents: frozenset[int] = frozenset()  # owners that are service identities (a member cap is for people)
+    parents: Mapping[int, int] = field(default_factory=dict)  # team -> its department (a group with a quota too)
     weights: Weights = Weights()
 
     def quota(self, group_id: int, fabric_id: int | None) -> Quota:

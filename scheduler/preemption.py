@@ -1,5 +1,8 @@
 """Preemption: give a group its reservation back by stopping work that borrows it, or work whose GPUs sit idle.
 
+Borrowing is judged at each level the claimant does not share: a team in another department is a lender only
+when both it and its department are above their reservations; a sister team, when it is above its own.
+
 Work whose GPUs sit idle in a queue that marks such work preemptible (its idle-GPU action) goes first,
 whether or not its group borrows. Then work in preemptible queues, only from groups using more than their
 own reservation on that fabric. Within each, lowest priority first and, within a priority, newest first.
@@ -31,18 +34,23 @@ def victims(
     used: dict[int, Amount] = {}
     picked: list[Job] = []
     freed = ZERO
+    claimant = set(ledger.lineage(group_id))
     for job in candidates:
         if fits(deficit, freed):
             break
-        h = job.group_id
-        reserved = ledger.reserved.get((h, fabric_id), ZERO)
-        current = used.get(h, ledger.group_used[h, fabric_id])
-        if not idle(snapshot, job) and not _borrowing(current, reserved, deficit):
-            continue  # this group is within its own reservation: nothing of it is borrowed
+        # Lent at every level the claimant is not part of: the team above its reservation, and its department
+        # above the department's unless the claimant is in that department too (borrowing within a department
+        # is taken back by its own teams, not by other departments).
+        apart = [level for level in ledger.lineage(job.group_id) if level not in claimant]
+        current = {level: used.get(level, ledger.group_used[level, fabric_id]) for level in apart}
+        lent = all(_borrowing(current[h], ledger.reserved.get((h, fabric_id), ZERO), deficit) for h in apart)
+        if not idle(snapshot, job) and not lent:
+            continue  # within a reservation at some level: nothing of it is borrowed from the claimant
         need = need_on(job, sharing)
         picked.append(job)
         freed = add(freed, need)
-        used[h] = (current[0] - need[0], current[1] - need[1], current[2] - need[2])
+        for h, now_used in current.items():
+            used[h] = (now_used[0] - need[0], now_used[1] - need[1], now_used[2] - need[2])
     return picked if fits(deficit, freed) else None
 
 

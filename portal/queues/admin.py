@@ -10,7 +10,7 @@ from django.http import HttpRequest
 
 from fabrics.registry import KINDS
 from portal import words
-from portal.queues.models import Fabric, Profile, Queue, QueueTarget, Quota, WorkloadKind
+from portal.queues.models import Fabric, Profile, Queue, QueueTarget, Quota, WorkloadKind, nesting_errors
 
 
 class FabricForm(forms.ModelForm[Fabric]):
@@ -172,6 +172,16 @@ class QuotaForm(forms.ModelForm[Quota]):
                 self.add_error(name, "The limit is below the reservation: a cap cannot sit under the floor.")
                 return data
         group = data.get("group")
+        if group is not None:
+            nesting = nesting_errors(
+                group, data["fabric"].pk if data.get("fabric") else self.instance.fabric_id,
+                values["gpu_reservation_milli"] or 0,
+                values["gpu_limit_milli"], self.instance.pk,
+            )  # fmt: skip
+            for which, message in nesting.items():
+                self.add_error(f"gpu_{which}", message)
+            if nesting:
+                return data
         member_cap = group.member_gpu_limit_milli if group is not None else None
         gpu_cap = values["gpu_limit_milli"]
         if group is not None and member_cap is not None and gpu_cap is not None and gpu_cap < member_cap:

@@ -274,6 +274,11 @@ class Quota(models.Model):
                 errors[f"{resource}_limit_{unit}"] = (
                     f"The limit ({limit}) is below the reservation ({reservation}): a cap cannot sit under the floor."
                 )
+        if self.group_id:
+            for which, message in nesting_errors(
+                self.group, self.fabric_id, self.gpu_reservation_milli or 0, self.gpu_limit_milli, self.pk
+            ).items():
+                errors.setdefault(f"gpu_{which}_milli", message)
         member_cap = self.group.member_gpu_limit_milli if self.group_id else None
         if member_cap is not None and self.gpu_limit_milli is not None and self.gpu_limit_milli < member_cap:
             errors.setdefault(
@@ -287,6 +292,49 @@ class Quota(models.Model):
     @property
     def reservation(self) -> Resources:
         return Resources(self.gpu_reservation_milli, self.cpu_reservation_milli, self.memory_reservation_mib)
+
+
+def nesting_errors(
+    group: ResourceGroup, fabric_id: int | None, reservation: int, limit: int | None, pk: int | None
+) -> dict[str, str]:
+    """What is wrong with a team's GPU reservation and limit on a fabric given its department's (the team's
+    parent) and, for a department, its teams': a team's reservation comes out of its department's, so the
+    teams' together fit in it, and no team's limit passes its department's. Keys: "reservation", "limit"."""
+    errors: dict[str, str] = {}
+    where = models.Q(fabric__isnull=True) if fabric_id is None else models.Q(fabric_id=fabric_id)
+    parent = group.parent
+    if parent is not None:
+        above = Quota.objects.filter(where, group=parent).first()
+        if above is not None:
+            sisters = (
+                Quota.objects.filter(where, group__parent=parent)
+                .exclude(pk=pk or 0)
+                .aggregate(total=models.Sum("gpu_reservation_milli"))["total"]
+                or 0
+            )
+            if sisters + reservation > above.gpu_reservation_milli:
+                errors["reservation"] = (
+                    f"The department {parent.name} reserves {in_gpus(above.gpu_reservation_milli)} GPUs here, "
+                    f"{in_gpus(sisters)} of them for its other teams: a team's reservation comes out of its "
+                    "department's."
+                )
+            if above.gpu_limit_milli is not None and (limit is None or limit > above.gpu_limit_milli):
+                errors["limit"] = (
+                    f"Above the department {parent.name}'s limit here ({in_gpus(above.gpu_limit_milli)} GPUs)."
+                )
+    below = Quota.objects.filter(where, group__parent=group)
+    if below.exists():
+        teams = below.aggregate(total=models.Sum("gpu_reservation_milli"), most=models.Max("gpu_limit_milli"))
+        if (teams["total"] or 0) > reservation:
+            errors.setdefault(
+                "reservation",
+                f"Its teams reserve {in_gpus(teams['total'])} GPUs here between them: the department's "
+                "reservation holds theirs.",
+            )
+        unlimited = below.filter(gpu_limit_milli__isnull=True).exists()
+        if limit is not None and (unlimited or (teams["most"] or 0) > limit):
+            errors.setdefault("limit", "Below the limit of one of its teams here: lower theirs first.")
+    return errors
 
 
 def in_gpus(milli: int) -> Decimal:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -126,6 +127,7 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         u.group_id: average_gpus(u.decayed_gpu_seconds, u.updated_at, now, half_life_s)
         for u in GroupUsage.objects.all()
     }
+    groups = list(ResourceGroup.objects.values_list("pk", "parent_id", "member_gpu_limit_milli", "fair_share_weight"))
     agents = [
         (user_id, limit, reserved, disabled is None and expires > now)
         for user_id, limit, reserved, disabled, expires in ServiceIdentity.objects.values_list(
@@ -140,34 +142,33 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         pending=tuple(job_of(v, kinds) for v in values if v[1] == State.PENDING and v[2] in queues),
         running=tuple(job_of(v, kinds) for v in values if v[1] != State.PENDING),
         usage=usage,
-        shares=shares(quotas, fabrics),
+        shares=shares(quotas, fabrics, groups),
         # An agent's own GPU cap inside its team's, and the GPUs owed it out of its team's reservation.
         owner_limits={user_id: limit for user_id, limit, _, _ in agents if limit is not None},
         owner_reservations={user_id: reserved for user_id, _, reserved, active in agents if reserved and active},
         agents=frozenset(user_id for user_id, _, _, _ in agents),
-        member_limits={
-            pk: cap
-            for pk, cap in ResourceGroup.objects.filter(member_gpu_limit_milli__isnull=False).values_list(
-                "pk", "member_gpu_limit_milli"
-            )
-            if cap is not None
-        },
+        member_limits={pk: cap for pk, _, cap, _ in groups if cap is not None},
+        parents={pk: parent for pk, parent, _, _ in groups if parent is not None},
         weights=weights(),
     )
     return snapshot, by_id
 
 
 def shares(
-    quotas: dict[tuple[int, int | None], model.Quota], fabrics: dict[int, model.FabricState]
+    quotas: dict[tuple[int, int | None], model.Quota],
+    fabrics: dict[int, model.FabricState],
+    groups: Sequence[tuple[int, int | None, int | None, int]],
 ) -> dict[int, float]:
     """Each team's allocation in GPUs (the L of fair share): its reservations, or else its weight's share of
-    the GPUs nobody reserved."""
+    the GPUs nobody reserved. A department's reservation is its teams' (it is not counted again), and a
+    department runs no work of its own here."""
     total = sum(f.capacity.gpus_milli for f in fabrics.values()) / 1000
+    departments = {parent for _, parent, _, _ in groups if parent is not None}
     reserved: dict[int, float] = {}
     for (group_id, fabric_id), quota in quotas.items():
-        if fabric_id is not None:
+        if fabric_id is not None and group_id not in departments:
             reserved[group_id] = reserved.get(group_id, 0.0) + quota.reservation.gpus_milli / 1000
-    weights = dict(ResourceGroup.objects.values_list("pk", "fair_share_weight"))
+    weights = {pk: weight for pk, _, _, weight in groups if pk not in departments}
     unreserved = max(0.0, total - sum(reserved.values()))
     weight_sum = sum(weights.values()) or 1
     return {g: max(reserved.get(g, 0.0), unreserved * w / weight_sum) for g, w in weights.items()}

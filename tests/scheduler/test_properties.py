@@ -18,6 +18,7 @@ from scheduler.reasons import BEHIND_HIGHER_PRIORITY, NO_CAPACITY
 from tests.scheduler.shapes import NOW
 
 GROUPS = (1, 2, 3)
+DEPARTMENT = 10  # groups 1 and 2, where a test asks for departments
 OWNERS = (101, 102, 103)
 # GRIDLANE_HYPOTHESIS_EXAMPLES=2000 for a deeper search than the suite's default.
 SETTINGS = settings(
@@ -28,7 +29,9 @@ SETTINGS = settings(
 
 
 @st.composite
-def snapshots(draw, *, reservations: bool = True, preemptible: bool | None = None, caps: bool = False) -> Snapshot:
+def snapshots(
+    draw, *, reservations: bool = True, preemptible: bool | None = None, caps: bool = False, departments: bool = False
+) -> Snapshot:
     n_fabrics = draw(st.integers(1, 2))
     fabrics = {
         fid: FabricState(
@@ -59,6 +62,17 @@ def snapshots(draw, *, reservations: bool = True, preemptible: bool | None = Non
                 Resources(reserved, 0, 0),
                 Resources(UNLIMITED if limit is None else limit, UNLIMITED, UNLIMITED),
             )
+        if departments:  # groups 1 and 2 in DEPARTMENT: its reservation theirs and perhaps more, its own limit
+            reserved = sum(quotas[g, fid].reservation.gpus_milli for g in (1, 2))
+            reserved += draw(st.integers(0, left // 1000)) * 1000
+            limit = draw(st.one_of(st.none(), st.integers(reserved // 1000, 24).map(lambda n: n * 1000)))
+            quotas[DEPARTMENT, fid] = Quota(
+                DEPARTMENT,
+                fid,
+                Resources(reserved, 0, 0),
+                Resources(UNLIMITED if limit is None else limit, UNLIMITED, UNLIMITED),
+            )
+    parents = {1: DEPARTMENT, 2: DEPARTMENT} if departments else {}
 
     def job(i: int, running_on: int | None) -> Job:
         nodes = draw(st.sampled_from([1, 1, 1, 2]))
@@ -83,15 +97,17 @@ def snapshots(draw, *, reservations: bool = True, preemptible: bool | None = Non
     for i in range(draw(st.integers(0, 12))):
         candidate = job(i, 1)
         need = need_on(candidate, fabrics[1].gpu_sharing)[0]
-        key = (candidate.group_id, 1)
-        if (
-            used[1] + need <= fabrics[1].capacity.gpus_milli
-            and group_used.get(key, 0) + need <= quotas[key].limit.gpus_milli
+        keys = [(candidate.group_id, 1)] + ([(parents[candidate.group_id], 1)] if candidate.group_id in parents else [])
+        if used[1] + need <= fabrics[1].capacity.gpus_milli and all(
+            group_used.get(key, 0) + need <= quotas[key].limit.gpus_milli for key in keys
         ):
             running.append(candidate)
             used[1] += need
-            group_used[key] = group_used.get(key, 0) + need
+            for key in keys:
+                group_used[key] = group_used.get(key, 0) + need
     pending = [job(i, None) for i in range(draw(st.integers(0, 25)))]
+    if departments:
+        return Snapshot(NOW, fabrics, queues, tuple(pending), tuple(running), quotas, parents=parents)
     if not caps:
         return Snapshot(NOW, fabrics, queues, tuple(pending), tuple(running), quotas)
     member_limits = {g: draw(st.integers(1, 8)) * 500 for g in GROUPS if draw(st.booleans())}
@@ -160,6 +176,27 @@ def test_no_admission_takes_a_member_or_a_queue_past_its_cap(s: Snapshot) -> Non
 
 
 @SETTINGS
+@given(snapshots(departments=True))
+def test_never_above_a_limit_at_either_level_with_departments(s: Snapshot) -> None:
+    used, group = usage_after(s)
+    for fid, fabric in s.fabrics.items():
+        assert used[fid] <= fabric.capacity.gpus_milli
+    department: dict[int, int] = {}
+    for (g, fid), held in group.items():
+        assert held <= s.quotas[g, fid].limit.gpus_milli
+        if g in s.parents:
+            department[fid] = department.get(fid, 0) + held
+    for fid, held in department.items():
+        assert held <= s.quotas[DEPARTMENT, fid].limit.gpus_milli
+
+
+@SETTINGS
+@given(snapshots(preemptible=True, departments=True))
+def test_a_reservation_is_honoured_within_one_cycle_in_a_department_too(s: Snapshot) -> None:
+    reservations_honoured(s)
+
+
+@SETTINGS
 @given(snapshots(caps=True))
 def test_never_above_capacity_or_a_limit_with_caps(s: Snapshot) -> None:
     used, group = usage_after(s)
@@ -213,6 +250,10 @@ def test_backfill_never_delays_the_head(s: Snapshot) -> None:
 @SETTINGS
 @given(snapshots(preemptible=True))
 def test_a_reservation_is_honoured_within_one_cycle_when_preemption_is_allowed(s: Snapshot) -> None:
+    reservations_honoured(s)
+
+
+def reservations_honoured(s: Snapshot) -> None:
     """The first job (in line order) of a team that fits within its unused reservation on a fabric is admitted."""
     from scheduler.priority import ordered
 
