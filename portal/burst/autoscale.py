@@ -297,11 +297,13 @@ def demand(pool: BurstPool) -> tuple[list[burst.Waiting], dict[int, Resources]]:
         Workload.objects.filter(state=State.PENDING, pending_reason_code__in=CAPACITY_CODES,
                                 queue__targets__fabric_id=pool.fabric_id)
         .order_by("submitted_at")
-        .values_list("id", "group_id", "group__slug", "gpus_milli", "cpus_milli", "memory_mib", "nodes", "submitted_at")
+        .values_list("id", "group_id", "group__slug", "gpus_milli", "cpus_milli", "memory_mib", "nodes", "submitted_at",
+                     "estimated_start")
     )[:MAX_DEMAND]  # fmt: skip
+    # estimated_start: the scheduler's own estimate of when it starts where it waits now (the last admission's).
     waiting = [
-        burst.Waiting(str(pk), group_id, slug, Resources(gpus, cpus, memory), since, nodes)
-        for pk, group_id, slug, gpus, cpus, memory, nodes, since in rows
+        burst.Waiting(str(pk), group_id, slug, Resources(gpus, cpus, memory), since, nodes, expected)
+        for pk, group_id, slug, gpus, cpus, memory, nodes, since, expected in rows
     ]
     used = {
         row["group_id"]: Resources(row["g"] or 0, row["c"] or 0, row["m"] or 0)
@@ -354,6 +356,7 @@ def pool_values(pool: BurstPool, now: datetime) -> burst.Pool:
         budget_per_month=float(pool.budget_per_month),
         month_spent=float(spent(pool, month_start(now), now)),
         horizon=MONTH_HORIZON,
+        burst_after=timedelta(minutes=pool.burst_after_minutes),
     )
 
 

@@ -78,6 +78,11 @@ class BurstPool(models.Model):
     max_instances = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1)])
     max_idle_minutes = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1)])
     boot_timeout_minutes = models.PositiveIntegerField(default=15, validators=[MinValueValidator(1)])
+    burst_after_minutes = models.PositiveIntegerField(
+        default=10,
+        help_text="Launch only for work the scheduler expects to wait longer than this where it waits now; work "
+        "that will start on premises sooner is left to do so. 0: burst for any work that waits for capacity.",
+    )
     orphan_grace_minutes = models.PositiveIntegerField(
         default=15, help_text="How long an instance tagged with this pool that Gridlane has no record of may run."
     )

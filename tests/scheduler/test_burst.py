@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -143,5 +144,42 @@ def test_work_no_type_holds_and_gangs_are_held_with_their_reason():
     assert p.launch == ()
     assert p.held == (
         "1 waiting workloads need 2 GPUs, 2 CPUs, 8 GB: no instance type holds that",
-        "1 waiting gangs (several nodes at once) do not burst: instances serve one node each",
+        "1 waiting gangs (several nodes at once) do not burst: an instance's agent runs one node's work, so a gang "
+        "waits for capacity where all its nodes start together",
     )
+
+
+def expected(job: Waiting, in_min: int | None) -> Waiting:
+    return replace(job, expected_start=None if in_min is None else NOW + timedelta(minutes=in_min))
+
+
+@pytest.mark.parametrize(
+    ("starts_in_min", "want_launched"),
+    [
+        (None, True),  # no estimate: too far down the line, or nothing running frees enough
+        (-5, False),  # expected already: it starts at the next admission
+        (10, False),  # within the pool's 10 minutes: on premises it goes
+        (11, True),
+        (240, True),
+    ],
+)
+def test_work_expected_to_start_on_premises_soon_does_not_burst(starts_in_min: int | None, want_launched: bool):
+    pool = replace(POOL, burst_after=timedelta(minutes=10))
+    (job,) = gpu_jobs("vision", 1)
+    p = plan(NOW, pool, [XLARGE], [], [expected(job, starts_in_min)])
+    assert [launch.workload_ids for launch in p.launch] == ([("vision-0",)] if want_launched else [])
+    if not want_launched:
+        assert p.held == ("1 waiting workloads are expected to start where they wait within 10 min: not bursting "
+                          "for them",)  # fmt: skip
+
+
+def test_work_that_starts_soon_takes_no_room_on_instances_nor_its_teams_limit():
+    pool = replace(POOL, burst_after=timedelta(minutes=10))
+    soon, late = (expected(j, m) for j, m in zip(gpu_jobs("vision", 2), (5, 60), strict=True))
+    # The team has room for one more GPU on the pool: the late one takes it, the soon one is not counted.
+    p = plan(NOW, pool, [XLARGE], [], [soon, late], headroom={1: Resources(1000, 2000, 8 * GIB)})
+    assert [launch.workload_ids for launch in p.launch] == [(late.id,)]
+    # An idle instance there is no reason to take it either: it is left for work that waits long.
+    p = plan(NOW, pool, [XLARGE], [instance("idle", idle_min=20)], [soon])
+    assert p.covered == 0
+    assert [t.id for t in p.terminate] == ["i-1"]
