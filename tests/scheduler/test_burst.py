@@ -8,7 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from fabrics.base import Resources
+from scheduler import reasons
 from scheduler.burst import Live, Offer, Pool, Waiting, plan
+from scheduler.decide import decide
+from scheduler.model import Admit, FabricState, Job, QueueState, Snapshot
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 GIB = 1024
@@ -183,3 +186,16 @@ def test_work_that_starts_soon_takes_no_room_on_instances_nor_its_teams_limit():
     p = plan(NOW, pool, [XLARGE], [instance("idle", idle_min=20)], [soon])
     assert p.covered == 0
     assert [t.id for t in p.terminate] == ["i-1"]
+
+
+def test_a_gang_is_never_admitted_to_an_agent_fabric_it_waits_where_all_its_nodes_start_together():
+    # The queue tries the cluster first and the burst pool's agent fabric last; the burst pool has room.
+    onprem = FabricState(1, "cluster", Resources(4000, 10**6, 10**7))
+    agents = FabricState(2, "burst", Resources(8000, 10**6, 10**7), max_nodes=1)
+    queue = QueueState(1, "train", (1, 2))
+    gang = Job("gang", 1, 1, Resources(2000, 1000, GIB), nodes=2, submitted_at=NOW)
+    one = Job("one", 1, 1, Resources(2000, 1000, GIB), submitted_at=NOW)
+    decided = decide(Snapshot(NOW, {1: onprem, 2: agents}, {1: queue}, pending=(gang, one)))
+    assert decided.admit == (Admit("one", 1),)  # the single-node job takes half the cluster; the gang needs all
+    (waiting,) = decided.waiting
+    assert (waiting.job_id, waiting.reason.code) == ("gang", reasons.GANG_DOES_NOT_FIT)
