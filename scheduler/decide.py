@@ -87,7 +87,9 @@ class _Cycle:
             return False
         ledger = self.ledger
         targets = [
-            (fid, need_on(job, ledger.sharing[fid])) for fid in _targets(job, queue) if self.s.fabrics[fid].healthy
+            (fid, need_on(job, ledger.sharing[fid]))
+            for fid in _targets(job, queue, self.s)
+            if self.s.fabrics[fid].healthy
         ]
         if department:
             targets = [(fid, need) for fid, need in targets if ledger.owed_within(job.group_id, fid, need) is not None]
@@ -140,18 +142,18 @@ class _Cycle:
     # -- pass 2: borrowing ---------------------------------------------------------------------------
     def consider(self, job: Job) -> None:
         queue = self.s.queues.get(job.queue_id)
-        if queue is None or not _targets(job, queue):
+        if queue is None or not _targets(job, queue, self.s):
             slug = queue.slug if queue else str(job.queue_id)
             self.waiting[job.id] = _Why(reasons.no_target(slug), None)
             return
         # Routing: the first target that can hold all of it now.
         why = []
-        for fid in _targets(job, queue):
+        for fid in _targets(job, queue, self.s):
             outcome = self._try(job, fid)
             if outcome is None:
                 return
             why.append(outcome)
-        for fid, blocked in zip(_targets(job, queue), why, strict=True):
+        for fid, blocked in zip(_targets(job, queue, self.s), why, strict=True):
             if blocked.fabric_id is not None:
                 self._maybe_head(job, fid, need_on(job, self.ledger.sharing[fid]))
         self.waiting[job.id] = why[0]  # the first target's reason: where it would go first
@@ -350,8 +352,15 @@ class _Cycle:
         return out
 
 
-def _targets(job: Job, queue: QueueState) -> tuple[int, ...]:
-    """The fabrics a job may go to, in its queue's order: native work only to fabrics of its kind."""
-    if job.only_on is None:
-        return queue.fabric_ids
-    return tuple(fid for fid in queue.fabric_ids if fid in job.only_on)
+def _targets(job: Job, queue: QueueState, snapshot: Snapshot) -> tuple[int, ...]:
+    """The fabrics a job may go to, in its queue's order: native work only to fabrics of its kind, a gang only to
+    fabrics that run that many nodes for one workload."""
+    fids = queue.fabric_ids if job.only_on is None else tuple(f for f in queue.fabric_ids if f in job.only_on)
+    if job.nodes > 1:
+        fids = tuple(f for f in fids if _spans(snapshot, f, job.nodes))
+    return fids
+
+
+def _spans(snapshot: Snapshot, fid: int, nodes: int) -> bool:
+    fabric = snapshot.fabrics.get(fid)
+    return fabric is None or fabric.max_nodes is None or nodes <= fabric.max_nodes

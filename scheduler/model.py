@@ -37,6 +37,9 @@ class FabricState:
     # What it holds in all when everything is up (IT's declaration); None: the same as `capacity`. Work larger
     # than `capacity` but within `size` waits for capacity instead of being told it can never run.
     size: Resources | None = None
+    # The most nodes one workload may span here; None: no limit. An agent host runs one node's work, so a gang
+    # never goes to an agent fabric (a burst pool included): it waits where all its nodes can start together.
+    max_nodes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
 from fabrics.base import Resources
+from fabrics.registry import fabric_class
 from portal.accounts.models import ResourceGroup, ServiceIdentity
 from portal.queues.models import Fabric, Queue, Quota
 from portal.worker.capacity import planned
@@ -93,8 +94,10 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
     # Each fabric as it is now: what IT declared, lowered to what it last reported (capacity.planned).
     rows = list(Fabric.objects.filter(enabled=True))
     fabrics = {
-        f.pk: model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity) for f in rows
-    }
+        f.pk: model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity,
+                                max_nodes=getattr(fabric_class(f.kind), "MAX_NODES", None))  # e.g. agent: one host
+        for f in rows
+    }  # fmt: skip
     kinds: dict[str, tuple[int, ...]] = {}
     for f in rows:
         kinds[f.kind] = (*kinds.get(f.kind, ()), f.pk)
