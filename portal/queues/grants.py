@@ -132,13 +132,15 @@ def do_withdraw(user: Any, grant: QuotaGrant, now: datetime) -> bool:
 def _decide(
     grant: QuotaGrant, old: str, state: str, by: Any, note: str, now: datetime, *, automatically: bool = False
 ) -> bool:
-    """Move the grant from `old` to `state` unless someone moved it first (False then), and audit the change."""
-    changed = QuotaGrant.objects.filter(pk=grant.pk, state=old).update(
-        state=state, decided_by=by, decided_at=now, decision_note=note
-    )
-    if changed != 1:
+    """Move the grant from `old` to `state` unless someone moved it first (False then), and audit the change.
+    A withdrawal keeps the decision it follows (who approved, when, the note): the audit log says who withdrew."""
+    fields: dict[str, Any] = {"state": state}
+    if state != QuotaGrant.State.WITHDRAWN:
+        fields |= {"decided_by": by, "decided_at": now, "decision_note": note}
+    if QuotaGrant.objects.filter(pk=grant.pk, state=old).update(**fields) != 1:
         return False  # decided or withdrawn by someone else first
-    grant.state, grant.decided_by, grant.decided_at, grant.decision_note = state, by, now, note
+    for name, value in fields.items():
+        setattr(grant, name, value)
     detail: dict[str, Any] = {
         "team": grant.team.slug,
         "fabric": str(grant.fabric),
