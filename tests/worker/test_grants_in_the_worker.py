@@ -122,3 +122,16 @@ def test_with_a_grant_the_team_s_extra_work_runs_and_after_it_the_limit_is_back(
         assert ninth.pending_reason_code == reasons.GROUP_AT_LIMIT
         assert "8 GPUs of its limit of 6 in use" in ninth.pending_reason
     assert states(*jobs).count(State.RUNNING) == 8
+
+
+def test_while_a_grant_lasts_the_submit_takes_work_as_big_as_the_raised_limit(alice, submit):
+    from portal.workloads.services import SubmitRejected
+
+    with pytest.raises(SubmitRejected, match="where the limit is 6"):
+        submit(alice, name="big", gpus=8)
+    now = timezone.now()
+    grant("vision", 2, now - HOUR, now + HOUR)
+    assert submit(alice, name="big", gpus=8).gpus_milli == 8000
+    Fabric.objects.filter(name="local").update(gpus_milli=16000)
+    with pytest.raises(SubmitRejected, match="where the limit is 8"):
+        submit(alice, name="bigger", gpus=9)
