@@ -98,6 +98,14 @@ PAGES = [
     ("the admin", "get", "/admin/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
     ("the audit log", "get", "/admin/accounts/auditevent/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
     ("quotas in the admin", "get", "/admin/queues/quota/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
+    ("temporary grants in the admin", "get", "/admin/queues/quotagrant/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
+    (
+        "vision's grant in the admin",
+        "get",
+        "/admin/queues/quotagrant/{g}/change/",
+        None,
+        cells(LOGIN, LOGIN, LOGIN, 200),
+    ),
     ("claim mappings in the admin", "get", "/admin/accounts/claimmapping/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
 ]
 API = [

@@ -175,3 +175,16 @@ def test_an_approved_grant_reads_as_scheduled_active_or_expired_by_the_clock(bob
     assert grant.active_at(grant.starts_at)
     assert grant.shown_state(grant.ends_at) == "expired"
     assert not grant.active_at(grant.ends_at)
+
+
+def test_it_approves_selected_asks_in_the_admin_through_the_same_service(client, it_admin, bob, vision, local):
+    grant = asked(bob, vision, ask_for(local))
+    client.force_login(it_admin)
+    response = client.post(
+        "/admin/queues/quotagrant/", {"action": "approve", "_selected_action": [grant.pk]}, follow=True
+    )
+    assert "Approved 1." in response.content.decode()
+    grant.refresh_from_db()
+    assert (grant.state, grant.decided_by) == ("approved", it_admin)
+    assert AuditEvent.objects.get(action="quotagrant.approved").actor == it_admin
+    assert client.get(f"/admin/queues/quotagrant/{grant.pk}/change/").status_code == 200
