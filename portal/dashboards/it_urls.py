@@ -9,4 +9,6 @@ urlpatterns = [
     path("fabrics/", views.it_fabrics, name="fabrics"),
     path("capacity/", views.it_capacity, name="capacity"),
     path("burst/", burst.it_burst, name="burst"),
+    path("grants/", views.it_grants, name="grants"),
+    path("grants/<int:pk>/decide/", views.it_grant_decide, name="grant-decide"),
 ]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -7,6 +8,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 from fabrics import native
 from fabrics.base import FabricConfig, Resources, TemplateError
@@ -335,6 +337,117 @@ def nesting_errors(
         if limit is not None and (unlimited or (teams["most"] or 0) > limit):
             errors.setdefault("limit", "Below the limit of one of its teams here: lower theirs first.")
     return errors
+
+
+GRANT_MAX_DAYS = 90  # the longest a temporary grant may run; longer needs is a quota change
+
+
+class QuotaGrant(models.Model):
+    """A temporary increase of a team's GPU reservation and limit on one fabric: asked for by a lead, decided by
+    IT (or approved at once where it fits in the department's unused reservation, portal/queues/grants.py).
+
+    An approved grant counts while now is in [starts_at, ends_at): the worker's snapshot adds it to the team's
+    quota there (portal/worker/snapshot.py), so it starts and ends on its own, with no step to run."""
+
+    class State(models.TextChoices):
+        REQUESTED = "requested"
+        APPROVED = "approved"
+        DECLINED = "declined"
+        WITHDRAWN = "withdrawn"
+
+    LIVE: ClassVar[tuple[str, ...]] = (State.REQUESTED, State.APPROVED)  # may not overlap another live grant
+
+    team = models.ForeignKey(ResourceGroup, on_delete=models.CASCADE, related_name="grants")
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="grants")
+    gpus_milli = models.PositiveIntegerField(
+        "Extra GPUs (milli)",
+        validators=[MinValueValidator(1)],
+        help_text="Added to both the team's reservation and its limit there. 1000 = one GPU.",
+    )
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    reason = models.TextField(max_length=2000)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField(default=timezone.now, editable=False)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.REQUESTED, editable=False)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    decided_at = models.DateTimeField(null=True, blank=True, editable=False)
+    decision_note = models.CharField(max_length=300, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-starts_at", "-pk"]
+        verbose_name = "temporary grant"
+        constraints: ClassVar[list[Any]] = [
+            models.CheckConstraint(
+                condition=models.Q(ends_at__gt=models.F("starts_at")),
+                name="grant_ends_after_start",
+                violation_error_message="It must end after it starts.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(gpus_milli__gte=1),
+                name="grant_adds_gpus",
+                violation_error_message="Ask for more than 0 GPUs.",
+            ),
+        ]
+        indexes: ClassVar[list[Any]] = [models.Index(fields=["state", "ends_at"], name="grant_state_ends")]
+
+    def __str__(self) -> str:
+        return f"{self.team} on {self.fabric}: +{in_gpus(self.gpus_milli)} GPUs from {self.starts_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def gpus(self) -> Decimal:
+        return in_gpus(self.gpus_milli)
+
+    def active_at(self, now: datetime) -> bool:
+        """Whether it raises the team's quota at `now`: approved, and now within its window."""
+        return self.state == self.State.APPROVED and self.starts_at <= now < self.ends_at
+
+    def shown_state(self, now: datetime) -> str:
+        """Its state as people read it: an approved grant is "scheduled", "active" or "expired" by the clock."""
+        if self.state != self.State.APPROVED:
+            return str(self.state)
+        if now < self.starts_at:
+            return "scheduled"
+        return "active" if now < self.ends_at else "expired"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.gpus_milli is not None and self.gpus_milli < 1:
+            errors["gpus_milli"] = "Ask for more than 0 GPUs."
+        elif self.gpus_milli and self.fabric_id is not None and self.gpus_milli > self.fabric.gpus_milli:
+            errors["gpus_milli"] = f"{self.fabric} holds {in_gpus(self.fabric.gpus_milli)} GPUs in all."
+        if self.starts_at is not None and self.ends_at is not None:
+            if self.ends_at <= self.starts_at:
+                errors["ends_at"] = "It must end after it starts."
+            elif self.ends_at - self.starts_at > timedelta(days=GRANT_MAX_DAYS):
+                errors["ends_at"] = f"A temporary grant lasts at most {GRANT_MAX_DAYS} days; longer is a quota change."
+            elif self._state.adding and self.ends_at <= timezone.now():
+                errors["ends_at"] = "It would end in the past."
+        if errors:
+            raise ValidationError(errors)
+        clash = self.overlapping().first()
+        if clash is not None:
+            raise ValidationError(
+                f"{self.team} already has a {clash.state} grant on {self.fabric} from "
+                f"{clash.starts_at:%Y-%m-%d %H:%M} to {clash.ends_at:%Y-%m-%d %H:%M} UTC that overlaps this one: "
+                "extend or withdraw that one instead."
+            )
+
+    def overlapping(self) -> models.QuerySet[QuotaGrant]:
+        """Live grants (asked for or approved) of the same team and fabric whose window overlaps this one's;
+        none to check while this one is declined or withdrawn, or not filled in enough to say."""
+        if self.state not in self.LIVE or None in (self.team_id, self.fabric_id, self.starts_at, self.ends_at):
+            return QuotaGrant.objects.none()
+        return (
+            QuotaGrant.objects.filter(team_id=self.team_id, fabric_id=self.fabric_id, state__in=self.LIVE)
+            .filter(starts_at__lt=self.ends_at, ends_at__gt=self.starts_at)
+            .exclude(pk=self.pk)
+            .order_by("starts_at")
+        )
 
 
 def in_gpus(milli: int) -> Decimal:

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import F, Window
+from django.db.models import F, Sum, Window
 from django.db.models.functions import RowNumber
 
 from fabrics.base import Resources
 from fabrics.registry import fabric_class
 from portal.accounts.models import ResourceGroup, ServiceIdentity
-from portal.queues.models import Fabric, Queue, Quota
+from portal.queues.models import Fabric, Queue, Quota, QuotaGrant
 from portal.worker.capacity import planned
 from portal.worker.models import GroupUsage
 from portal.worker.usage import average_gpus
@@ -122,6 +123,7 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         for q in Quota.objects.all()
         if q.fabric_id is None or q.fabric_id in fabrics
     }
+    quotas = with_grants(quotas, active_grants(now, fabrics))
     values = list(Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
     values += pending_candidates()
     by_id = {str(v[0]): Row._make((*v[:6], v[-1])) for v in values}
@@ -155,6 +157,45 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         weights=weights(),
     )
     return snapshot, by_id
+
+
+def active_grants(now: datetime, fabrics: Mapping[int, model.FabricState]) -> dict[tuple[int, int], int]:
+    """Milli-GPUs granted on top of each (team, fabric)'s quota now: approved grants whose window holds `now`
+    (one query). A grant ends here, on its own, the first cycle after its end."""
+    rows = (
+        QuotaGrant.objects.filter(state=QuotaGrant.State.APPROVED, starts_at__lte=now, ends_at__gt=now)
+        .order_by()
+        .values("team_id", "fabric_id")
+        .annotate(extra=Sum("gpus_milli"))
+        .values_list("team_id", "fabric_id", "extra")
+    )
+    return {(team, fabric): extra for team, fabric, extra in rows if fabric in fabrics}
+
+
+def with_grants(
+    quotas: dict[tuple[int, int | None], model.Quota], grants: Mapping[tuple[int, int], int]
+) -> dict[tuple[int, int | None], model.Quota]:
+    """The quotas with temporary grants added: each raises its team's GPU reservation and limit on its fabric (a
+    team with no quota there gets the grant as its reservation, still with no cap), and a team-wide cap by as
+    much, so that the cap does not swallow it."""
+    out = dict(quotas)
+    extra_gpus: dict[int, int] = {}
+    for (team, fabric), extra in grants.items():
+        more = Resources(gpus_milli=extra)
+        quota = out.get((team, fabric)) or model.Quota(team, fabric)
+        out[(team, fabric)] = replace(quota, reservation=quota.reservation + more, limit=_raised(quota.limit, extra))
+        extra_gpus[team] = extra_gpus.get(team, 0) + extra
+    for team, extra in extra_gpus.items():
+        overall = out.get((team, None))
+        if overall is not None:
+            out[(team, None)] = replace(overall, limit=_raised(overall.limit, extra))
+    return out
+
+
+def _raised(limit: Resources, extra: int) -> Resources:
+    if limit.gpus_milli >= model.UNLIMITED:
+        return limit
+    return replace(limit, gpus_milli=limit.gpus_milli + extra)
 
 
 def shares(
