@@ -15,10 +15,10 @@ from portal.accounts.models import ResourceGroup, ServiceIdentity
 from portal.queues.models import Fabric, Queue, Quota
 from portal.worker.capacity import planned
 from portal.worker.models import GroupUsage
-from portal.worker.usage import average_gpus
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
 from scheduler import model
+from scheduler.priority import allocations, average_gpus
 
 
 class Row(NamedTuple):
@@ -160,14 +160,6 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
 def shares(
     quotas: dict[tuple[int, int | None], model.Quota], fabrics: dict[int, model.FabricState]
 ) -> dict[int, float]:
-    """Each team's allocation in GPUs (the L of fair share): its reservations, or else its weight's share of
-    the GPUs nobody reserved."""
-    total = sum(f.capacity.gpus_milli for f in fabrics.values()) / 1000
-    reserved: dict[int, float] = {}
-    for (group_id, fabric_id), quota in quotas.items():
-        if fabric_id is not None:
-            reserved[group_id] = reserved.get(group_id, 0.0) + quota.reservation.gpus_milli / 1000
-    weights = dict(ResourceGroup.objects.values_list("pk", "fair_share_weight"))
-    unreserved = max(0.0, total - sum(reserved.values()))
-    weight_sum = sum(weights.values()) or 1
-    return {g: max(reserved.get(g, 0.0), unreserved * w / weight_sum) for g, w in weights.items()}
+    """Each team's allocation in GPUs (the L of fair share): scheduler.priority.allocations over every team's
+    fair-share weight."""
+    return allocations(quotas, fabrics, dict(ResourceGroup.objects.values_list("pk", "fair_share_weight")))
