@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -97,7 +98,38 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
     kinds: dict[str, tuple[int, ...]] = {}
     for f in rows:
         kinds[f.kind] = (*kinds.get(f.kind, ()), f.pk)
-    queues = {
+    queues = queue_states(fabrics)
+    quotas = quota_states(fabrics)
+    values = list(Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
+    values += pending_candidates()
+    by_id = {str(v[0]): Row._make((*v[:6], v[-1])) for v in values}
+    half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
+    usage = {
+        u.group_id: average_gpus(u.decayed_gpu_seconds, u.updated_at, now, half_life_s)
+        for u in GroupUsage.objects.all()
+    }
+    caps = agent_caps(now)
+    snapshot = model.Snapshot(
+        now=now,
+        fabrics=fabrics,
+        queues=queues,
+        quotas=quotas,
+        pending=tuple(job_of(v, kinds) for v in values if v[1] == State.PENDING and v[2] in queues),
+        running=tuple(job_of(v, kinds) for v in values if v[1] != State.PENDING),
+        usage=usage,
+        shares=shares(quotas, fabrics),
+        owner_limits=caps.limits,
+        owner_reservations=caps.reservations,
+        agents=caps.agents,
+        member_limits=member_limits(),
+        weights=weights(),
+    )
+    return snapshot, by_id
+
+
+def queue_states(fabrics: Mapping[int, model.FabricState]) -> dict[int, model.QueueState]:
+    """Every queue with its targets among these fabrics, in order (two queries)."""
+    return {
         q.pk: model.QueueState(
             q.pk,
             q.slug,
@@ -108,7 +140,11 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         )
         for q in Queue.objects.prefetch_related("targets")
     }
-    quotas = {
+
+
+def quota_states(fabrics: Mapping[int, model.FabricState]) -> dict[tuple[int, int | None], model.Quota]:
+    """Every team's quota on these fabrics, and its team-wide one (one query)."""
+    return {
         (q.group_id, q.fabric_id): model.Quota(
             q.group_id,
             q.fabric_id,
@@ -118,47 +154,42 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         for q in Quota.objects.all()
         if q.fabric_id is None or q.fabric_id in fabrics
     }
-    values = list(Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
-    values += pending_candidates()
-    by_id = {str(v[0]): Row._make((*v[:6], v[-1])) for v in values}
-    half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
-    usage = {
-        u.group_id: average_gpus(u.decayed_gpu_seconds, u.updated_at, now, half_life_s)
-        for u in GroupUsage.objects.all()
-    }
+
+
+class AgentCaps(NamedTuple):
+    limits: dict[int, int]  # service identity -> its own GPU cap inside its team's (milli)
+    reservations: dict[int, int]  # active service identity -> the GPUs owed it out of its team's reservation
+    agents: frozenset[int]  # every service identity (a member cap is for people)
+
+
+def agent_caps(now: datetime) -> AgentCaps:
+    """The agent identities' caps and reservations (one query)."""
     agents = [
         (user_id, limit, reserved, disabled is None and expires > now)
         for user_id, limit, reserved, disabled, expires in ServiceIdentity.objects.values_list(
             "user_id", "gpu_limit_milli", "gpu_reservation_milli", "disabled_at", "expires_at"
         )
     ]
-    snapshot = model.Snapshot(
-        now=now,
-        fabrics=fabrics,
-        queues=queues,
-        quotas=quotas,
-        pending=tuple(job_of(v, kinds) for v in values if v[1] == State.PENDING and v[2] in queues),
-        running=tuple(job_of(v, kinds) for v in values if v[1] != State.PENDING),
-        usage=usage,
-        shares=shares(quotas, fabrics),
-        # An agent's own GPU cap inside its team's, and the GPUs owed it out of its team's reservation.
-        owner_limits={user_id: limit for user_id, limit, _, _ in agents if limit is not None},
-        owner_reservations={user_id: reserved for user_id, _, reserved, active in agents if reserved and active},
+    return AgentCaps(
+        limits={user_id: limit for user_id, limit, _, _ in agents if limit is not None},
+        reservations={user_id: reserved for user_id, _, reserved, active in agents if reserved and active},
         agents=frozenset(user_id for user_id, _, _, _ in agents),
-        member_limits={
-            pk: cap
-            for pk, cap in ResourceGroup.objects.filter(member_gpu_limit_milli__isnull=False).values_list(
-                "pk", "member_gpu_limit_milli"
-            )
-            if cap is not None
-        },
-        weights=weights(),
     )
-    return snapshot, by_id
+
+
+def member_limits() -> dict[int, int]:
+    """Team -> the GPUs one person may hold in it (milli), where the team sets a cap (one query)."""
+    return {
+        pk: cap
+        for pk, cap in ResourceGroup.objects.filter(member_gpu_limit_milli__isnull=False).values_list(
+            "pk", "member_gpu_limit_milli"
+        )
+        if cap is not None
+    }
 
 
 def shares(
-    quotas: dict[tuple[int, int | None], model.Quota], fabrics: dict[int, model.FabricState]
+    quotas: Mapping[tuple[int, int | None], model.Quota], fabrics: Mapping[int, model.FabricState]
 ) -> dict[int, float]:
     """Each team's allocation in GPUs (the L of fair share): scheduler.priority.allocations over every team's
     fair-share weight."""
