@@ -14,7 +14,8 @@ the window ends): if the replay starts it sooner, it holds that until then. A pr
 What actually happened is measured by the same code (`actual`) from the workloads' own timestamps, so the three
 columns of the what-if page (actual, current policy replayed, proposed) are counted alike: waits to the last
 admission (work still waiting counts until it was cancelled or the window ended), GPUs held while running,
-preemptions, and the waits above the team's objective.
+preemptions, and the waits above the team's objective. A workload's timestamps keep its last run only, so the
+GPUs that runs cut short by a preemption held count in the replays but not in what actually happened.
 
 Not modelled: fabric outages and capacity changes during the window (fabrics are as declared now), idle-GPU
 marks, the use teams had before the window (fair share starts from nothing), departments and priority tiers.
