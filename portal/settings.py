@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "portal.dashboards",
     "portal.agents",
     "portal.burst",
+    "portal.whatif",
     "portal.notify",
     "portal.connect",
     "portal.api",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -13,15 +13,14 @@ from django.db.models import F, Sum, Window
 from django.db.models.functions import RowNumber
 
 from fabrics.base import Resources
-from fabrics.registry import fabric_class
 from portal.accounts.models import ResourceGroup, ServiceIdentity
 from portal.queues.models import Fabric, Queue, Quota, QuotaGrant
 from portal.worker.capacity import planned
 from portal.worker.models import GroupUsage
-from portal.worker.usage import average_gpus
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
 from scheduler import model
+from scheduler.priority import allocations, average_gpus
 
 
 class Row(NamedTuple):
@@ -95,14 +94,45 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
     # Each fabric as it is now: what IT declared, lowered to what it last reported (capacity.planned).
     rows = list(Fabric.objects.filter(enabled=True))
     fabrics = {
-        f.pk: model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity,
-                                max_nodes=getattr(fabric_class(f.kind), "MAX_NODES", None))  # e.g. agent: one host
-        for f in rows
-    }  # fmt: skip
+        f.pk: model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity) for f in rows
+    }
     kinds: dict[str, tuple[int, ...]] = {}
     for f in rows:
         kinds[f.kind] = (*kinds.get(f.kind, ()), f.pk)
-    queues = {
+    queues = queue_states(fabrics)
+    quotas = with_grants(quota_states(fabrics), active_grants(now, fabrics))
+    values = list(Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
+    values += pending_candidates()
+    by_id = {str(v[0]): Row._make((*v[:6], v[-1])) for v in values}
+    half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
+    usage = {
+        u.group_id: average_gpus(u.decayed_gpu_seconds, u.updated_at, now, half_life_s)
+        for u in GroupUsage.objects.all()
+    }
+    caps = agent_caps(now)
+    tree = group_tree()
+    snapshot = model.Snapshot(
+        now=now,
+        fabrics=fabrics,
+        queues=queues,
+        quotas=quotas,
+        pending=tuple(job_of(v, kinds) for v in values if v[1] == State.PENDING and v[2] in queues),
+        running=tuple(job_of(v, kinds) for v in values if v[1] != State.PENDING),
+        usage=usage,
+        shares=shares(quotas, fabrics, tree),
+        owner_limits=caps.limits,
+        owner_reservations=caps.reservations,
+        agents=caps.agents,
+        member_limits=tree.member_limits,
+        parents=tree.parents,
+        weights=weights(),
+    )
+    return snapshot, by_id
+
+
+def queue_states(fabrics: Mapping[int, model.FabricState]) -> dict[int, model.QueueState]:
+    """Every queue with its targets among these fabrics, in order (two queries)."""
+    return {
         q.pk: model.QueueState(
             q.pk,
             q.slug,
@@ -113,7 +143,11 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         )
         for q in Queue.objects.prefetch_related("targets")
     }
-    quotas = {
+
+
+def quota_states(fabrics: Mapping[int, model.FabricState]) -> dict[tuple[int, int | None], model.Quota]:
+    """Every team's quota on these fabrics, and its team-wide one (one query)."""
+    return {
         (q.group_id, q.fabric_id): model.Quota(
             q.group_id,
             q.fabric_id,
@@ -123,40 +157,43 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         for q in Quota.objects.all()
         if q.fabric_id is None or q.fabric_id in fabrics
     }
-    quotas = with_grants(quotas, active_grants(now, fabrics))
-    values = list(Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
-    values += pending_candidates()
-    by_id = {str(v[0]): Row._make((*v[:6], v[-1])) for v in values}
-    half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
-    usage = {
-        u.group_id: average_gpus(u.decayed_gpu_seconds, u.updated_at, now, half_life_s)
-        for u in GroupUsage.objects.all()
-    }
-    groups = list(ResourceGroup.objects.values_list("pk", "parent_id", "member_gpu_limit_milli", "fair_share_weight"))
+
+
+class AgentCaps(NamedTuple):
+    limits: dict[int, int]  # service identity -> its own GPU cap inside its team's (milli)
+    reservations: dict[int, int]  # active service identity -> the GPUs owed it out of its team's reservation
+    agents: frozenset[int]  # every service identity (a member cap is for people)
+
+
+def agent_caps(now: datetime) -> AgentCaps:
+    """The agent identities' caps and reservations (one query)."""
     agents = [
         (user_id, limit, reserved, disabled is None and expires > now)
         for user_id, limit, reserved, disabled, expires in ServiceIdentity.objects.values_list(
             "user_id", "gpu_limit_milli", "gpu_reservation_milli", "disabled_at", "expires_at"
         )
     ]
-    snapshot = model.Snapshot(
-        now=now,
-        fabrics=fabrics,
-        queues=queues,
-        quotas=quotas,
-        pending=tuple(job_of(v, kinds) for v in values if v[1] == State.PENDING and v[2] in queues),
-        running=tuple(job_of(v, kinds) for v in values if v[1] != State.PENDING),
-        usage=usage,
-        shares=shares(quotas, fabrics, groups),
-        # An agent's own GPU cap inside its team's, and the GPUs owed it out of its team's reservation.
-        owner_limits={user_id: limit for user_id, limit, _, _ in agents if limit is not None},
-        owner_reservations={user_id: reserved for user_id, _, reserved, active in agents if reserved and active},
+    return AgentCaps(
+        limits={user_id: limit for user_id, limit, _, _ in agents if limit is not None},
+        reservations={user_id: reserved for user_id, _, reserved, active in agents if reserved and active},
         agents=frozenset(user_id for user_id, _, _, _ in agents),
-        member_limits={pk: cap for pk, _, cap, _ in groups if cap is not None},
-        parents={pk: parent for pk, parent, _, _ in groups if parent is not None},
-        weights=weights(),
     )
-    return snapshot, by_id
+
+
+class GroupTree(NamedTuple):
+    parents: dict[int, int]  # team -> its department
+    member_limits: dict[int, int]  # team -> the GPUs one person may hold in it (milli), where it sets a cap
+    weights: dict[int, int]  # every group's fair-share weight
+
+
+def group_tree() -> GroupTree:
+    """Teams and departments: who is below whom, member caps and fair-share weights (one query)."""
+    rows = list(ResourceGroup.objects.values_list("pk", "parent_id", "member_gpu_limit_milli", "fair_share_weight"))
+    return GroupTree(
+        parents={pk: parent for pk, parent, _, _ in rows if parent is not None},
+        member_limits={pk: cap for pk, _, cap, _ in rows if cap is not None},
+        weights={pk: weight for pk, _, _, weight in rows},
+    )
 
 
 def active_grants(now: datetime, fabrics: Mapping[int, model.FabricState]) -> dict[tuple[int, int], int]:
@@ -199,20 +236,8 @@ def _raised(limit: Resources, extra: int) -> Resources:
 
 
 def shares(
-    quotas: dict[tuple[int, int | None], model.Quota],
-    fabrics: dict[int, model.FabricState],
-    groups: Sequence[tuple[int, int | None, int | None, int]],
+    quotas: Mapping[tuple[int, int | None], model.Quota], fabrics: Mapping[int, model.FabricState], tree: GroupTree
 ) -> dict[int, float]:
-    """Each team's allocation in GPUs (the L of fair share): its reservations, or else its weight's share of
-    the GPUs nobody reserved. A department's reservation is its teams' (it is not counted again), and a
-    department runs no work of its own here."""
-    total = sum(f.capacity.gpus_milli for f in fabrics.values()) / 1000
-    departments = {parent for _, parent, _, _ in groups if parent is not None}
-    reserved: dict[int, float] = {}
-    for (group_id, fabric_id), quota in quotas.items():
-        if fabric_id is not None and group_id not in departments:
-            reserved[group_id] = reserved.get(group_id, 0.0) + quota.reservation.gpus_milli / 1000
-    weights = {pk: weight for pk, _, _, weight in groups if pk not in departments}
-    unreserved = max(0.0, total - sum(reserved.values()))
-    weight_sum = sum(weights.values()) or 1
-    return {g: max(reserved.get(g, 0.0), unreserved * w / weight_sum) for g, w in weights.items()}
+    """Each team's allocation in GPUs (the L of fair share): scheduler.priority.allocations over every team's
+    fair-share weight (a department's reservation is its teams', and it runs nothing of its own)."""
+    return allocations(quotas, fabrics, tree.weights, departments=frozenset(tree.parents.values()))
