@@ -515,3 +515,23 @@ class Profile(models.Model):
         """Whether this profile may be used on `queue` (needs `queues` prefetched to stay query-free)."""
         chosen = self.queues.all()
         return not chosen or any(q.pk == queue.pk for q in chosen)
+
+
+class KueueSync(models.Model):
+    """How a Kueue-owned Kubernetes fabric's queues stood at the worker's last reconcile (portal/worker/kueue.py)."""
+
+    fabric = models.OneToOneField(Fabric, on_delete=models.CASCADE, primary_key=True, related_name="kueue_sync")
+    due = models.BooleanField(default=True, help_text="A quota, a team's department or the fabric changed since.")
+    reconciled_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    drifted = models.JSONField(default=list, blank=True, help_text="Objects someone else changed or made.")
+    report = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"Kueue on {self.fabric_id}"
+
+    @property
+    def differences(self) -> list[dict[str, Any]]:
+        """What someone else changed, as found before Gridlane put it back."""
+        found = self.report.get("differences") or []
+        return [d for d in found if d.get("cause") != "changed in Gridlane"]
