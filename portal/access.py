@@ -14,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
-from django.db.models import Exists, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 
 from portal.accounts.models import Membership, ResourceGroup, ServiceIdentity
@@ -254,6 +254,18 @@ def access_group(user: Any, slug: str) -> ResourceGroup:
         return visible_groups(user).get(slug=slug)
     except ResourceGroup.DoesNotExist as error:
         raise Http404("No such team.") from error
+
+
+def access_group_led(user: Any, slug: str) -> tuple[ResourceGroup, bool]:
+    """The team if the user may see its dashboard (Http404 otherwise), and whether the user leads it: one query."""
+    leads = Membership.objects.filter(
+        group=OuterRef("pk"), user_id=getattr(user, "pk", None), role=Membership.Role.LEAD
+    )
+    try:
+        group = visible_groups(user).annotate(reader_leads=Exists(leads)).get(slug=slug)
+    except ResourceGroup.DoesNotExist as error:
+        raise Http404("No such team.") from error
+    return group, bool(group.reader_leads)  # type: ignore[attr-defined]
 
 
 def usage_groups(user: Any) -> QuerySet[ResourceGroup]:

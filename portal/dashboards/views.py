@@ -41,11 +41,10 @@ def index(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def team(request: HttpRequest, slug: str) -> HttpResponse:
-    group = access.access_group(request.user, slug)
+    group, lead = access.access_group_led(request.user, slug)  # lead: the export link, the grants' form and list
     window = data.window_of(request.GET.get("window"))
     now = timezone.now()
     dashboard = data.team_dashboard(group, window, now)
-    lead = access.is_lead_of(request.user, group.pk)  # one query: the export link, and the grants' form and list
     leads = access.may_export_usage(request.user, group, lead=lead)
     every_grant = access.may_see_every_grant(request.user, group, lead=lead)
     context = {

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queues', '0012_queue_gpu_share'),
+        ('queues', '0013_quota_grants'),
     ]
 
     operations = [
