@@ -258,14 +258,13 @@ def access_group(user: Any, slug: str) -> ResourceGroup:
 
 def access_group_led(user: Any, slug: str) -> tuple[ResourceGroup, bool]:
     """The team if the user may see its dashboard (Http404 otherwise), and whether the user leads it: one query."""
-    leads = Membership.objects.filter(
-        group=OuterRef("pk"), user_id=getattr(user, "pk", None), role=Membership.Role.LEAD
-    )
+    reader = int(getattr(user, "pk", None) or 0)  # signed out: nobody leads
+    leads = Membership.objects.filter(group=OuterRef("pk"), user_id=reader, role=Membership.Role.LEAD)
     try:
         group = visible_groups(user).annotate(reader_leads=Exists(leads)).get(slug=slug)
     except ResourceGroup.DoesNotExist as error:
         raise Http404("No such team.") from error
-    return group, bool(group.reader_leads)  # type: ignore[attr-defined]
+    return group, bool(group.reader_leads)
 
 
 def usage_groups(user: Any) -> QuerySet[ResourceGroup]:

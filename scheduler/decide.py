@@ -72,6 +72,8 @@ class _Cycle:
         self.gone: set[str] = set()  # preempted in this cycle
         self.waiting: dict[str, _Why] = {}
         self.array_active: defaultdict[str, int] = defaultdict(int)  # array -> its elements holding capacity
+        self.healthy_targets: dict[str, list[tuple[int, Amount]]] = {}  # job -> (fabric, its need there), in order
+        self.by_limit: dict[tuple[int, int | None], list[tuple[datetime, Amount]]] | None = None
         for job in snapshot.running:
             if job.array_id:
                 self.array_active[job.array_id] += 1
@@ -86,11 +88,13 @@ class _Cycle:
         if queue is None:
             return False
         ledger = self.ledger
-        targets = [
-            (fid, need_on(job, ledger.sharing[fid]))
-            for fid in _targets(job, queue, self.s)
-            if self.s.fabrics[fid].healthy
-        ]
+        targets = self.healthy_targets.get(job.id)
+        if targets is None:  # the same in both passes: worked out once per job
+            targets = self.healthy_targets[job.id] = [
+                (fid, need_on(job, ledger.sharing[fid]))
+                for fid in _targets(job, queue, self.s)
+                if self.s.fabrics[fid].healthy
+            ]
         if department:
             targets = [(fid, need) for fid, need in targets if ledger.owed_within(job.group_id, fid, need) is not None]
         else:
@@ -337,17 +341,19 @@ class _Cycle:
     def _team_releases(self, key: tuple[int, int | None]) -> list[tuple[datetime, Amount]]:
         """When a team's use under one of its limits comes down: each of its running jobs (on that fabric, or
         anywhere for its team-wide limit) at its runtime limit."""
-        group_id, fabric_id = key
-        out = []
-        for fid, jobs in [*self.running.items(), *self.admitted_on.items()]:
-            if fabric_id is not None and fid != fabric_id:
-                continue
-            for job in jobs:
-                if group_id not in self.ledger.lineage(job.group_id) or job.id in self.gone:
-                    continue
-                start = job.started_at or self.now
-                end = max(self.now, start + timedelta(seconds=job.runtime_limit_s))
-                out.append((end, need_on(job, self.ledger.sharing[fid])))
+        if self.by_limit is None:  # every job's release under each limit it counts for, indexed once
+            self.by_limit = defaultdict(list)
+            for fid, jobs in [*self.running.items(), *self.admitted_on.items()]:
+                for job in jobs:
+                    if job.id in self.gone:
+                        continue
+                    start = job.started_at or self.now
+                    end = max(self.now, start + timedelta(seconds=job.runtime_limit_s))
+                    release = (end, need_on(job, self.ledger.sharing[fid]))
+                    for level in self.ledger.lineage(job.group_id):
+                        self.by_limit[level, fid].append(release)
+                        self.by_limit[level, None].append(release)
+        out = list(self.by_limit.get(key, ()))
         out.sort(key=lambda r: r[0])
         return out
 

@@ -99,10 +99,18 @@ class Ledger:
     def within_reservation(self, group_id: int, fabric_id: int, need: Amount) -> bool:
         """Whether `need` keeps the group within its reservation in every resource that has one."""
         reserved = self.reserved.get((group_id, fabric_id))
-        if reserved is None or not any(reserved):
+        if reserved is None:
+            return False
+        g, c, m = reserved
+        if not (g or c or m):
             return False
         used = self.group_used[group_id, fabric_id]
-        return all(used[i] + need[i] <= reserved[i] for i in range(3) if reserved[i])
+        # Unrolled over the three resources (the hot path of both passes): each one reserved must hold `need`.
+        return (
+            (not g or used[0] + need[0] <= g)
+            and (not c or used[1] + need[1] <= c)
+            and (not m or used[2] + need[2] <= m)
+        )
 
     def within_limits(
         self,

@@ -1,6 +1,6 @@
 """Replay a workload trace through the same decide() under a virtual clock: the benchmark, and a "what if".
 
-    python -m scheduler.simulate --trace PATH --policy fifo|gridlane [--groups N] [--gpus G] [--json]
+    python -m scheduler.simulate --trace PATH --policy fifo|gridlane|kueue|slurm [--groups N] [--gpus G] [--json]
 
 PATH is a CSV in the format of the Alibaba openb trace (cluster-trace-gpu-v2023): name, num_gpu, gpu_milli,
 creation_time, scheduled_time, deletion_time, ... A task arrives at creation_time and runs for
@@ -13,7 +13,8 @@ reservation is a floor. Users ask for a runtime limit of 1.5x what their task re
 minute): backfill plans with the limit, tasks end at their real runtime. A preempted task starts over.
 
 Policies: `fifo` starts tasks strictly in arrival order and stops at the first that does not fit;
-`gridlane` is decide() itself. Cycles run on arrivals and completions, at most one per --cycle-seconds.
+`gridlane` is decide() itself; `kueue` and `slurm` are those schedulers' policies, written from their
+documentation (scheduler/peers.py). Cycles run on arrivals and completions, at most one per --cycle-seconds.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from fabrics.base import Resources
 from scheduler.decide import decide
 from scheduler.ledger import need_on
 from scheduler.model import Decisions, FabricState, Job, QueueState, Quota, Snapshot, Weights
+from scheduler.peers import PEERS, Policy, named
 
 EPOCH = datetime(2023, 1, 1, tzinfo=UTC)
 POOL = 1
@@ -261,9 +263,14 @@ class _Measure(Observer):
             raise AssertionError(f"over capacity at t={clock.now}")
 
 
-def simulate(tasks: list[Task], *, policy: str, groups: int, gpus: int, reserve_fraction: float = 0.5,
+def policy_named(name: str) -> Policy:
+    """A fresh policy by name (a peer may keep state from one cycle to the next, as its daemon does)."""
+    return fifo if name == "fifo" else decide if name == "gridlane" else named(name)
+
+
+def simulate(tasks: list[Task], *, policy: str | Policy, groups: int, gpus: int, reserve_fraction: float = 0.5,
              cycle_seconds: float = 10.0) -> Outcome:  # fmt: skip
-    decide_fn: Callable[[Snapshot], Decisions] = fifo if policy == "fifo" else decide
+    decide_fn = policy_named(policy) if isinstance(policy, str) else policy
     capacity = gpus * 1000
     fabrics = {POOL: FabricState(POOL, "pool", Resources(capacity, BIG, BIG))}
     queues = {QUEUE: QueueState(QUEUE, "trace", (POOL,), preemptible=True)}
@@ -341,7 +348,7 @@ def _summary(waits: list[float]) -> dict[str, float]:
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scheduler.simulate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", required=True, help="CSV in the openb pod-list format")
-    parser.add_argument("--policy", choices=["fifo", "gridlane"], default="gridlane")
+    parser.add_argument("--policy", choices=["fifo", "gridlane", *PEERS], default="gridlane")
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--gpus", type=int, default=32, help="GPUs in the simulated pool")
     parser.add_argument("--time-scale", type=float, default=1.0, help="divide arrival times by this (more load)")
