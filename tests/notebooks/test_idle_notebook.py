@@ -139,14 +139,15 @@ def test_a_kernel_busy_with_a_silent_computation_counts_as_use(tmp_path, monkeyp
         # check); the kernel's reply to kernel_info is what says it is ready.
         kernel.start_channels(hb=False)
         wait_until(lambda: replied_to_kernel_info(kernel), timeout=120, every=0)
-        kernel.execute("import time; time.sleep(60)")
+        # Long enough to stay busy through the probes below however slow the machine; the job's cancel ends it.
+        kernel.execute("import time; time.sleep(900)")
 
         def busy() -> bool:
             status, body = get(f"http://127.0.0.1:{port}/api/kernels/{kernel_id}?no_track_activity=1",
                                Authorization=f"token {token}")  # fmt: skip
             return status == 200 and json.loads(body)["execution_state"] == "busy"
 
-        wait_until(busy, timeout=30, every=0.2)
+        wait_until(busy, timeout=120, every=0.2)
         time.sleep(2)  # quiet: the kernel computes and says nothing
         _, heard = probe(Endpoint("127.0.0.1", port, token), 30, busy_check_after_s=3600)
         before = datetime.now(UTC)
