@@ -17,10 +17,13 @@ from scheduler import reasons
 from scheduler.backfill import Shadow, shadow
 from scheduler.estimates import Profile
 from scheduler.ledger import Amount, Ledger, add, amount, fits, need_on, sub
-from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting
+from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting, tier_of
 from scheduler.preemption import idle, may_preempt, victims
 from scheduler.priority import ordered
 from scheduler.reasons import Reason
+
+# What tier preemption can remedy: the job waits only for capacity on the target.
+_SHORT_OF_CAPACITY = frozenset({reasons.NO_CAPACITY, reasons.GANG_DOES_NOT_FIT, reasons.HELD_FOR_RESERVATIONS})
 
 
 class _Why(NamedTuple):
@@ -38,12 +41,13 @@ class _Why(NamedTuple):
 
 def decide(snapshot: Snapshot) -> Decisions:
     cycle = _Cycle(snapshot)
-    # 1. Order the line: fair share, priority class, age and size (priority.py).
+    # 1. Order the line: fair share, priority tier, age and size (priority.py).
     line = ordered(snapshot)
     # 2. What each team is owed: work within its unused reservation goes first, whatever its priority.
     #    An array's elements past its % limit wait, whatever is free.
     borrowers = [job for job in line if not cycle.throttled(job) and not cycle.owed(job)]
-    # 3. The rest borrows what is left, in line order, with backfill around the head.
+    # 3. The rest borrows what is left, in line order, with backfill around the head; a tier that may preempt
+    #    takes borrowed capacity from lower tiers where nothing ahead of it waits for it (preemption.py).
     for job in borrowers:
         if not cycle.throttled(job):
             cycle.consider(job)
@@ -132,6 +136,9 @@ class _Cycle:
             if outcome is None:
                 return
             why.append(outcome)
+        # A tier that may preempt: the first target where lower tiers' borrowed work can make room.
+        if self._tier_preempts(job, queue, why):
+            return
         for fid, blocked in zip(_targets(job, queue), why, strict=True):
             if blocked.fabric_id is not None:
                 self._maybe_head(job, fid, need_on(job, self.ledger.sharing[fid]))
@@ -210,8 +217,9 @@ class _Cycle:
         return self.s.fabrics[fid].name
 
     # -- reservations come back -----------------------------------------------------------------------
-    def _reclaim(self, job: Job, fid: int, need: Amount) -> bool:
-        """Preempt borrowed work so that this job, owed to its team, fits now. True when it does."""
+    def _reclaim(self, job: Job, fid: int, need: Amount, below: int | None = None) -> bool:
+        """Preempt borrowed work so that this job, owed to its team (or, with `below`, of a tier that may
+        preempt lower ones), fits now. True when it does."""
         if not any(j.id not in self.gone for j in self.preemptible[fid]):
             return False  # nothing here may be preempted
         ledger = self.ledger
@@ -223,14 +231,34 @@ class _Cycle:
             max(0, need[2] + held[2] - free[2]),
         )
         running = [j for j in self.preemptible[fid] if j.id not in self.gone]
-        chosen = victims(self.s, ledger, running, job.group_id, fid, deficit)
+        chosen = victims(self.s, ledger, running, job.group_id, fid, deficit, below)
         if not chosen:
             return False
         for victim in chosen:
             ledger.give(victim, fid, need_on(victim, ledger.sharing[fid]))
             self.gone.add(victim.id)
-            self.preempted.append(Preempt(victim.id, reasons.preempted(self._name(fid), idle(self.s, victim))))
+            if below is None:
+                why = reasons.preempted(self._name(fid), idle(self.s, victim))
+            else:
+                why = reasons.preempted(self._name(fid), tier=job.priority)
+            self.preempted.append(Preempt(victim.id, why))
         return True
+
+    # -- tier preemption (preemption.py) ----------------------------------------------------------------
+    def _tier_preempts(self, job: Job, queue: QueueState, why: list[_Why]) -> bool:
+        """Admit the job by preempting borrowed work of lower tiers, on the first target where only capacity
+        holds it back and no work ahead of it in line waits for that capacity. True when it was admitted."""
+        tier = tier_of(self.s.tiers, job.priority)
+        if not tier.may_preempt:
+            return False
+        for fid, blocked in zip(_targets(job, queue), why, strict=True):
+            if blocked.code not in _SHORT_OF_CAPACITY or fid in self.shadows:
+                continue
+            need = need_on(job, self.ledger.sharing[fid])
+            if self._reclaim(job, fid, need, below=tier.rank):
+                self._admit(job, fid, need)
+                return True
+        return False
 
     # -- backfill -------------------------------------------------------------------------------------
     def _releases(self, fid: int) -> list[tuple[datetime, Amount]]:
