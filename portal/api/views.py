@@ -112,6 +112,8 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
     def list(self, request: Request) -> Response:
         workloads = self.get_queryset()
         params = request.query_params
+        if any("\x00" in params.get(name, "") for name in ("queue", "kind", "group")):
+            workloads = workloads.none()  # no slug holds a NUL (and PostgreSQL refuses one in a query): nothing matches
         if state := params.get("state"):
             if state not in State.values:
                 raise ValidationError({"state": [f"Choose one of: {', '.join(State.values)}."]})
