@@ -1,6 +1,6 @@
 """The audit log: who did what, and for policy objects what they were before and after.
 
-Every change to a policy model (queues, targets, fabrics, quotas, teams, memberships, claim mappings,
+Every change to a policy model (queues, targets, fabrics, quotas, priority tiers, teams, memberships, claim mappings,
 service identities, POSIX policies and accounts, scheduler accounts, people's staff flags) is recorded
 from model signals, whichever road it took: the admin, a page, the API or a command. The actor is the
 signed-in user of the request being served (see AuditContextMiddleware), or whoever `acting_as` names;
@@ -32,6 +32,7 @@ AUDITED: dict[str, list[str] | None] = {
     "queues.QueueTarget": None,
     "queues.Fabric": None,
     "queues.Quota": None,
+    "queues.PriorityTier": None,
     "accounts.ResourceGroup": None,
     "accounts.Membership": None,
     "accounts.ClaimMapping": None,

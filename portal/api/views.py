@@ -28,7 +28,7 @@ from portal.api.serializers import (
     element_counts,
 )
 from portal.workloads import services
-from portal.workloads.models import Priority, Workload
+from portal.workloads.models import Workload
 from portal.workloads.states import State
 from portal.workloads.stats import queue_figures
 
@@ -74,7 +74,9 @@ FILTERS = [
 
 
 class PatchIn(serializers.Serializer[Any]):
-    priority = serializers.ChoiceField(choices=Priority.choices, required=False)
+    priority = serializers.CharField(
+        max_length=20, required=False, help_text="A priority tier the workload's team may use (IT defines them)."
+    )
     lease_hours = serializers.DecimalField(
         max_digits=9, decimal_places=3, required=False,
         help_text="A notebook's or VM's lease, in hours from its start: only ever longer than it is.",

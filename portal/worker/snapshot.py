@@ -12,7 +12,7 @@ from django.db.models.functions import RowNumber
 
 from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup, ServiceIdentity
-from portal.queues.models import Fabric, Queue, Quota
+from portal.queues.models import Fabric, PriorityTier, Queue, Quota
 from portal.worker.capacity import planned
 from portal.worker.models import GroupUsage
 from portal.worker.usage import average_gpus
@@ -70,7 +70,7 @@ def job_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]] | None = N
 
 
 def pending_candidates() -> list[tuple[Any, ...]]:
-    """The pending work a cycle considers: in each team's queue and priority class, the oldest
+    """The pending work a cycle considers: in each team's queue and priority tier, the oldest
     GRIDLANE_CANDIDATES_PER_QUEUE. Within one of those, fair share orders mostly by age (size moves it a
     little), so the rest wait their turn in the slice; their reason and estimate are refreshed when they
     come into it."""
@@ -153,8 +153,17 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
             if cap is not None
         },
         weights=weights(),
+        tiers=tier_states(PriorityTier.objects.values_list("slug", "weight", "may_preempt")),
     )
     return snapshot, by_id
+
+
+def tier_states(rows: Any) -> dict[str, model.TierState]:
+    """IT's tiers as the scheduler sees them, from (slug, weight, may_preempt) rows: a higher weight is a higher
+    rank, and tiers of equal weight share one (neither preempts the other)."""
+    rows = list(rows)
+    ranks = {w: i for i, w in enumerate(sorted({w for _, w, _ in rows}))}
+    return {slug: model.TierState(weight, may_preempt, ranks[weight]) for slug, weight, may_preempt in rows}
 
 
 def shares(
