@@ -84,10 +84,8 @@ def check(tier: str, usable: Iterable[Usable], team: str, may_lead: bool) -> str
     return ""
 
 
-def hints(tier: PriorityTier | None) -> TierHints:
-    """What the tier asks of fabrics with priorities of their own; none for a tier that no longer exists."""
-    if tier is None:
-        return TierHints()
+def hints(tier: PriorityTier) -> TierHints:
+    """What the tier asks of fabrics with priorities of their own."""
     return TierHints(
         slug=tier.slug,
         slurm_qos=tier.slurm_qos,
@@ -95,6 +93,20 @@ def hints(tier: PriorityTier | None) -> TierHints:
         pbs_priority=tier.pbs_priority,
         kubernetes_priority_class=tier.kubernetes_priority_class,
     )
+
+
+def hints_of(slugs: Iterable[str]) -> dict[str, TierHints]:
+    """The hints of these tiers, by slug (one query); a tier that no longer exists asks nothing."""
+    return {t.slug: hints(t) for t in PriorityTier.objects.filter(slug__in=list(slugs))}
+
+
+def moving(old: TierHints, new: TierHints) -> TierHints:
+    """What to tell a fabric when queued work moves from tier `old` to `new`: the new tier's values, with a nice
+    or a PBS priority the old one set and the new one does not taken back to the default (0). (A QOS has no
+    such default to go back to: the job keeps the one it has.)"""
+    nice = new.slurm_nice if new.slurm_nice is not None else (0 if old.slurm_nice else None)
+    pbs = new.pbs_priority if new.pbs_priority is not None else (0 if old.pbs_priority else None)
+    return TierHints(new.slug, new.slurm_qos, nice, pbs, new.kubernetes_priority_class)
 
 
 def ensure_starting_tiers() -> None:

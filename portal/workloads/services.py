@@ -754,18 +754,38 @@ def check_reprioritize(user: Any, workload: Workload, priority: str) -> None:
 
 
 def do_reprioritize(user: Any, workload: Workload, priority: str) -> Workload:
-    """Set the priority of unfinished work; the next cycle orders the queue by it."""
+    """Set the priority tier of unfinished work; the next cycle orders the queue by it. Work a fabric holds but
+    has not started (dispatching) is reordered inside the fabric too, where the fabric has priorities of its
+    own (Slurm, PBS); a fabric that refuses keeps its own order, and the audit record says so."""
     old = workload.priority
     if old == priority:
         return workload
     with transaction.atomic():
         changed = Workload.objects.filter(pk=workload.pk).exclude(state__in=FINISHED).update(priority=priority)
-        if changed:
-            audit.record("workload.reprioritized", audit_target(workload), actor=user, team=workload.group.slug,
-                         before=old, after=priority)  # fmt: skip
-            kick_worker()
     workload.refresh_from_db()
+    if changed:
+        fabric = _reorder_in_fabric(workload, old, priority)
+        audit.record("workload.reprioritized", audit_target(workload), actor=user, team=workload.group.slug,
+                     before=old, after=priority, **({"fabric": fabric} if fabric else {}))  # fmt: skip
+        kick_worker()
     return workload
+
+
+def _reorder_in_fabric(workload: Workload, old: str, new: str) -> str:
+    """Tell the fabric of a queued job (dispatched, not started) its new tier; what came of it in words, or ""
+    when there was nothing to tell."""
+    if workload.state != State.DISPATCHING or not workload.external_id or workload.fabric is None:
+        return ""
+    found = tiers.hints_of([old, new])
+    hints = tiers.moving(found.get(old, fabric_base.TierHints()), found.get(new, fabric_base.TierHints()))
+    name = workload.fabric.name
+    try:
+        told = fabric_base.reprioritise(connect(workload.fabric.to_config()), workload.external_id, hints)
+    except fabric_base.FabricError as error:
+        log.warning("workload %s: %s kept its own priority for job %s: %s", workload.pk, name, workload.external_id,
+                    error)  # fmt: skip
+        return f"{name} kept its own order: {error}"
+    return f"reordered on {name} too" if told else ""
 
 
 # --- Leases -------------------------------------------------------------------------------------------

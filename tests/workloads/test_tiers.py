@@ -4,13 +4,16 @@ the API, the form and the CLI alike; anything else is a 400 on `priority` naming
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from portal.accounts.models import ResourceGroup
-from portal.queues.models import PriorityTier
+from fabrics.base import FabricError, TierHints
+from portal.accounts.models import AuditEvent, ResourceGroup
+from portal.queues.models import Fabric, PriorityTier
 from portal.workloads import services
 from portal.workloads.models import Workload
+from portal.workloads.states import State
 from tests.conftest import TRAINING_FORM
 
 JOB = {"queue": "train", "kind": "training", "name": "job", "command": "true"}
@@ -99,3 +102,48 @@ def test_a_lead_moves_pending_work_to_a_tier_of_its_team_and_not_to_another(api_
     moved = api_as(bob).patch(url, json.dumps({"priority": "gold"}), content_type="application/json")
     assert moved.status_code == 200, moved.content
     assert Workload.objects.get(pk=workload.pk).priority == "gold"
+
+
+class Reordering:
+    """A fabric with priorities of its own that records what it was told (or refuses)."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.told: list[tuple[str, Any]] = []
+        self.refuse = refuse
+
+    def reprioritise(self, external_id: str, tier: Any) -> bool:
+        if self.refuse:
+            raise FabricError("Access/permission denied", retryable=False)
+        self.told.append((external_id, tier))
+        return True
+
+
+@pytest.mark.parametrize("state", [State.DISPATCHING, State.RUNNING, State.PENDING])
+def test_queued_work_that_moves_tier_is_reordered_inside_its_fabric_too(bob, submit, gold, monkeypatch, state):
+    gold.allowed_groups.add(ResourceGroup.objects.get(slug="vision"))
+    PriorityTier.objects.filter(slug="gold").update(slurm_qos="gold", slurm_nice=10)
+    fabric = Reordering()
+    monkeypatch.setattr(services, "connect", lambda config: fabric)
+    workload = submit(bob)
+    Workload.objects.filter(pk=workload.pk).update(state=state, fabric=Fabric.objects.get(name="local"),
+                                                   external_id="42")  # fmt: skip
+    services.do_reprioritize(bob, Workload.objects.get(pk=workload.pk), "gold")
+    record = AuditEvent.objects.get(action="workload.reprioritized")
+    if state != State.DISPATCHING:  # not in a fabric's queue: Gridlane's own order is all there is
+        assert fabric.told == []
+        assert "fabric" not in record.detail
+        return
+    assert fabric.told == [("42", TierHints("gold", slurm_qos="gold", slurm_nice=10))]
+    assert record.detail["fabric"] == "reordered on local too"
+
+
+def test_a_fabric_that_refuses_the_new_order_keeps_its_own_and_the_audit_says_so(bob, submit, monkeypatch):
+    monkeypatch.setattr(services, "connect", lambda config: Reordering(refuse=True))
+    PriorityTier.objects.filter(slug="high").update(slurm_nice=0)
+    workload = submit(bob)
+    Workload.objects.filter(pk=workload.pk).update(state=State.DISPATCHING, fabric=Fabric.objects.get(name="local"),
+                                                   external_id="42")  # fmt: skip
+    moved = services.do_reprioritize(bob, Workload.objects.get(pk=workload.pk), "high")
+    assert moved.priority == "high"
+    record = AuditEvent.objects.get(action="workload.reprioritized")
+    assert record.detail["fabric"] == "local kept its own order: Access/permission denied"
