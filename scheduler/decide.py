@@ -17,7 +17,7 @@ from scheduler import reasons
 from scheduler.backfill import Shadow, shadow
 from scheduler.estimates import Profile
 from scheduler.ledger import Amount, Ledger, add, amount, fits, need_on, sub
-from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting, tier_of
+from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting
 from scheduler.preemption import idle, may_preempt, victims
 from scheduler.priority import ordered
 from scheduler.reasons import Reason
@@ -68,6 +68,8 @@ class _Cycle:
                 if may_preempt(snapshot, job):
                     self.preemptible[job.fabric_id].append(job)
         self.shadows: dict[int, Shadow] = {}  # fabric -> the head of the line's reservation there
+        # The tiers whose work may preempt borrowed work of lower ones (the old classes never may).
+        self.preempting = {slug: t for slug, t in snapshot.tiers.items() if t.may_preempt}
         self.admitted: list[Admit] = []
         self.admitted_on: defaultdict[int, list[Job]] = defaultdict(list)
         self.preempted: list[Preempt] = []
@@ -248,8 +250,8 @@ class _Cycle:
     def _tier_preempts(self, job: Job, queue: QueueState, why: list[_Why]) -> bool:
         """Admit the job by preempting borrowed work of lower tiers, on the first target where only capacity
         holds it back and no work ahead of it in line waits for that capacity. True when it was admitted."""
-        tier = tier_of(self.s.tiers, job.priority)
-        if not tier.may_preempt:
+        tier = self.preempting.get(job.priority)
+        if tier is None:
             return False
         for fid, blocked in zip(_targets(job, queue), why, strict=True):
             if blocked.code not in _SHORT_OF_CAPACITY or fid in self.shadows:

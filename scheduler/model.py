@@ -28,13 +28,9 @@ class TierState:
     rank: int = 0
 
 
-def tier_of(tiers: Mapping[str, TierState], slug: str) -> TierState:
-    """The tier named `slug`; one the snapshot does not know counts as the old class of that name (else normal)."""
-    tier = tiers.get(slug)
-    if tier is None:
-        q = QOS.get(slug, 1)
-        return TierState(float(q), False, q)
-    return tier
+def ranks(tiers: Mapping[str, TierState]) -> dict[str, int]:
+    """Each tier's rank by slug, over the old classes' (which only a snapshot without those tiers relies on)."""
+    return {**QOS, **{slug: t.rank for slug, t in tiers.items()}}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from scheduler.ledger import ZERO, Amount, Ledger, add, fits, need_on
-from scheduler.model import Job, Snapshot, tier_of
+from scheduler.model import Job, Snapshot, ranks
 
 
 def victims(
@@ -34,8 +34,8 @@ def victims(
     `group_id` its reservation back."""
     sharing = ledger.sharing[fabric_id]
     epoch = datetime.min.replace(tzinfo=snapshot.now.tzinfo)
-    tiers = snapshot.tiers
-    rank = {j.id: tier_of(tiers, j.priority).rank for j in running}  # once per job, not per comparison
+    rank_of = ranks(snapshot.tiers)
+    rank = {j.id: rank_of.get(j.priority, 1) for j in running}  # once per job, not per comparison
     if below is None:
         takes_idle = True
         eligible = [
