@@ -14,11 +14,11 @@ from typing import Any
 from uuid import UUID
 
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
-from django.db.models import Exists, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 
 from portal.accounts.models import Membership, ResourceGroup, ServiceIdentity
-from portal.queues.models import Queue
+from portal.queues.models import Queue, QuotaGrant
 from portal.workloads.models import Workload
 
 
@@ -243,6 +243,17 @@ def access_group(user: Any, slug: str) -> ResourceGroup:
         raise Http404("No such team.") from error
 
 
+def access_group_led(user: Any, slug: str) -> tuple[ResourceGroup, bool]:
+    """The team if the user may see its dashboard (Http404 otherwise), and whether the user leads it: one query."""
+    reader = int(getattr(user, "pk", None) or 0)  # signed out: nobody leads
+    leads = Membership.objects.filter(group=OuterRef("pk"), user_id=reader, role=Membership.Role.LEAD)
+    try:
+        group = visible_groups(user).annotate(reader_leads=Exists(leads)).get(slug=slug)
+    except ResourceGroup.DoesNotExist as error:
+        raise Http404("No such team.") from error
+    return group, bool(group.reader_leads)
+
+
 def usage_groups(user: Any) -> QuerySet[ResourceGroup]:
     """Teams whose usage and cost the user may read: those whose dashboard they see, and an agent its own team."""
     service = service_of(user)
@@ -259,8 +270,63 @@ def access_group_usage(user: Any, slug: str) -> ResourceGroup:
         raise Http404("No such team.") from error
 
 
-def may_export_usage(user: Any, group: ResourceGroup) -> bool:
-    """The team's cost export (CSV): its leads and IT."""
+def may_export_usage(user: Any, group: ResourceGroup, lead: bool | None = None) -> bool:
+    """The team's cost export (CSV): its leads and IT. `lead`: whether the user leads the team, when the caller
+    has read it already."""
     if is_it(user):
         return True
-    return is_lead_of(user, group.pk)
+    return lead if lead is not None else is_lead_of(user, group.pk)
+
+
+# --- Temporary grants ---------------------------------------------------------------------------------
+
+
+def may_ask_for_grant(user: Any, group: ResourceGroup, lead: bool | None = None) -> bool:
+    """Ask for (or withdraw) a temporary grant for a team: its leads. IT decides asks; it does not make them.
+    `lead`: whether the user leads the team, when the caller has read it already."""
+    if is_service(user):
+        return False
+    return lead if lead is not None else is_lead_of(user, group.pk)
+
+
+def may_see_every_grant(user: Any, group: ResourceGroup, lead: bool | None = None) -> bool:
+    """A team's grants asked for, declined and withdrawn too: its leads and IT. Its members see those approved
+    and not yet over (what raises their team's quota now or soon)."""
+    if is_it(user):
+        return True
+    return lead if lead is not None else is_lead_of(user, group.pk)
+
+
+def may_decide_grants(user: Any) -> bool:
+    """Approve or decline an ask: IT."""
+    return is_it(user)
+
+
+def visible_grants(user: Any) -> QuerySet[QuotaGrant]:
+    """Grants of the user's teams (people); all of them for IT; none for agents."""
+    grants = QuotaGrant.objects.select_related("team", "fabric")
+    if not user.is_authenticated:
+        return grants.none()
+    if is_it(user):
+        return grants
+    if is_service(user):
+        return grants.none()
+    return grants.filter(team_id__in=member_group_ids(user))
+
+
+def access_grant_for_it(user: Any, pk: int) -> QuotaGrant:
+    """Any grant, for IT deciding it; Http404 for everyone else and for one that does not exist."""
+    if not may_decide_grants(user):
+        raise Http404("No such grant.")
+    try:
+        return visible_grants(user).get(pk=pk)
+    except QuotaGrant.DoesNotExist as error:
+        raise Http404("No such grant.") from error
+
+
+def access_grant(user: Any, group: ResourceGroup, pk: int) -> QuotaGrant:
+    """The team's grant if the user may see it; Http404 otherwise, as if it did not exist."""
+    try:
+        return visible_grants(user).get(pk=pk, team=group)
+    except QuotaGrant.DoesNotExist as error:
+        raise Http404("No such grant.") from error

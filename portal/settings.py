@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "portal.dashboards",
     "portal.agents",
     "portal.burst",
+    "portal.whatif",
     "portal.notify",
     "portal.connect",
     "portal.api",
@@ -297,6 +298,9 @@ GRIDLANE_RETENTION_DAYS = {
     "events": int(os.environ.get("GRIDLANE_RETENTION_EVENT_DAYS", "0")),
     "audit": int(os.environ.get("GRIDLANE_RETENTION_AUDIT_DAYS", "0")),
 }
+# Kueue-owned Kubernetes fabrics: their Kueue queues are reconciled this often, and at the next cycle after a
+# quota, department or fabric change.
+GRIDLANE_KUEUE_SYNC_SECONDS = float(os.environ.get("GRIDLANE_KUEUE_SYNC_SECONDS", "300"))
 GRIDLANE_RETENTION_SECONDS = float(os.environ.get("GRIDLANE_RETENTION_SECONDS", "3600"))
 GRIDLANE_RETENTION_BATCH = int(os.environ.get("GRIDLANE_RETENTION_BATCH", "2000"))
 GRIDLANE_RETENTION_MAX_BATCHES = int(os.environ.get("GRIDLANE_RETENTION_MAX_BATCHES", "50"))

@@ -1,8 +1,9 @@
 """The burst autoscaler's decision: which instances to launch for the work that waits, which to terminate.
 Pure: no clock (`now` is an argument), no database, no provider.
 
-1. Drop the demand a burst cannot serve: work over its team's limit on the pool, gangs, and work no
-   instance type can hold.
+1. Drop the demand a burst cannot serve or should not: work over its team's limit on the pool, gangs, work no
+   instance type can hold, and work the scheduler expects to start on premises within the pool's `burst_after`
+   (its estimated start, from running work's runtime limits: an instance would boot, bill, and find it gone).
 2. Place the rest on capacity that is there or on its way (instances launched, booting, idle), so the same
    demand never launches twice.
 3. Pack what is left, the largest shapes first, onto new instances: for each shape the type whose price per
@@ -34,6 +35,9 @@ class Waiting:
     need: Resources  # per node
     since: datetime
     nodes: int = 1
+    # When the scheduler expects it to start where it waits now (decide()'s estimate); None: no estimate (too far
+    # down the line, or nothing running there will free enough), which counts as a long wait.
+    expected_start: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,9 @@ class Pool:
     budget_per_month: float = 0.0
     month_spent: float = 0.0  # what instances cost so far this month
     horizon: timedelta = timedelta(hours=1)  # how far ahead a launch's cost is counted against the month
+    # Burst only for work expected to wait longer than this where it waits now: shorter waits end on premises
+    # (a launch for them boots, bills, and idles).
+    burst_after: timedelta = timedelta(0)
 
 
 @dataclass(frozen=True)
@@ -126,7 +133,7 @@ def plan(
 
     # 1. What a burst can serve.
     offers = sorted(offers, key=lambda o: (o.price, o.name))
-    shapes, dropped = _shapes(waiting, offers, headroom or {})
+    shapes, dropped = _shapes(now, pool, waiting, offers, headroom or {})
     held.extend(dropped)
 
     # 2. Capacity there or on its way takes the demand first.
@@ -301,11 +308,17 @@ def _key(need: Resources) -> tuple[int, int, int]:
     return need.gpus_milli, _step_up(need.cpus_milli // 1000), _step_up(need.memory_mib // GIB)
 
 
+def starts_soon(now: datetime, pool: Pool, job: Waiting) -> bool:
+    """Whether the work is expected to start where it waits within the pool's `burst_after`: no burst for it."""
+    return job.expected_start is not None and job.expected_start - now <= pool.burst_after
+
+
 def _shapes(
-    waiting: Sequence[Waiting], offers: Sequence[Offer], headroom: Mapping[int, Resources]
+    now: datetime, pool: Pool, waiting: Sequence[Waiting], offers: Sequence[Offer], headroom: Mapping[int, Resources]
 ) -> tuple[list[_Shape], list[str]]:
     """The burstable demand grouped by shape, largest first, oldest first within a shape."""
     room = dict(headroom)
+    soon = 0
     groups: dict[tuple[int, int, int], _Shape] = {}
     at_limit: defaultdict[str, int] = defaultdict(int)
     too_big: defaultdict[Resources, int] = defaultdict(int)
@@ -315,6 +328,9 @@ def _shapes(
     for job in sorted(waiting, key=lambda j: j.since):
         if job.nodes > 1:
             gangs += 1
+            continue
+        if starts_soon(now, pool, job):
+            soon += 1
             continue
         if job.group_id in room:
             left = room[job.group_id]
@@ -355,7 +371,12 @@ def _shapes(
     held += [f"{n} waiting workloads need {need.gpus_milli // 1000} GPUs, {need.cpus_milli // 1000} CPUs, "
              f"{need.memory_mib // GIB} GB: no instance type holds that" for need, n in too_big.items()]  # fmt: skip
     if gangs:
-        held.append(f"{gangs} waiting gangs (several nodes at once) do not burst: instances serve one node each")
+        held.append(f"{gangs} waiting gangs (several nodes at once) do not burst: an instance's agent runs one "
+                    "node's work, so a gang waits for capacity where all its nodes start together")  # fmt: skip
+    if soon:
+        minutes = int(pool.burst_after.total_seconds() // 60)
+        held.append(f"{soon} waiting workloads are expected to start where they wait within {minutes} min: "
+                    "not bursting for them")  # fmt: skip
     shapes = sorted(groups.values(), key=lambda s: (s.need.gpus_milli, s.need.cpus_milli, s.need.memory_mib),
                     reverse=True)  # fmt: skip
     return shapes, held

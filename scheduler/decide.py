@@ -43,9 +43,11 @@ def decide(snapshot: Snapshot) -> Decisions:
     cycle = _Cycle(snapshot)
     # 1. Order the line: fair share, priority tier, age and size (priority.py).
     line = ordered(snapshot)
-    # 2. What each team is owed: work within its unused reservation goes first, whatever its priority.
+    # 2. What each team is owed: work within its unused reservation goes first, whatever its priority; then
+    #    work within its department's unused reservation (a team's own floor before what sister teams share).
     #    An array's elements past its % limit wait, whatever is free.
-    borrowers = [job for job in line if not cycle.throttled(job) and not cycle.owed(job)]
+    rest = [job for job in line if not cycle.throttled(job) and not cycle.owed(job)]
+    borrowers = [job for job in rest if not snapshot.parents or not cycle.owed(job, department=True)]
     # 3. The rest borrows what is left, in line order, with backfill around the head; a tier that may preempt
     #    takes borrowed capacity from lower tiers where nothing ahead of it waits for it (preemption.py).
     for job in borrowers:
@@ -76,26 +78,38 @@ class _Cycle:
         self.gone: set[str] = set()  # preempted in this cycle
         self.waiting: dict[str, _Why] = {}
         self.array_active: defaultdict[str, int] = defaultdict(int)  # array -> its elements holding capacity
+        self.healthy_targets: dict[str, list[tuple[int, Amount]]] = {}  # job -> (fabric, its need there), in order
+        self.by_limit: dict[tuple[int, int | None], list[tuple[datetime, Amount]]] | None = None
         for job in snapshot.running:
             if job.array_id:
                 self.array_active[job.array_id] += 1
 
     # -- pass 1: what teams are owed -----------------------------------------------------------------
-    def owed(self, job: Job) -> bool:
-        """Handle the job if it fits within its team's unused reservation on one of its targets.
+    def owed(self, job: Job, department: bool = False) -> bool:
+        """Handle the job if it fits within its team's unused reservation on one of its targets (with
+        `department`: within that of a department above the team).
 
         Returns False, deciding nothing, when it does not: it then borrows in the second pass."""
         queue = self.s.queues.get(job.queue_id)
         if queue is None:
             return False
         ledger = self.ledger
-        targets = [
-            (fid, need_on(job, ledger.sharing[fid])) for fid in _targets(job, queue) if self.s.fabrics[fid].healthy
-        ]
-        owed_to_agent = self._owed_to_agent(job)
-        targets = [
-            (fid, need) for fid, need in targets if owed_to_agent or ledger.within_reservation(job.group_id, fid, need)
-        ]
+        targets = self.healthy_targets.get(job.id)
+        if targets is None:  # the same in both passes: worked out once per job
+            targets = self.healthy_targets[job.id] = [
+                (fid, need_on(job, ledger.sharing[fid]))
+                for fid in _targets(job, queue, self.s)
+                if self.s.fabrics[fid].healthy
+            ]
+        if department:
+            targets = [(fid, need) for fid, need in targets if ledger.owed_within(job.group_id, fid, need) is not None]
+        else:
+            owed_to_agent = self._owed_to_agent(job)
+            targets = [
+                (fid, need)
+                for fid, need in targets
+                if owed_to_agent or ledger.within_reservation(job.group_id, fid, need)
+            ]
         if not targets:
             return False
         for fid, need in targets:
@@ -103,7 +117,18 @@ class _Cycle:
                 self._admit(job, fid, need)
                 return True
         for fid, need in targets:
-            if self._limit_reason(job, fid, need) is None and self._reclaim(job, fid, need):
+            limited = self._limit_reason(job, fid, need)
+            if limited is None and self._reclaim(job, fid, need):
+                self._admit(job, fid, need)
+                return True
+            # Its department is at its limit with sister teams borrowing this team's floor: they give it back.
+            if (
+                limited is not None
+                and not department
+                and limited.code == reasons.DEPARTMENT_AT_LIMIT
+                and self._reclaim(job, fid, need, within=limited.limit_key)
+                and self._limit_reason(job, fid, need) is None
+            ):
                 self._admit(job, fid, need)
                 return True
         fid, need = targets[0]
@@ -127,13 +152,13 @@ class _Cycle:
     # -- pass 2: borrowing ---------------------------------------------------------------------------
     def consider(self, job: Job) -> None:
         queue = self.s.queues.get(job.queue_id)
-        if queue is None or not _targets(job, queue):
+        if queue is None or not _targets(job, queue, self.s):
             slug = queue.slug if queue else str(job.queue_id)
             self.waiting[job.id] = _Why(reasons.no_target(slug), None)
             return
         # Routing: the first target that can hold all of it now.
         why = []
-        for fid in _targets(job, queue):
+        for fid in _targets(job, queue, self.s):
             outcome = self._try(job, fid)
             if outcome is None:
                 return
@@ -141,7 +166,7 @@ class _Cycle:
         # A tier that may preempt: the first target where lower tiers' borrowed work can make room.
         if self._tier_preempts(job, queue, why):
             return
-        for fid, blocked in zip(_targets(job, queue), why, strict=True):
+        for fid, blocked in zip(_targets(job, queue, self.s), why, strict=True):
             if blocked.fabric_id is not None:
                 self._maybe_head(job, fid, need_on(job, self.ledger.sharing[fid]))
         self.waiting[job.id] = why[0]  # the first target's reason: where it would go first
@@ -185,11 +210,13 @@ class _Cycle:
         queue_cap = ledger.queue_cap(queue.gpu_share if queue else None, fid)
         if ledger.within_limits(job, fid, need, owner_limit, member_limit, queue_cap):
             return None
-        for key, where in (((g, fid), self._name(fid)), ((g, None), "")):
-            limit = ledger.limit.get(key)
-            if limit is not None and not fits(add(ledger.group_used[key], need), limit):
-                used = ledger.group_used[key]
-                return _Why(reasons.group_at_limit(where, used, limit, need), None, key)
+        for depth, level in enumerate(ledger.lineage(g)):
+            for key, where in (((level, fid), self._name(fid)), ((level, None), "")):
+                limit = ledger.limit.get(key)
+                if limit is not None and not fits(add(ledger.group_used[key], need), limit):
+                    used = ledger.group_used[key]
+                    at_limit = reasons.group_at_limit if depth == 0 else reasons.department_at_limit
+                    return _Why(at_limit(where, used, limit, need), None, key)
         if member_limit is not None and ledger.member_used[g, job.owner_id] + need[0] > member_limit:
             return _Why(reasons.member_at_limit(ledger.member_used[g, job.owner_id], member_limit, need[0]), None)
         in_queue = ledger.queue_used[job.queue_id, fid]
@@ -219,25 +246,55 @@ class _Cycle:
         return self.s.fabrics[fid].name
 
     # -- reservations come back -----------------------------------------------------------------------
-    def _reclaim(self, job: Job, fid: int, need: Amount, below: int | None = None) -> bool:
-        """Preempt borrowed work so that this job, owed to its team (or, with `below`, of a tier that may
-        preempt lower ones), fits now. True when it does."""
+    def _reclaim(
+        self,
+        job: Job,
+        fid: int,
+        need: Amount,
+        within: tuple[int, int | None] | None = None,
+        below: int | None = None,
+    ) -> bool:
+        """Preempt borrowed work so that this job, owed to its team (or, with `below`, of a tier that may preempt
+        lower ones: preemption.py), fits now. True when it does.
+
+        `within`: a department's limit (its key) that holds the job back. Its other teams' borrowed work is
+        taken first, enough to bring the department under that limit; then, where the fabric still lacks room,
+        anyone's borrowed work as usual. All or nothing: when the room cannot be made, nothing is taken."""
         if not any(j.id not in self.gone for j in self.preemptible[fid]):
             return False  # nothing here may be preempted
         ledger = self.ledger
-        free = ledger.free(fid)
-        held = ledger.held[fid]
+        sharing = ledger.sharing[fid]
+        running = [j for j in self.preemptible[fid] if j.id not in self.gone]
+        chosen: list[Job] = []
+        if within is not None:
+            over = sub(add(ledger.group_used[within], need), ledger.limit[within])
+            sisters = [j for j in running if within[0] in ledger.lineage(j.group_id)]
+            first = victims(
+                self.s, ledger, sisters, job.group_id, fid, (max(0, over[0]), max(0, over[1]), max(0, over[2]))
+            )
+            if not first:
+                return False
+            for victim in first:
+                ledger.give(victim, fid, need_on(victim, sharing))
+            chosen, running = first, [j for j in running if j not in first]
+        free, held = ledger.free(fid), ledger.held[fid]
         deficit = (
             max(0, need[0] + held[0] - free[0]),
             max(0, need[1] + held[1] - free[1]),
             max(0, need[2] + held[2] - free[2]),
         )
-        running = [j for j in self.preemptible[fid] if j.id not in self.gone]
-        chosen = victims(self.s, ledger, running, job.group_id, fid, deficit, below)
+        if any(deficit):
+            more = victims(self.s, ledger, running, job.group_id, fid, deficit, below)
+            if not more:
+                for victim in chosen:  # put back what the first step took
+                    ledger.take(victim, fid, need_on(victim, sharing))
+                return False
+            for victim in more:
+                ledger.give(victim, fid, need_on(victim, sharing))
+            chosen += more
         if not chosen:
             return False
         for victim in chosen:
-            ledger.give(victim, fid, need_on(victim, ledger.sharing[fid]))
             self.gone.add(victim.id)
             if below is None:
                 why = reasons.preempted(self._name(fid), idle(self.s, victim))
@@ -253,7 +310,7 @@ class _Cycle:
         tier = self.preempting.get(job.priority)
         if tier is None:
             return False
-        for fid, blocked in zip(_targets(job, queue), why, strict=True):
+        for fid, blocked in zip(_targets(job, queue, self.s), why, strict=True):
             if blocked.code not in _SHORT_OF_CAPACITY or fid in self.shadows:
                 continue
             need = need_on(job, self.ledger.sharing[fid])
@@ -321,23 +378,32 @@ class _Cycle:
     def _team_releases(self, key: tuple[int, int | None]) -> list[tuple[datetime, Amount]]:
         """When a team's use under one of its limits comes down: each of its running jobs (on that fabric, or
         anywhere for its team-wide limit) at its runtime limit."""
-        group_id, fabric_id = key
-        out = []
-        for fid, jobs in [*self.running.items(), *self.admitted_on.items()]:
-            if fabric_id is not None and fid != fabric_id:
-                continue
-            for job in jobs:
-                if job.group_id != group_id or job.id in self.gone:
-                    continue
-                start = job.started_at or self.now
-                end = max(self.now, start + timedelta(seconds=job.runtime_limit_s))
-                out.append((end, need_on(job, self.ledger.sharing[fid])))
+        if self.by_limit is None:  # every job's release under each limit it counts for, indexed once
+            self.by_limit = defaultdict(list)
+            for fid, jobs in [*self.running.items(), *self.admitted_on.items()]:
+                for job in jobs:
+                    if job.id in self.gone:
+                        continue
+                    start = job.started_at or self.now
+                    end = max(self.now, start + timedelta(seconds=job.runtime_limit_s))
+                    release = (end, need_on(job, self.ledger.sharing[fid]))
+                    for level in self.ledger.lineage(job.group_id):
+                        self.by_limit[level, fid].append(release)
+                        self.by_limit[level, None].append(release)
+        out = list(self.by_limit.get(key, ()))
         out.sort(key=lambda r: r[0])
         return out
 
 
-def _targets(job: Job, queue: QueueState) -> tuple[int, ...]:
-    """The fabrics a job may go to, in its queue's order: native work only to fabrics of its kind."""
-    if job.only_on is None:
-        return queue.fabric_ids
-    return tuple(fid for fid in queue.fabric_ids if fid in job.only_on)
+def _targets(job: Job, queue: QueueState, snapshot: Snapshot) -> tuple[int, ...]:
+    """The fabrics a job may go to, in its queue's order: native work only to fabrics of its kind, a gang only to
+    fabrics that run that many nodes for one workload."""
+    fids = queue.fabric_ids if job.only_on is None else tuple(f for f in queue.fabric_ids if f in job.only_on)
+    if job.nodes > 1:
+        fids = tuple(f for f in fids if _spans(snapshot, f, job.nodes))
+    return fids
+
+
+def _spans(snapshot: Snapshot, fid: int, nodes: int) -> bool:
+    fabric = snapshot.fabrics.get(fid)
+    return fabric is None or fabric.max_nodes is None or nodes <= fabric.max_nodes

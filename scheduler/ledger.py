@@ -1,5 +1,9 @@
 """The working copy one cycle decides on: free capacity per fabric, use per group, unused reservations.
 
+Groups nest: a team may belong to a department (Snapshot.parents), itself a group with quotas of its own.
+A team's use counts for its department too, so the department's limit caps all its teams together, and
+its reservation is what its teams are owed between them (`owed_within`).
+
 Amounts are (gpus_milli, cpus_milli, memory_mib) tuples of ints: this is the hot loop of the scheduler,
 and plain tuples are several times faster than dataclasses here.
 """
@@ -60,6 +64,8 @@ class Ledger:
             self.reserved[key] = amount(quota.reservation)
             self.limit[key] = amount(quota.limit)
         self.sharing = {fid: f.gpu_sharing for fid, f in snapshot.fabrics.items()}
+        self.lineages: dict[int, tuple[int, ...]] = {}  # group -> (group, its department, ...)
+        self.parents = snapshot.parents
         for job in snapshot.running:
             if job.fabric_id in self.used:
                 self.take(job, job.fabric_id, need_on(job, self.sharing[job.fabric_id]))
@@ -70,13 +76,41 @@ class Ledger:
     def hold(self, fabric_id: int, need: Amount) -> None:
         self.held[fabric_id] = add(self.held[fabric_id], need)
 
+    def lineage(self, group_id: int) -> tuple[int, ...]:
+        """The group and the departments above it, nearest first (a cycle, refused by the admin, stops)."""
+        found = self.lineages.get(group_id)
+        if found is None:
+            chain = [group_id]
+            parent = self.parents.get(group_id)
+            while parent is not None and parent not in chain:
+                chain.append(parent)
+                parent = self.parents.get(parent)
+            found = self.lineages[group_id] = tuple(chain)
+        return found
+
+    def owed_within(self, group_id: int, fabric_id: int, need: Amount) -> int | None:
+        """The nearest level (the team, or a department above it) whose unused reservation on the fabric holds
+        `need`: work there is owed, not borrowed. None when no level's does."""
+        for level in self.lineage(group_id):
+            if self.within_reservation(level, fabric_id, need):
+                return level
+        return None
+
     def within_reservation(self, group_id: int, fabric_id: int, need: Amount) -> bool:
         """Whether `need` keeps the group within its reservation in every resource that has one."""
         reserved = self.reserved.get((group_id, fabric_id))
-        if reserved is None or not any(reserved):
+        if reserved is None:
+            return False
+        g, c, m = reserved
+        if not (g or c or m):
             return False
         used = self.group_used[group_id, fabric_id]
-        return all(used[i] + need[i] <= reserved[i] for i in range(3) if reserved[i])
+        # Unrolled over the three resources (the hot path of both passes): each one reserved must hold `need`.
+        return (
+            (not g or used[0] + need[0] <= g)
+            and (not c or used[1] + need[1] <= c)
+            and (not m or used[2] + need[2] <= m)
+        )
 
     def within_limits(
         self,
@@ -90,12 +124,13 @@ class Ledger:
         """Whether `need` keeps every cap: the team's on the fabric and across fabrics, its member's (GPUs one
         person may hold), the queue's share of the fabric, and an agent identity's own limit."""
         g = job.group_id
-        for key in ((g, fabric_id), (g, None)):
-            limit = self.limit.get(key)
-            if limit is not None:
-                used = self.group_used[key]
-                if used[0] + need[0] > limit[0] or used[1] + need[1] > limit[1] or used[2] + need[2] > limit[2]:
-                    return False
+        for level in self.lineage(g):
+            for key in ((level, fabric_id), (level, None)):
+                limit = self.limit.get(key)
+                if limit is not None:
+                    used = self.group_used[key]
+                    if used[0] + need[0] > limit[0] or used[1] + need[1] > limit[1] or used[2] + need[2] > limit[2]:
+                        return False
         if need[0]:
             if member_limit is not None and self.member_used[g, job.owner_id] + need[0] > member_limit:
                 return False
@@ -113,8 +148,9 @@ class Ledger:
         g = job.group_id
         delta = (sign * need[0], sign * need[1], sign * need[2])
         self.used[fabric_id] = add(self.used[fabric_id], delta)
-        self.group_used[g, fabric_id] = add(self.group_used[g, fabric_id], delta)
-        self.group_used[g, None] = add(self.group_used[g, None], delta)
+        for level in self.lineage(g):
+            self.group_used[level, fabric_id] = add(self.group_used[level, fabric_id], delta)
+            self.group_used[level, None] = add(self.group_used[level, None], delta)
         self.owner_used[job.owner_id] += delta[0]
         self.member_used[g, job.owner_id] += delta[0]
         self.queue_used[job.queue_id, fabric_id] += delta[0]

@@ -53,6 +53,9 @@ class FabricState:
     # What it holds in all when everything is up (IT's declaration); None: the same as `capacity`. Work larger
     # than `capacity` but within `size` waits for capacity instead of being told it can never run.
     size: Resources | None = None
+    # The most nodes one workload may span here; None: no limit. An agent host runs one node's work, so a gang
+    # never goes to an agent fabric (a burst pool included): it waits where all its nodes can start together.
+    max_nodes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class Snapshot:
     owner_reservations: Mapping[int, int] = field(default_factory=dict)  # service identity -> GPUs owed it (milli)
     member_limits: Mapping[int, int] = field(default_factory=dict)  # team -> GPUs one person may hold (milli)
     agents: frozenset[int] = frozenset()  # owners that are service identities (a member cap is for people)
+    parents: Mapping[int, int] = field(default_factory=dict)  # team -> its department (a group with a quota too)
     weights: Weights = Weights()
     tiers: Mapping[str, TierState] = field(default_factory=dict)  # Job.priority -> its tier; empty: the old classes
 

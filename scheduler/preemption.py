@@ -10,6 +10,9 @@ preempt, takes capacity only from work of strictly lower tiers, of other teams, 
 what those teams borrow (never below their own reservation; an idle mark does not count here, it is for teams
 owed their reservation). Strictly lower: two jobs can never preempt each other back and forth.
 
+Borrowing is judged at each level the claimant does not share: a team in another department is a lender only
+when both it and its department are above their reservations; a sister team, when it is above its own.
+
 Nothing is preempted unless the whole shortfall can be covered."""
 
 from __future__ import annotations
@@ -60,18 +63,23 @@ def victims(
     used: dict[int, Amount] = {}
     picked: list[Job] = []
     freed = ZERO
+    claimant = set(ledger.lineage(group_id))
     for job in candidates:
         if fits(deficit, freed):
             break
-        h = job.group_id
-        reserved = ledger.reserved.get((h, fabric_id), ZERO)
-        current = used.get(h, ledger.group_used[h, fabric_id])
-        if not (takes_idle and idle(snapshot, job)) and not _borrowing(current, reserved, deficit):
-            continue  # this group is within its own reservation: nothing of it is borrowed
+        # Lent at every level the claimant is not part of: the team above its reservation, and its department
+        # above the department's unless the claimant is in that department too (borrowing within a department
+        # is taken back by its own teams, not by other departments).
+        apart = [level for level in ledger.lineage(job.group_id) if level not in claimant]
+        current = {level: used.get(level, ledger.group_used[level, fabric_id]) for level in apart}
+        lent = all(_borrowing(current[h], ledger.reserved.get((h, fabric_id), ZERO), deficit) for h in apart)
+        if not (takes_idle and idle(snapshot, job)) and not lent:
+            continue  # within a reservation at some level: nothing of it is borrowed from the claimant
         need = need_on(job, sharing)
         picked.append(job)
         freed = add(freed, need)
-        used[h] = (current[0] - need[0], current[1] - need[1], current[2] - need[2])
+        for h, now_used in current.items():
+            used[h] = (now_used[0] - need[0], now_used[1] - need[1], now_used[2] - need[2])
     return picked if fits(deficit, freed) else None
 
 

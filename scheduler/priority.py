@@ -9,9 +9,40 @@ eventually: nothing starves).
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping
 from datetime import datetime
 
-from scheduler.model import QOS, Job, Snapshot
+from scheduler.model import QOS, FabricState, Job, Quota, Snapshot
+
+
+def decay(value: float, since: datetime, now: datetime, half_life_s: float) -> float:
+    """Decayed use (GPU-seconds) brought from `since` to `now`: U(t) = U(t0) * 2^(-(t-t0)/half_life)."""
+    return float(value * 0.5 ** (max(0.0, (now - since).total_seconds()) / half_life_s))
+
+
+def average_gpus(decayed_gpu_seconds: float, since: datetime, now: datetime, half_life_s: float) -> float:
+    """Decayed use read as the average number of GPUs held over recent half-lives (the U of fair share)."""
+    return decay(decayed_gpu_seconds, since, now, half_life_s) * math.log(2) / half_life_s
+
+
+def allocations(
+    quotas: Mapping[tuple[int, int | None], Quota],
+    fabrics: Mapping[int, FabricState],
+    weights: Mapping[int, int],
+    departments: Collection[int] = (),
+) -> dict[int, float]:
+    """Each team's allocation in GPUs (the L of fair share): its reservations, or else its weight's share of
+    the GPUs nobody reserved. `weights`: every team's fair-share weight. `departments` take no share of their
+    own: a department's reservation is its teams', and it runs no work itself."""
+    total = sum(f.capacity.gpus_milli for f in fabrics.values()) / 1000
+    reserved: dict[int, float] = {}
+    weights = {g: w for g, w in weights.items() if g not in departments}
+    for (group_id, fabric_id), quota in quotas.items():
+        if fabric_id is not None and group_id not in departments:
+            reserved[group_id] = reserved.get(group_id, 0.0) + quota.reservation.gpus_milli / 1000
+    unreserved = max(0.0, total - sum(reserved.values()))
+    weight_sum = sum(weights.values()) or 1
+    return {g: max(reserved.get(g, 0.0), unreserved * w / weight_sum) for g, w in weights.items()}
 
 
 def share_term(usage: float, allocation: float) -> float:

@@ -12,6 +12,7 @@ from typing import Any
 
 GROUP_AT_LIMIT = "group_at_limit"
 OWNER_AT_LIMIT = "owner_at_limit"
+DEPARTMENT_AT_LIMIT = "department_at_limit"
 MEMBER_AT_LIMIT = "member_at_limit"
 QUEUE_AT_SHARE = "queue_at_share"
 NO_CAPACITY = "no_capacity"
@@ -101,6 +102,14 @@ def queue_at_share(queue: str, fabric: str, share: int, used_milli: int, cap_mil
         )
 
     return Reason(QUEUE_AT_SHARE, make=say)
+
+
+def department_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> Reason:
+    def say() -> str:
+        where = f"on {fabric}" if fabric else "across all fabrics"
+        return f"Your department is at its limit {where} (all its teams together): {_over(used, limit, need)}."
+
+    return Reason(DEPARTMENT_AT_LIMIT, make=say)
 
 
 def owner_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> Reason:

@@ -1,6 +1,6 @@
 """Replay a workload trace through the same decide() under a virtual clock: the benchmark, and a "what if".
 
-    python -m scheduler.simulate --trace PATH --policy fifo|gridlane [--groups N] [--gpus G] [--json]
+    python -m scheduler.simulate --trace PATH --policy fifo|gridlane|kueue|slurm [--groups N] [--gpus G] [--json]
 
 PATH is a CSV in the format of the Alibaba openb trace (cluster-trace-gpu-v2023): name, num_gpu, gpu_milli,
 creation_time, scheduled_time, deletion_time, ... A task arrives at creation_time and runs for
@@ -13,7 +13,8 @@ reservation is a floor. Users ask for a runtime limit of 1.5x what their task re
 minute): backfill plans with the limit, tasks end at their real runtime. A preempted task starts over.
 
 Policies: `fifo` starts tasks strictly in arrival order and stops at the first that does not fit;
-`gridlane` is decide() itself. Cycles run on arrivals and completions, at most one per --cycle-seconds.
+`gridlane` is decide() itself; `kueue` and `slurm` are those schedulers' policies, written from their
+documentation (scheduler/peers.py). Cycles run on arrivals and completions, at most one per --cycle-seconds.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import math
 import sys
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,6 +35,7 @@ from fabrics.base import Resources
 from scheduler.decide import decide
 from scheduler.ledger import need_on
 from scheduler.model import Decisions, FabricState, Job, QueueState, Quota, Snapshot, Weights
+from scheduler.peers import PEERS, Policy, named
 
 EPOCH = datetime(2023, 1, 1, tzinfo=UTC)
 POOL = 1
@@ -105,9 +107,170 @@ def fifo(snapshot: Snapshot) -> Decisions:
     return Decisions(admit=tuple(admit), waiting=tuple(waiting))
 
 
-def simulate(tasks: list[Task], *, policy: str, groups: int, gpus: int, reserve_fraction: float = 0.5,
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One piece of work the clock lets in: the job as it waits (no fabric, no start), when it arrives (seconds
+    from the clock's start), how long it runs once started (None: until it leaves, or the clock stops), and when
+    it is withdrawn if it still waits then (cancelled; None: never)."""
+
+    job: Job
+    arrival: float
+    runtime: float | None
+    leaves: float | None = None
+
+
+class Observer:
+    """What a run of the clock reports as it goes; each hook does nothing unless overridden."""
+
+    def started(self, item: Item, now: float) -> None:
+        """Admitted at `now` (the replay starts work the moment it is admitted)."""
+
+    def stopped(self, item: Item, started: float, now: float, preempted: bool) -> None:
+        """Its run that began at `started` ended at `now`: done, or preempted (then it waits again)."""
+
+    def withdrawn(self, item: Item, now: float) -> None:
+        """Left the line without ever starting (cancelled while it waited)."""
+
+    def cycled(self, clock: Clock, snapshot: Snapshot, decisions: Decisions) -> None:
+        """One cycle was decided and applied."""
+
+
+SnapshotOf = Callable[[datetime, tuple[Job, ...], tuple[Job, ...]], Snapshot]
+
+
+class Clock:
+    """The virtual clock both the simulator and the what-if replay run on: cycles on arrivals, completions and
+    withdrawals, at most one per cycle_seconds; each cycle decides on a snapshot and applies the decisions at
+    once (admitted work starts, preempted work waits again and will start over). With `until`, the clock stops
+    there, leaving what still runs or waits in `running` and `pending`.
+
+    `rounds_at`: as the worker does, a cycle that admits at least this many goes again at once (at most
+    `max_rounds` times), since the snapshot held only a slice of the line."""
+
+    def __init__(self, items: list[Item], epoch: datetime, decide_fn: Callable[[Snapshot], Decisions],
+                 snapshot_of: SnapshotOf, observer: Observer, *, cycle_seconds: float = 10.0,
+                 until: float | None = None, rounds_at: int = 0, max_rounds: int = 20) -> None:  # fmt: skip
+        self.items = sorted(items, key=lambda it: (it.arrival, it.job.id))
+        self.by_id = {it.job.id: it for it in self.items}
+        self.epoch = epoch
+        self.decide_fn = decide_fn
+        self.snapshot_of = snapshot_of
+        self.observer = observer
+        self.cycle_seconds = cycle_seconds
+        self.until = until
+        self.rounds_at = rounds_at
+        self.max_rounds = max_rounds
+        self.pending: dict[str, Job] = {}
+        self.running: dict[str, tuple[Job, float, float]] = {}  # id -> (job, its start, its end)
+        self.now = 0.0
+        self.cycles = 0
+
+    def run(self) -> float:
+        """Run until nothing is left that could happen (or `until`); the time of the last cycle."""
+        items, observer = self.items, self.observer
+        pending, running = self.pending, self.running
+        ends: list[tuple[float, str]] = []
+        leaves: list[tuple[float, str]] = []
+        i, last_cycle, now = 0, -math.inf, 0.0
+        while i < len(items) or pending or running:
+            # 1. Advance the clock to the next event, no sooner than a cycle after the last one.
+            upcoming = [items[i].arrival] if i < len(items) else []
+            upcoming += [ends[0][0]] if ends else []
+            while leaves and leaves[0][1] not in pending:
+                heapq.heappop(leaves)  # started (or already gone): nothing to withdraw
+            upcoming += [leaves[0][0]] if leaves else []
+            if not upcoming:
+                break  # work is pending that can never start (larger than the pool)
+            at = max(min(upcoming), last_cycle + self.cycle_seconds)
+            if self.until is not None and at > self.until:
+                break
+            now = self.now = at
+            # 2. Finish what ended, withdraw what was cancelled while it waited, and let in what arrived.
+            while ends and ends[0][0] <= now:
+                end, name = heapq.heappop(ends)
+                if name in running and running[name][2] == end:
+                    _, started, _ = running.pop(name)
+                    observer.stopped(self.by_id[name], started, end, False)
+            while leaves and leaves[0][0] <= now:
+                when, name = heapq.heappop(leaves)
+                if pending.pop(name, None) is not None:
+                    observer.withdrawn(self.by_id[name], when)
+            while i < len(items) and items[i].arrival <= now:
+                item = items[i]
+                pending[item.job.id] = item.job
+                if item.leaves is not None:
+                    heapq.heappush(leaves, (item.leaves, item.job.id))
+                i += 1
+            # 3. One cycle (or a few rounds of one): decide on a snapshot, then apply it.
+            clock = self.epoch + timedelta(seconds=now)
+            for _ in range(max(1, self.max_rounds)):
+                snapshot = self.snapshot_of(clock, tuple(pending.values()), tuple(j for j, _, _ in running.values()))
+                decisions = self.decide_fn(snapshot)
+                self.cycles += 1
+                self._apply(decisions, now, clock, ends)
+                observer.cycled(self, snapshot, decisions)
+                if not self.rounds_at or len(decisions.admit) < self.rounds_at:
+                    break
+            last_cycle = now
+        return now
+
+    def _apply(self, decisions: Decisions, now: float, clock: datetime, ends: list[tuple[float, str]]) -> None:
+        pending, running, observer = self.pending, self.running, self.observer
+        for p in decisions.preempt:
+            _, started, _ = running.pop(p.job_id)
+            item = self.by_id[p.job_id]
+            observer.stopped(item, started, now, True)
+            pending[p.job_id] = item.job  # it starts over, keeping its place by submission time
+        for admit in decisions.admit:
+            job = pending.pop(admit.job_id)
+            item = self.by_id[admit.job_id]
+            if item.runtime is not None:
+                end = now + item.runtime
+            else:  # never ran for real: it holds what it asked for until it was cancelled, or the clock stops
+                end = item.leaves if item.leaves is not None else (self.until if self.until is not None else now)
+                end = max(end, now)
+            running[job.id] = (replace(job, fabric_id=admit.fabric_id, started_at=clock), now, end)
+            heapq.heappush(ends, (end, job.id))
+            observer.started(item, now)
+
+
+class _Measure(Observer):
+    """The simulator's figures: waits, useful and wasted GPU-seconds, violations, preemptions."""
+
+    def __init__(self, groups: int, capacity: int, reserved: int) -> None:
+        self.out = Outcome(waits={g: {} for g in range(groups)})
+        self.capacity = capacity
+        self.reserved = reserved
+
+    def started(self, item: Item, now: float) -> None:
+        job = item.job
+        if not need_on(job, True)[0] <= self.capacity:
+            self.out.gang_violations += 1
+        self.out.waits[job.group_id][job.id] = now - item.arrival
+
+    def stopped(self, item: Item, started: float, now: float, preempted: bool) -> None:
+        gpus = item.job.total.gpus_milli / 1000
+        if preempted:
+            self.out.wasted_gpu_seconds += gpus * (now - started)
+            self.out.preemptions += 1
+        else:
+            self.out.useful_gpu_seconds += gpus * (item.runtime or 0.0)
+            self.out.makespan = max(self.out.makespan, now)
+
+    def cycled(self, clock: Clock, snapshot: Snapshot, decisions: Decisions) -> None:
+        self.out.reservation_violations += _violations(snapshot, decisions, self.reserved, clock.pending)
+        if sum(j.total.gpus_milli for j, _, _ in clock.running.values()) > self.capacity:
+            raise AssertionError(f"over capacity at t={clock.now}")
+
+
+def policy_named(name: str) -> Policy:
+    """A fresh policy by name (a peer may keep state from one cycle to the next, as its daemon does)."""
+    return fifo if name == "fifo" else decide if name == "gridlane" else named(name)
+
+
+def simulate(tasks: list[Task], *, policy: str | Policy, groups: int, gpus: int, reserve_fraction: float = 0.5,
              cycle_seconds: float = 10.0) -> Outcome:  # fmt: skip
-    decide_fn: Callable[[Snapshot], Decisions] = fifo if policy == "fifo" else decide
+    decide_fn = policy_named(policy) if isinstance(policy, str) else policy
     capacity = gpus * 1000
     fabrics = {POOL: FabricState(POOL, "pool", Resources(capacity, BIG, BIG))}
     queues = {QUEUE: QueueState(QUEUE, "trace", (POOL,), preemptible=True)}
@@ -115,71 +278,23 @@ def simulate(tasks: list[Task], *, policy: str, groups: int, gpus: int, reserve_
     quotas: dict[tuple[int, int | None], Quota] = {
         (g, POOL): Quota(g, POOL, reservation=Resources(reserved, 0, 0)) for g in range(groups)
     }
-    by_name = {t.name: t for t in tasks}
-    out = Outcome(waits={g: {} for g in range(groups)})
-    pending: dict[str, Job] = {}
-    running: dict[str, tuple[Job, float]] = {}  # name -> (job, its real end)
-    ends: list[tuple[float, str]] = []
-    i, now, last_cycle = 0, 0.0, -math.inf
-    usage_seconds = 0.0
+    items = [
+        Item(Job(t.name, t.group, QUEUE, Resources(t.gpus_milli, 0, 0),
+                 submitted_at=EPOCH + timedelta(seconds=t.arrival), runtime_limit_s=runtime_limit(t)),
+             t.arrival, t.runtime)
+        for t in tasks
+    ]  # fmt: skip
 
-    while i < len(tasks) or pending or running:
-        # 1. Advance the clock to the next event, no sooner than a cycle after the last one.
-        upcoming = [tasks[i].arrival] if i < len(tasks) else []
-        upcoming += [ends[0][0]] if ends else []
-        if not upcoming:
-            break  # work is pending that can never start (larger than the pool)
-        now = max(min(upcoming), last_cycle + cycle_seconds)
-        # 2. Finish what ended and let in what arrived.
-        while ends and ends[0][0] <= now:
-            end, name = heapq.heappop(ends)
-            if name in running and running[name][1] == end:
-                job, _ = running.pop(name)
-                out.useful_gpu_seconds += job.total.gpus_milli / 1000 * by_name[name].runtime
-                out.makespan = max(out.makespan, end)
-        while i < len(tasks) and tasks[i].arrival <= now:
-            t = tasks[i]
-            arrived = EPOCH + timedelta(seconds=t.arrival)
-            pending[t.name] = Job(t.name, t.group, QUEUE, Resources(t.gpus_milli, 0, 0), submitted_at=arrived,
-                                  runtime_limit_s=runtime_limit(t))  # fmt: skip
-            i += 1
-        # 3. One cycle: decide on a snapshot, then apply it.
-        clock = EPOCH + timedelta(seconds=now)
-        snapshot = Snapshot(
-            now=clock,
-            fabrics=fabrics,
-            queues=queues,
-            pending=tuple(pending.values()),
-            running=tuple(job for job, _ in running.values()),
-            quotas=quotas,
-            weights=Weights(),
-        )
-        decisions = decide_fn(snapshot)
-        out.cycles += 1
-        last_cycle = now
-        for p in decisions.preempt:
-            job, end = running.pop(p.job_id)
-            started = (job.started_at or clock) - EPOCH
-            out.wasted_gpu_seconds += job.total.gpus_milli / 1000 * (now - started.total_seconds())
-            out.preemptions += 1
-            pending[p.job_id] = Job(job.id, job.group_id, QUEUE, job.per_node, submitted_at=job.submitted_at,
-                                    runtime_limit_s=job.runtime_limit_s)  # fmt: skip
-        for admit in decisions.admit:
-            job = pending.pop(admit.job_id)
-            task = by_name[admit.job_id]
-            if not need_on(job, True)[0] <= capacity:
-                out.gang_violations += 1
-            started_job = Job(job.id, job.group_id, QUEUE, job.per_node, submitted_at=job.submitted_at,
-                              runtime_limit_s=job.runtime_limit_s, fabric_id=POOL, started_at=clock)  # fmt: skip
-            running[job.id] = (started_job, now + task.runtime)
-            heapq.heappush(ends, (now + task.runtime, job.id))
-            out.waits[job.group_id][job.id] = now - task.arrival
-        out.reservation_violations += _violations(snapshot, decisions, reserved, pending)
-        usage_seconds = now
-        if sum(j.total.gpus_milli for j, _ in running.values()) > capacity:
-            raise AssertionError(f"over capacity at t={now}")
-    out.makespan = max(out.makespan, usage_seconds)
-    return out
+    def snapshot_of(now: datetime, pending: tuple[Job, ...], running: tuple[Job, ...]) -> Snapshot:
+        return Snapshot(now=now, fabrics=fabrics, queues=queues, pending=pending, running=running, quotas=quotas,
+                        weights=Weights())  # fmt: skip
+
+    measure = _Measure(groups, capacity, reserved)
+    clock = Clock(items, EPOCH, decide_fn, snapshot_of, measure, cycle_seconds=cycle_seconds)
+    last = clock.run()
+    measure.out.cycles = clock.cycles
+    measure.out.makespan = max(measure.out.makespan, last)
+    return measure.out
 
 
 def _violations(snapshot: Snapshot, decisions: Decisions, reserved: int, pending: dict[str, Job]) -> int:
@@ -233,7 +348,7 @@ def _summary(waits: list[float]) -> dict[str, float]:
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scheduler.simulate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", required=True, help="CSV in the openb pod-list format")
-    parser.add_argument("--policy", choices=["fifo", "gridlane"], default="gridlane")
+    parser.add_argument("--policy", choices=["fifo", "gridlane", *PEERS], default="gridlane")
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--gpus", type=int, default=32, help="GPUs in the simulated pool")
     parser.add_argument("--time-scale", type=float, default=1.0, help="divide arrival times by this (more load)")

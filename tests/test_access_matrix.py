@@ -19,7 +19,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.accounts.models import ApiToken, ResourceGroup
-from portal.queues.models import Fabric, Queue, QueueTarget
+from portal.queues.models import Fabric, Queue, QueueTarget, QuotaGrant
 from tests.conftest import TRAINING_FORM
 
 LOGIN = "login"  # a redirect to the sign-in page
@@ -45,7 +45,7 @@ def api(alice: Any, bob: Any, charlie: Any, it: Any, agent: Any, anon: Any = 401
 
 
 # (what, method, path, body, expected status per identity). {a}, {b}, {c}, {s}: alice's, bob's, charlie's
-# and the agent's workloads; {agent}: the agent's id.
+# and the agent's workloads; {agent}: the agent's id; {g}: a temporary grant vision's lead asked for.
 PAGES = [
     ("my workloads", "get", "/", None, cells(200, 200, 200, 200)),
     ("my teams' workloads", "get", "/?scope=team", None, cells(200, 200, 200, 200)),
@@ -69,6 +69,12 @@ PAGES = [
     ("fraud's usage as CSV", "get", "/teams/fraud/usage.csv", None, cells(404, 404, 403, 200)),
     ("vision's chargeback", "get", "/teams/vision/chargeback/", None, cells(403, 200, 404, 200)),
     ("fraud's chargeback", "get", "/teams/fraud/chargeback/?month=2026-11", None, cells(404, 404, 403, 200)),
+    ("ask for more GPUs for vision", "get", "/teams/vision/grants/new/", None, cells(403, 200, 404, 403)),
+    ("ask for more GPUs for fraud", "get", "/teams/fraud/grants/new/", None, cells(404, 404, 403, 403)),
+    ("withdraw vision's grant", "post", "/teams/vision/grants/{g}/withdraw/", {}, cells(403, 302, 404, 403)),
+    ("withdraw it as fraud's", "post", "/teams/fraud/grants/{g}/withdraw/", {}, cells(404, 404, 404, 404)),
+    ("IT's temporary grants page", "get", "/it/grants/", None, cells(404, 404, 404, 200)),
+    ("approve vision's grant", "post", "/it/grants/{g}/decide/", {"decision": "approve"}, cells(404, 404, 404, 302)),
     ("my account", "get", "/accounts/", None, cells(200, 200, 200, 200)),
     (
         "create a personal token",
@@ -89,9 +95,25 @@ PAGES = [
         cells(403, 200, 404, 200),
     ),
     ("disable vision's agent", "post", "/accounts/agents/{agent}/disable/", {}, cells(403, 302, 404, 302)),
+    ("the what-if page", "get", "/it/what-if/", None, cells(404, 404, 404, 200)),
+    (
+        "ask for a what-if",
+        "post",
+        "/it/what-if/",
+        {"days": "7", "kind": "capacity", "fabric": "local", "gpus": "16"},
+        cells(404, 404, 404, 302),
+    ),
     ("the admin", "get", "/admin/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
     ("the audit log", "get", "/admin/accounts/auditevent/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
     ("quotas in the admin", "get", "/admin/queues/quota/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
+    ("temporary grants in the admin", "get", "/admin/queues/quotagrant/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
+    (
+        "vision's grant in the admin",
+        "get",
+        "/admin/queues/quotagrant/{g}/change/",
+        None,
+        cells(LOGIN, LOGIN, LOGIN, 200),
+    ),
     ("claim mappings in the admin", "get", "/admin/accounts/claimmapping/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
 ]
 API = [
@@ -167,6 +189,14 @@ def world(cast: dict[str, Any], agent: Any, submit: Any) -> dict[str, Any]:
             "c": submit(cast["charlie"], name="charlies").pk,
             "s": submit(agent.user, name="agents").pk,
             "agent": agent.pk,
+            "g": QuotaGrant.objects.create(
+                team=ResourceGroup.objects.get(slug="vision"),
+                fabric=Fabric.objects.get(name="local"),
+                gpus_milli=1000,
+                starts_at=timezone.now(),
+                ends_at=timezone.now() + timedelta(days=1),
+                reason="a deadline",
+            ).pk,
         },
     }
 

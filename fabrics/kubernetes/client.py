@@ -23,6 +23,8 @@ CUSTOM = {
     "podgroups": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
     "kueue-workloads": ("kueue.x-k8s.io", "v1beta1", "workloads"),
 }
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta1"
+MERGE_PATCH = "application/merge-patch+json"  # custom resources take JSON merge patches, never strategic ones
 
 
 class KubeError(FabricError):
@@ -146,6 +148,51 @@ class KubeClient:
             # Custom resources take JSON merge patches only, never strategic ones.
             call = self.custom.patch_namespaced_custom_object
             self._json(call, group, version, ns, plural, name, patch, _content_type="application/merge-patch+json")
+
+    # -- Kueue's queues (cluster-scoped but for localqueues; "" as the namespace of a cluster-scoped one) -----------
+
+    def kueue_list(self, plural: str, selector: str) -> list[dict[str, Any]]:
+        """Every object of a Kueue kind matching the selector, in all namespaces."""
+        call = self.custom.list_cluster_custom_object
+        listed = self._json(call, KUEUE_GROUP, KUEUE_VERSION, plural, label_selector=selector)
+        return list(listed.get("items") or [])
+
+    def kueue_read(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        if namespace:
+            call = self.custom.get_namespaced_custom_object
+            return self._json(call, KUEUE_GROUP, KUEUE_VERSION, namespace, plural, name)
+        return self._json(self.custom.get_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, plural, name)
+
+    def kueue_create(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        namespace = body["metadata"].get("namespace", "")
+        if namespace:
+            call = self.custom.create_namespaced_custom_object
+            return self._json(call, KUEUE_GROUP, KUEUE_VERSION, namespace, plural, body)
+        return self._json(self.custom.create_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, plural, body)
+
+    def kueue_patch(self, plural: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386: a null removes the key)."""
+        if namespace:
+            call = self.custom.patch_namespaced_custom_object
+            return self._json(
+                call, KUEUE_GROUP, KUEUE_VERSION, namespace, plural, name, patch, _content_type=MERGE_PATCH
+            )
+        call_ = self.custom.patch_cluster_custom_object
+        return self._json(call_, KUEUE_GROUP, KUEUE_VERSION, plural, name, patch, _content_type=MERGE_PATCH)
+
+    def kueue_delete(self, plural: str, namespace: str, name: str) -> bool:
+        """False when there was nothing to delete."""
+        try:
+            if namespace:
+                call = self.custom.delete_namespaced_custom_object
+                self._json(call, KUEUE_GROUP, KUEUE_VERSION, namespace, plural, name)
+            else:
+                self._json(self.custom.delete_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, plural, name)
+        except KubeError as error:
+            if error.code == 404:
+                return False
+            raise
+        return True
 
     def log(self, pod: str, tail_lines: int) -> str:
         response = self._call(self.core.read_namespaced_pod_log, pod, self.namespace, tail_lines=tail_lines)

@@ -32,7 +32,7 @@ from fabrics.base import (
     Resources,
     TemplateError,
 )
-from fabrics.kubernetes import dcgm, parse, render
+from fabrics.kubernetes import dcgm, kueue, kueue_reconcile, parse, render
 from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
 from fabrics.kubernetes.render import Manifests
 from fabrics.kubernetes.settings import KubeSettings
@@ -244,6 +244,29 @@ class KubernetesFabric(Batched):
             return Capacity(declared, healthy=False, detail=str(error))
         total, detail = parse.capacity(nodes, pods, self.settings.gpu)
         return Capacity(total, detail=detail)
+
+    # -- Kueue, owned --------------------------------------------------------------------------------
+
+    def reconcile_kueue(
+        self, fabric_id: str, teams: Sequence[kueue.Team], departments: Sequence[kueue.Department] = ()
+    ) -> kueue_reconcile.Report:
+        """Make the cluster's Kueue queues say what Gridlane's quotas say (fabrics/kubernetes/kueue.py); teams
+        without namespaces submit from the fabric's. KubeError when the API fails part way (the next run goes on)."""
+        labels, notes = kueue.node_labels(self.settings.node_selector)
+        namespace = self.namespace
+        site = kueue.Site(
+            fabric_id=fabric_id,
+            name=self.config.name,
+            flavor=str(self.config.settings.get("gpu_flavor") or ""),
+            gpu=self.settings.gpu,
+            capacity=self.config.capacity,
+            teams=tuple(t if t.namespaces else replace(t, namespaces=(namespace,)) for t in teams),
+            departments=tuple(departments),
+            node_labels=labels,
+        )
+        rendered = kueue.render(site)
+        rendered.notes[:0] = notes
+        return kueue_reconcile.reconcile(self.client, fabric_id, rendered)
 
     # -- helpers ---------------------------------------------------------------------------------
 

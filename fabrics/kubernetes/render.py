@@ -13,7 +13,8 @@ annotations.
     notebook        a Job running Jupyter through Gridlane's launcher (fabrics.ssh.notebook), which reports
                     the pod's IP, its port and token to the portal; the browser reaches it only
                     through the portal's connect path
-    Kueue           the template's kueue.x-k8s.io/queue-name label goes on the Job, created suspended
+    Kueue           the template's kueue.x-k8s.io/queue-name label goes on the Job, created suspended; on a
+                    Kueue-owned fabric the label names the team's LocalQueue (gl-<team>) instead
     Volcano         schedulerName volcano and a PodGroup (minMember = nodes) the pods belong to
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -69,6 +71,14 @@ class Manifests:
 def job_name(workload_id: UUID) -> str:
     """`gl-<workload id>`: 39 characters, a DNS label, and the same on every attempt (so creates collide)."""
     return f"gl-{workload_id}"
+
+
+def local_queue_name(group: str) -> str:
+    """`gl-<team>`: the team's LocalQueue on a Kueue-owned fabric, a label value (so at most 63 characters)."""
+    name = re.sub(r"[^a-z0-9.-]+", "-", f"gl-{group}".lower()).strip("-.")
+    if len(name) > 63:  # long slugs keep their start and a digest, so two never meet
+        name = f"{name[:54].rstrip('-.')}-{hashlib.sha256(group.encode()).hexdigest()[:8]}"
+    return name
 
 
 def workload_id_of(name: str) -> UUID | None:
@@ -195,6 +205,8 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     tmeta, pod = template["metadata"], template["spec"]
     template_labels = dict(tmeta.get("labels") or {})
     kueue = {k: v for k, v in template_labels.items() if k.startswith("kueue.x-k8s.io/")}
+    if settings.kueue_owned:  # Gridlane keeps each team's LocalQueue (fabrics/kubernetes/kueue.py)
+        kueue[KUEUE_QUEUE_LABEL] = local_queue_name(job.group)
     pod_labels = {k: v for k, v in template_labels.items() if k not in kueue} | own
     pod_annotations = dict(tmeta.get("annotations") or {})
     notebook = job.kind == "notebook"

@@ -14,8 +14,14 @@
       "volcano": false, "volcano_queue": "",
       "default_image": "", "capacity": "nodes", "node_selector": "",
       "request_timeout_s": 30,
-      "prometheus_url": "http://prometheus.monitoring:9090"   # optional: GPU utilisation from DCGM
+      "prometheus_url": "http://prometheus.monitoring:9090",  # optional: GPU utilisation from DCGM
+      "kueue_owned": false                        # Gridlane keeps the Kueue queues (see below)
     }
+
+Kueue-owned (`kueue_owned: true`): the worker keeps a ClusterQueue per team (its reservation and limit here), a
+LocalQueue per team in the namespace, and the flavor in step with Gridlane's quotas, and every Job goes to its
+team's LocalQueue (created suspended; Kueue admits it). It is Kueue mode by definition, so it cannot go with
+Volcano.
 
 Fractional GPUs: Kubernetes counts extended resources in whole units, so a request becomes
 `gpus_milli / milli_per_unit` units. Nothing is rounded behind the scheduler's back; what runs is
@@ -54,6 +60,7 @@ KNOWN = frozenset(
         "node_selector",
         "request_timeout_s",
         "prometheus_url",
+        "kueue_owned",
     }
 )
 
@@ -102,6 +109,7 @@ class KubeSettings:
     node_selector: str = ""
     request_timeout_s: float = 30.0
     prometheus_url: str = ""  # the site's Prometheus, which scrapes the DCGM exporter (GPU utilisation)
+    kueue_owned: bool = False  # Gridlane keeps the cluster's Kueue queues; Jobs go to their team's LocalQueue
 
     @classmethod
     def parse(cls, settings: Mapping[str, Any]) -> KubeSettings:
@@ -118,6 +126,11 @@ class KubeSettings:
         volcano, sharing = settings.get("volcano", False), settings.get("gpu_sharing", True)
         if not isinstance(volcano, bool) or not isinstance(sharing, bool):
             raise ValueError("volcano and gpu_sharing must be true or false")
+        kueue_owned = settings.get("kueue_owned", False)
+        if not isinstance(kueue_owned, bool):
+            raise ValueError("kueue_owned must be true or false")
+        if kueue_owned and volcano:
+            raise ValueError("kueue_owned and volcano cannot both be on: a Job goes either to Kueue or to Volcano")
         capacity = settings.get("capacity", "nodes")
         if capacity not in ("nodes", "declared"):
             raise ValueError('capacity must be "nodes" (read from the cluster) or "declared" (as entered)')
@@ -138,6 +151,7 @@ class KubeSettings:
             node_selector=_text(settings, "node_selector"),
             request_timeout_s=float(timeout),
             prometheus_url=_prometheus_url(settings),
+            kueue_owned=kueue_owned,
         )
 
 

@@ -44,6 +44,12 @@ class ResourceGroup(models.Model):
         return self.name
 
     def clean(self) -> None:
+        seen, above = {self.pk}, self.parent
+        while above is not None:  # a department above itself would never be below a limit
+            if above.pk in seen:
+                raise ValidationError({"parent": f"{above.name} is already below {self.name}: a department cycle."})
+            seen.add(above.pk)
+            above = above.parent
         if self.member_gpu_limit_milli is None or self.pk is None:
             return
         _, limit = self.gpu_quota_milli()

@@ -32,7 +32,7 @@ class BurstPoolForm(forms.ModelForm[BurstPool]):
         fields = [
             "fabric", "provider", "credentials", "region", "zones", "endpoint_url", "image", "spot", "boot_script",
             "server_url", "agent_group", "min_instances", "max_instances", "max_idle_minutes", "boot_timeout_minutes",
-            "orphan_grace_minutes", "budget_per_hour", "budget_per_month", "enabled",
+            "burst_after_minutes", "orphan_grace_minutes", "budget_per_hour", "budget_per_month", "enabled",
         ]  # fmt: skip
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

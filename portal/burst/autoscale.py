@@ -32,7 +32,7 @@ from fabrics.cloud.base import Instance as CloudInstance
 from portal.agents import services as agents
 from portal.agents.models import AgentHost, Claim
 from portal.burst import enrollment
-from portal.burst.models import BurstPool, Decision, Instance, InstanceType
+from portal.burst.models import BurstPool, Cooldown, Decision, Instance, InstanceType
 from portal.queues.models import Fabric, Queue, Quota
 from portal.worker import capacity
 from portal.workloads.models import Workload
@@ -52,12 +52,35 @@ CAPACITY_CODES = (
 LIVE = (Instance.State.PENDING, Instance.State.BOOTING, Instance.State.ENROLLED, Instance.State.BUSY,
         Instance.State.IDLE)  # fmt: skip
 MAX_DEMAND = 10_000  # the oldest waiting workloads looked at per pool and step
-CAPACITY_COOLDOWN = timedelta(minutes=10)  # a type with no capacity in any zone is not tried again for this long
-INVALID_COOLDOWN = timedelta(hours=1)  # a type the provider does not know
+CAPACITY_COOLDOWN = timedelta(minutes=10)  # a type with no capacity in a zone is not tried there for this long
+INVALID_COOLDOWN = timedelta(hours=1)  # a type the provider does not know, in any zone
 MONTH_HORIZON = timedelta(minutes=15)  # launches and running instances are counted this far ahead against the month
 
-# (pool, type) -> until when it is not tried. Per worker process: a restart tries everything again once.
-_unavailable: dict[tuple[int, str], datetime] = {}
+
+class Cooling:
+    """The pool's cooldowns (portal.burst.models.Cooldown): read once per step, written as launches meet refusals,
+    so that a restarted worker or another worker process keeps off a type and zone with no capacity."""
+
+    def __init__(self, pool: BurstPool, now: datetime) -> None:
+        self.pool, self.now = pool, now
+        Cooldown.objects.filter(pool=pool, until__lte=now).delete()
+        self.until = {(c.instance_type, c.zone): c.until for c in Cooldown.objects.filter(pool=pool)}
+
+    def blocked(self, name: str, zone: str = "") -> bool:
+        """Whether the type is not to be tried in the zone (or, with no zone, anywhere) now."""
+        keys = ((name, ""), (name, zone)) if zone else ((name, ""),)
+        return any(self.until.get(key, self.now) > self.now for key in keys)
+
+    def usable(self, name: str) -> bool:
+        """Whether some zone of the pool may be tried for the type now."""
+        return any(not self.blocked(name, zone) for zone in _zones(self.pool))
+
+    def start(self, name: str, zone: str, why: str, code: str, length: timedelta) -> None:
+        until = self.now + length
+        self.until[(name, zone)] = until
+        Cooldown.objects.update_or_create(
+            pool=self.pool, instance_type=name, zone=zone, defaults={"why": why, "code": code[:80], "until": until}
+        )
 
 
 class _Stop(Exception):
@@ -109,6 +132,7 @@ def run(pool: BurstPool, now: datetime) -> Counter[str]:
     except CloudError as error:
         note(pool, Decision.Action.FAIL, f"{pool.provider} could not be asked about the pool's instances: {error}")
         return done
+    cooling = Cooling(pool, now)
     try:
         # 1. Reconcile with what the provider has.
         done.update(reconcile(pool, provider, described, now))
@@ -116,11 +140,11 @@ def run(pool: BurstPool, now: datetime) -> Counter[str]:
         rooms = follow_agents(pool, types, now)
         # 3. Intents that never reached the provider.
         for inst in Instance.objects.filter(pool=pool, state=Instance.State.PENDING, provider_id=""):
-            done["launched"] += launch(pool, provider, inst, [inst.instance_type], now)
+            done["launched"] += launch(pool, provider, inst, [inst.instance_type], now, cooling)
         # 4. Decide.
         live = list(Instance.objects.filter(pool=pool, state__in=LIVE))
         waiting, headroom = demand(pool)
-        plan = burst.plan(now, pool_values(pool, now), offers(pool, types, now), [
+        plan = burst.plan(now, pool_values(pool, now), offers(pool, types, cooling), [
             burst.Live(str(i.pk), i.instance_type, i.state, float(i.price_per_hour), rooms.get(i.pk, capacity_of(i)),
                        i.requested_at, i.idle_since) for i in live
         ], waiting, headroom)  # fmt: skip
@@ -132,7 +156,8 @@ def run(pool: BurstPool, now: datetime) -> Counter[str]:
         by_name = {t.name: t for t in types}
         for want in plan.launch:
             inst = intent(pool, by_name[want.instance_type], want, now)
-            done["launched"] += launch(pool, provider, inst, [want.instance_type, *want.alternatives], now)
+            choices = [want.instance_type, *want.alternatives]
+            done["launched"] += launch(pool, provider, inst, choices, now, cooling)
     except _Stop:
         pass
     return done
@@ -297,11 +322,13 @@ def demand(pool: BurstPool) -> tuple[list[burst.Waiting], dict[int, Resources]]:
         Workload.objects.filter(state=State.PENDING, pending_reason_code__in=CAPACITY_CODES,
                                 queue__targets__fabric_id=pool.fabric_id)
         .order_by("submitted_at")
-        .values_list("id", "group_id", "group__slug", "gpus_milli", "cpus_milli", "memory_mib", "nodes", "submitted_at")
+        .values_list("id", "group_id", "group__slug", "gpus_milli", "cpus_milli", "memory_mib", "nodes", "submitted_at",
+                     "estimated_start")
     )[:MAX_DEMAND]  # fmt: skip
+    # estimated_start: the scheduler's own estimate of when it starts where it waits now (the last admission's).
     waiting = [
-        burst.Waiting(str(pk), group_id, slug, Resources(gpus, cpus, memory), since, nodes)
-        for pk, group_id, slug, gpus, cpus, memory, nodes, since in rows
+        burst.Waiting(str(pk), group_id, slug, Resources(gpus, cpus, memory), since, nodes, expected)
+        for pk, group_id, slug, gpus, cpus, memory, nodes, since, expected in rows
     ]
     used = {
         row["group_id"]: Resources(row["g"] or 0, row["c"] or 0, row["m"] or 0)
@@ -321,8 +348,9 @@ def demand(pool: BurstPool) -> tuple[list[burst.Waiting], dict[int, Resources]]:
     return waiting, headroom
 
 
-def offers(pool: BurstPool, types: Sequence[InstanceType], now: datetime) -> list[burst.Offer]:
-    usable = [t for t in types if _unavailable.get((pool.pk, t.name), now) <= now]
+def offers(pool: BurstPool, types: Sequence[InstanceType], cooling: Cooling) -> list[burst.Offer]:
+    """The types that may be tried now: in some zone, not cooling down there."""
+    usable = [t for t in types if cooling.usable(t.name)]
     return [burst.Offer(t.name, t.gpus, t.cpus, t.memory_gib * 1024, float(t.price(pool.spot))) for t in usable]
 
 
@@ -354,6 +382,7 @@ def pool_values(pool: BurstPool, now: datetime) -> burst.Pool:
         budget_per_month=float(pool.budget_per_month),
         month_spent=float(spent(pool, month_start(now), now)),
         horizon=MONTH_HORIZON,
+        burst_after=timedelta(minutes=pool.burst_after_minutes),
     )
 
 
@@ -403,8 +432,11 @@ def intent(pool: BurstPool, offer: InstanceType, want: burst.Launch, now: dateti
     )  # fmt: skip
 
 
-def launch(pool: BurstPool, provider: Provider, inst: Instance, type_names: Sequence[str], now: datetime) -> int:
-    """Try each type in each zone until one launches; 1 when one did. Capacity errors move on, others stop."""
+def launch(
+    pool: BurstPool, provider: Provider, inst: Instance, type_names: Sequence[str], now: datetime, cooling: Cooling
+) -> int:
+    """Try each type in each zone until one launches; 1 when one did. Capacity errors move on (and keep the type
+    off that zone for CAPACITY_COOLDOWN), others stop."""
     types = {t.name: t for t in pool.instance_types.all()}
     queues = list(
         Queue.objects.filter(targets__fabric_id=pool.fabric_id).order_by("slug").values_list("slug", flat=True)
@@ -412,9 +444,11 @@ def launch(pool: BurstPool, provider: Provider, inst: Instance, type_names: Sequ
     tried: list[str] = []
     for name in type_names:
         offer = types.get(name)
-        if offer is None or _unavailable.get((pool.pk, name), now) > now:
+        if offer is None or cooling.blocked(name):
             continue
         for zone in _zones(pool):
+            if cooling.blocked(name, zone):
+                continue
             attempt = inst.attempt + (1 if tried else 0)
             fields = {"attempt": attempt, "instance_type": name, "zone": zone, "price_per_hour": offer.price(pool.spot),
                       "gpus": offer.gpus, "cpus": offer.cpus, "memory_gib": offer.memory_gib}  # fmt: skip
@@ -431,10 +465,11 @@ def launch(pool: BurstPool, provider: Provider, inst: Instance, type_names: Sequ
             except CloudError as error:
                 if error.kind == ErrorKind.CAPACITY:
                     tried.append(f"{name} in {zone} ({error.code})")
+                    cooling.start(name, zone, Cooldown.Why.CAPACITY, error.code or "", CAPACITY_COOLDOWN)
                     continue
                 if error.kind == ErrorKind.INVALID and _about_the_type(error):
                     tried.append(f"{name} ({error.code or 'refused'})")
-                    _unavailable[(pool.pk, name)] = now + INVALID_COOLDOWN
+                    cooling.start(name, "", Cooldown.Why.INVALID, error.code or "", INVALID_COOLDOWN)
                     break
                 _refused(pool, inst, error, now)
             Instance.objects.filter(pk=inst.pk, state=Instance.State.PENDING).update(
@@ -447,8 +482,6 @@ def launch(pool: BurstPool, provider: Provider, inst: Instance, type_names: Sequ
                 message += f" (after no capacity for {', '.join(tried)})"
             note(pool, Decision.Action.LAUNCH, f"{message} [{cloud.id} in {zone}]", inst)
             return 1
-        else:
-            _unavailable[(pool.pk, name)] = now + CAPACITY_COOLDOWN
     reason = f"no capacity for {', '.join(tried)}" if tried else "no instance type of the pool can be tried now"
     gone(inst, now, reason)
     note(pool, Decision.Action.FAIL, f"could not launch for: {inst.reason}; {reason}", inst)

@@ -78,6 +78,11 @@ class BurstPool(models.Model):
     max_instances = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1)])
     max_idle_minutes = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1)])
     boot_timeout_minutes = models.PositiveIntegerField(default=15, validators=[MinValueValidator(1)])
+    burst_after_minutes = models.PositiveIntegerField(
+        default=10,
+        help_text="Launch only for work the scheduler expects to wait longer than this where it waits now; work "
+        "that will start on premises sooner is left to do so. 0: burst for any work that waits for capacity.",
+    )
     orphan_grace_minutes = models.PositiveIntegerField(
         default=15, help_text="How long an instance tagged with this pool that Gridlane has no record of may run."
     )
@@ -223,3 +228,30 @@ class Decision(models.Model):
 
     def __str__(self) -> str:
         return self.message
+
+
+class Cooldown(models.Model):
+    """An instance type the pool does not try until `until`, in one zone, or in every zone where `zone` is blank:
+    the provider had no capacity for it there, or does not know it. Kept in the database, so that a restarted
+    worker, or another worker process, does not try it again at once."""
+
+    class Why(models.TextChoices):
+        CAPACITY = "capacity", "no capacity"
+        INVALID = "invalid", "unknown to the provider"
+
+    pool = models.ForeignKey(BurstPool, on_delete=models.CASCADE, related_name="cooldowns")
+    instance_type = models.CharField(max_length=60)
+    zone = models.CharField(max_length=40, blank=True, help_text="Blank: every zone.")
+    why = models.CharField(max_length=10, choices=Why.choices)
+    code = models.CharField(max_length=80, blank=True, help_text="The provider's error code.")
+    until = models.DateTimeField()
+
+    class Meta:
+        ordering = ["pool", "until", "instance_type", "zone"]
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["pool", "instance_type", "zone"], name="one_cooldown_per_type_and_zone")
+        ]
+
+    def __str__(self) -> str:
+        where = f" in {self.zone}" if self.zone else ""
+        return f"{self.instance_type}{where}: {self.get_why_display()}, retry after {self.until:%H:%M}"

@@ -1,5 +1,6 @@
 """What IT's burst page shows, read in a fixed number of queries: per pool its instances by state with age,
-cost so far and what they run; spend against budget by day; and the autoscaler's decisions with reasons."""
+cost so far and what they run; spend against budget by day; the instance types and zones it keeps off for now (no
+capacity there, or a type the provider does not know); and the autoscaler's decisions with reasons."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from decimal import Decimal
 
 from portal.agents.models import Claim
 from portal.burst.autoscale import LIVE, month_start
-from portal.burst.models import BurstPool, Decision, Instance
+from portal.burst.models import BurstPool, Cooldown, Decision, Instance
 
 DAYS = 14
 DECISIONS = 30
@@ -46,6 +47,7 @@ class PoolPage:
     instances: list[InstanceRow] = field(default_factory=list)
     days: list[DayRow] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    cooldowns: list[Cooldown] = field(default_factory=list)  # in force now, the soonest to end first
     rate: Decimal = Decimal(0)  # per hour, of the instances live now
     month: Decimal = Decimal(0)
 
@@ -59,7 +61,7 @@ class PoolPage:
 
 
 def pool_pages(now: datetime) -> list[PoolPage]:
-    """Four queries, whatever the number of pools and instances."""
+    """Five queries, whatever the number of pools and instances."""
     pools = {p.pk: PoolPage(p) for p in BurstPool.objects.select_related("fabric")}
     since = min(now - timedelta(days=DAYS), month_start(now))
     instances = list(Instance.objects.filter(pool_id__in=pools).exclude(gone_at__lt=since).order_by("requested_at"))
@@ -87,6 +89,9 @@ def pool_pages(now: datetime) -> list[PoolPage]:
             end = min(start + timedelta(days=1), now)
             spent = sum((_cost_between(i, start, end) for i in instances if i.pool_id == page.pool.pk), Decimal(0))
             page.days.append(DayRow(day, spent.quantize(Decimal("0.01")), per_day.quantize(Decimal("0.01"))))
+    cooldowns = Cooldown.objects.filter(pool_id__in=pools, until__gt=now).order_by("until", "instance_type", "zone")
+    for cooldown in cooldowns:
+        pools[cooldown.pool_id].cooldowns.append(cooldown)
     for decision in Decision.objects.filter(pool_id__in=pools).order_by("-at", "-pk")[: DECISIONS * max(1, len(pools))]:
         page = pools[decision.pool_id]
         if len(page.decisions) < DECISIONS:

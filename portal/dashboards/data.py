@@ -12,6 +12,7 @@ from django.db.models import Count, F, Min, Q, Sum
 
 from portal.accounts.models import AuditEvent, ResourceGroup, SchedulerUsage, combined_gpu_quota
 from portal.dashboards import figures
+from portal.queues.models import QuotaGrant
 from portal.usage.models import UsageMemberRollup, UsageRollup
 from portal.usage.rollup import HOUR, hour_of, hours_between
 from portal.workloads.models import Workload
@@ -37,11 +38,12 @@ class Now:
     reservation: float
     limit: float | None
     longest_wait_s: float | None  # how long its oldest waiting workload has waited
+    granted: float = 0.0  # GPUs its temporary grants add to both now (portal.queues.grants)
 
     @property
     def headroom(self) -> float | None:
-        """GPUs more it may start now under its limit; None without a limit."""
-        return None if self.limit is None else max(0.0, self.limit - self.in_use)
+        """GPUs more it may start now under its limit, temporary grants included; None without a limit."""
+        return None if self.limit is None else max(0.0, self.limit + self.granted - self.in_use)
 
 
 @dataclass(frozen=True)
@@ -60,13 +62,14 @@ class TeamDashboard:
     accounting: list[
         SchedulerUsage
     ]  # per fabric: Gridlane's GPU-hours beside the scheduler's (portal/worker/accounting.py)
+    grants: list[QuotaGrant]  # those in force over the window or later, asked for or decided, newest first
 
 
 def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDashboard:
-    """Seven queries: the quotas, their history (the audit log), the team's rollups, its members' rollups,
-    its work running or waiting now, what that work holds and asks for, and its GPU-hours as the scheduler's
-    accounting counts them (fetched by the worker, never by the page); an eighth for how long the waiting work
-    waited when more than NOW_LIMIT workloads run or wait.
+    """Eight queries: the quotas, their history (the audit log), the team's temporary grants, its rollups, its
+    members' rollups, its work running or waiting now, what that work holds and asks for, and its GPU-hours as
+    the scheduler's accounting counts them (fetched by the worker, never by the page); a ninth for how long the
+    waiting work waited when more than NOW_LIMIT workloads run or wait.
 
     Past hours come from the rollups; the current hour, which the rollup averages over the whole hour so far,
     is drawn with the live figures instead (the "now" panel's), so the chart's last point matches the panel.
@@ -75,6 +78,9 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
     reservation_milli, limit_milli = combined_gpu_quota(quotas)
     start = hour_of(now) - WINDOWS[window] + HOUR
     hours = list(hours_between(start, now))
+    grants = list(
+        QuotaGrant.objects.filter(team=group, ends_at__gt=start).select_related("fabric", "requested_by", "decided_by")
+    )
     index = {h: i for i, h in enumerate(hours)}
     used, idle, unknown, reserved, pending = ([0.0] * len(hours) for _ in range(5))
     by_queue: defaultdict[str, float] = defaultdict(float)
@@ -122,7 +128,8 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
         # Of the GPU-hours whose use is known; None (shown as "unknown") when none is.
         "idle_share": sum(idle) / known if known > 1e-9 else None,
     }
-    live = _live(group, reservation_milli, limit_milli, now)
+    granted = granted_per_hour(grants, hours, now)
+    live = _live(group, reservation_milli, limit_milli, now, granted[-1] if granted else 0.0)
     hour_gpu_hours = list(used)  # GPU-hours per hour, for the busy and idle bars
     # The GPUs charts' current hour: what is held and asked for now, and the reservation in force now.
     used[-1], pending[-1], reserved[-1] = live.in_use, live.waiting, live.reservation
@@ -131,7 +138,7 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
     _count_work_still_waiting(group, waits, hour_of(now), now, waiting_now)
     limits = _limit_history(group, quotas, hours, limit_milli)
     figs = {
-        "use": figures.use_against_quota(hours, used, reserved, limits),
+        "use": figures.use_against_quota(hours, used, reserved, limits, granted),
         "members": figures.gpu_hours_by("GPU-hours by member", by_member),
         "queues": figures.gpu_hours_by("GPU-hours by queue", dict(by_queue)),
         "idle": figures.idle_gpu_hours(hours, hour_gpu_hours, idle, unknown),
@@ -151,10 +158,22 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
         waiting=live.waiting_count,
         live=live,
         accounting=list(SchedulerUsage.objects.filter(group=group).select_related("fabric")),
+        grants=grants,
     )
 
 
-def _live(group: ResourceGroup, reservation_milli: int, limit_milli: int | None, now: datetime) -> Now:
+def granted_per_hour(grants: list[QuotaGrant], hours: list[datetime], now: datetime) -> list[float]:
+    """GPUs the team's approved grants added at the end of each hour (now, for the current hour)."""
+    out = []
+    for hour in hours:
+        at = min(hour + HOUR, now)
+        out.append(sum(g.gpus_milli for g in grants if g.active_at(at)) / 1000)
+    return out
+
+
+def _live(
+    group: ResourceGroup, reservation_milli: int, limit_milli: int | None, now: datetime, granted: float = 0.0
+) -> Now:
     held = F("gpus_milli") * F("nodes")
     waiting = Q(state=State.PENDING)
     active = Q(state__in=ACTIVE)
@@ -178,6 +197,7 @@ def _live(group: ResourceGroup, reservation_milli: int, limit_milli: int | None,
         reservation=reservation_milli / 1000,
         limit=None if limit_milli is None else limit_milli / 1000,
         longest_wait_s=(now - oldest).total_seconds() if oldest else None,
+        granted=granted,
     )
 
 

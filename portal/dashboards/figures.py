@@ -65,9 +65,11 @@ def use_against_quota(
     used: Sequence[float],
     reserved: Sequence[float],
     limit: float | Sequence[float | None] | None,
+    granted: Sequence[float] | None = None,
 ) -> Figure:
     """GPUs in use per hour (GPU-hours in that hour; now for the current hour) against the team's reservation
-    and its limit: one figure, or one per hour (None where no limit was in force: drawn as a gap)."""
+    and its limit: one figure, or one per hour (None where no limit was in force: drawn as a gap). `granted`:
+    GPUs temporary grants add to both per hour, drawn as a band over each where any is."""
     x = _iso(hours)
     limits = [limit] * len(x) if limit is None or isinstance(limit, int | float) else list(limit)
     data: list[dict[str, Any]] = [
@@ -81,8 +83,35 @@ def use_against_quota(
             {"type": "scatter", "mode": "lines", "name": "Limit", "x": x, "y": limits, "connectgaps": False,
              "line": {"color": BAD, "dash": "dot", "width": 2}}
         )  # fmt: skip
+    tops: list[list[float | None]] = []
+    if granted is not None and any(granted):
+        # Temporary grants as a shaded band over each line: an invisible copy of the line, then the line raised
+        # by the grants, filled down to it (plotly fills "tonexty" to the trace just before).
+        for name, base, color in (("Reservation", list(reserved), OK), ("Limit", limits, BAD)):
+            if not any(v is not None for v in base):
+                continue
+            top = [None if b is None else b + g for b, g in zip(base, granted, strict=True)]
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": f"{name} (base)",
+                    "x": x,
+                    "y": base,
+                    "showlegend": False,
+                    "hoverinfo": "skip",
+                    "line": {"width": 0, "color": color},
+                }
+            )
+            data.append({"type": "scatter", "mode": "lines", "name": f"{name} with temporary grants", "x": x,
+                         "y": top, "fill": "tonexty", "fillcolor": _TINT[color], "connectgaps": False,
+                         "line": {"color": color, "width": 1}})  # fmt: skip
+            tops.append(top)
     layout = _layout("GPUs in use against reservation and limit", "GPUs")
-    return {"data": data, "layout": _hourly(layout, hours, used, reserved, limits)}
+    return {"data": data, "layout": _hourly(layout, hours, used, reserved, limits, *tops)}
+
+
+_TINT = {OK: "rgba(29, 122, 70, 0.15)", BAD: "rgba(180, 35, 24, 0.12)"}
 
 
 def gpu_hours_by(title: str, totals: Mapping[str, float]) -> Figure:

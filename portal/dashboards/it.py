@@ -17,7 +17,7 @@ from fabrics.base import Resources
 from portal.burst.models import Instance
 from portal.dashboards import figures
 from portal.dashboards.data import WINDOWS
-from portal.queues.models import Fabric, Queue, QueueTarget
+from portal.queues.models import Fabric, KueueSync, Queue, QueueTarget
 from portal.usage.models import UsageRollup
 from portal.usage.rollup import HOUR, hour_of, hours_between
 from portal.worker.capacity import fresh
@@ -81,6 +81,15 @@ class FabricRow:
     def use_percent(self) -> float:
         return 100 * self.gpus_in_use / self.gpus if self.gpus else 0.0
 
+    @property
+    def kueue_owned(self) -> bool:
+        return self.fabric.kind == "kubernetes" and bool((self.fabric.settings or {}).get("kueue_owned"))
+
+    @property
+    def kueue(self) -> KueueSync | None:
+        """How its Kueue objects stood at the last reconcile; None before the first."""
+        return getattr(self.fabric, "kueue_sync", None)
+
 
 def fabric_rows() -> list[FabricRow]:
     """Declared and observed capacity, GPUs held by active work, health: two queries."""
@@ -91,7 +100,8 @@ def fabric_rows() -> list[FabricRow]:
         .annotate(held=Sum(F("gpus_milli") * F("nodes")))
         .values_list("fabric_id", "held")
     )
-    return [FabricRow(f, (held.get(f.pk) or 0) / 1000, fresh(f, now)) for f in Fabric.objects.order_by("name")]
+    fabrics = Fabric.objects.select_related("kueue_sync").order_by("name")
+    return [FabricRow(f, (held.get(f.pk) or 0) / 1000, fresh(f, now)) for f in fabrics]
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,21 @@ from dataclasses import replace
 from datetime import datetime
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from portal import access
 from portal.dashboards import data, it
+from portal.dashboards.forms import DecisionForm, GrantForm
+from portal.queues import grants
+from portal.queues.models import QuotaGrant
 from portal.usage import idle_now, report
 from portal.usage.rollup import IDLE_BELOW
 
@@ -34,21 +41,61 @@ def index(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def team(request: HttpRequest, slug: str) -> HttpResponse:
-    group = access.access_group(request.user, slug)
+    group, lead = access.access_group_led(request.user, slug)  # lead: the export link, the grants' form and list
     window = data.window_of(request.GET.get("window"))
     now = timezone.now()
     dashboard = data.team_dashboard(group, window, now)
-    leads = access.may_export_usage(request.user, group)
+    leads = access.may_export_usage(request.user, group, lead=lead)
+    every_grant = access.may_see_every_grant(request.user, group, lead=lead)
     context = {
         "d": dashboard,
         "windows": list(data.WINDOWS),
         "may_export": leads,
+        "may_ask": access.may_ask_for_grant(request.user, group, lead=lead),
+        # Leads and IT: every grant of the window and to come; members: those approved and not over.
+        "grants": [(g, g.shown_state(now)) for g in dashboard.grants if every_grant or g.shown_state(now) in LIVE],
         # The team's idle allocations now, for its leads and IT (portal.usage.idle_now): two queries, theirs only.
         "idle_now": idle_now.team_idle_now(group, now) if leads else None,
         "idle_window_minutes": settings.GRIDLANE_IDLE_WINDOW_MINUTES,
     }
     template = "dashboards/_team.html" if _partial(request) else "dashboards/team.html"
     return render(request, template, context)
+
+
+LIVE = ("scheduled", "active")  # an approved grant's states, by the clock, that members see
+
+
+@login_required
+def grant_new(request: HttpRequest, slug: str) -> HttpResponse:
+    """A lead asks for more GPUs for a while: approved at once within the department's unused reservation,
+    else waiting for IT. Another team's answers 404; a member's 403."""
+    group = access.access_group(request.user, slug)
+    if not access.may_ask_for_grant(request.user, group):
+        raise PermissionDenied("The team's leads ask for temporary grants.")
+    form = GrantForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        now = timezone.now()
+        try:
+            grant = grants.check_ask(request.user, group, form.ask(), now)
+        except ValidationError as error:
+            form.put(error)
+        else:
+            grants.do_ask(request.user, grant, now)
+            return redirect(f"{reverse('dashboards:team', args=[group.slug])}#grants")
+    status = 400 if form.errors else 200
+    return render(request, "dashboards/grant_new.html", {"group": group, "form": form}, status=status)
+
+
+@login_required
+@require_POST
+def grant_withdraw(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """A lead takes an ask back, or gives an approved grant up early."""
+    group = access.access_group(request.user, slug)
+    grant = access.access_grant(request.user, group, pk)
+    if not access.may_ask_for_grant(request.user, group):
+        raise PermissionDenied("The team's leads withdraw its grants.")
+    grants.do_withdraw(request.user, grant, timezone.now())
+    return redirect(f"{reverse('dashboards:team', args=[group.slug])}#grants")
 
 
 def _it_only(request: HttpRequest) -> None:
@@ -80,6 +127,40 @@ def it_capacity(request: HttpRequest) -> HttpResponse:
     context = {"plans": it.capacity_plan(window, timezone.now()), "window": window, "windows": list(data.WINDOWS)}
     template = "dashboards/_it_capacity.html" if _partial(request) else "dashboards/it_capacity.html"
     return render(request, template, context)
+
+
+@login_required
+def it_grants(request: HttpRequest) -> HttpResponse:
+    """Asks waiting for IT, oldest first, with Approve and Decline; then the last decisions."""
+    _it_only(request)
+    rows = QuotaGrant.objects.select_related("team", "fabric", "requested_by", "decided_by")
+    context = {
+        "waiting": list(rows.filter(state=QuotaGrant.State.REQUESTED).order_by("requested_at")),
+        "decided": list(
+            rows.exclude(state=QuotaGrant.State.REQUESTED).order_by(F("decided_at").desc(nulls_last=True), "-pk")[:30]
+        ),
+        "now": timezone.now(),
+    }
+    return render(request, "dashboards/it_grants.html", context)
+
+
+@login_required
+@require_POST
+def it_grant_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    _it_only(request)
+    grant = access.access_grant_for_it(request.user, pk)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse("Approve or decline.", status=400, content_type="text/plain; charset=utf-8")
+    approve = form.cleaned_data["decision"] == "approve"
+    try:
+        grants.check_decide(grant, approve)
+    except ValidationError as error:
+        messages.error(request, f"{grant}: {' '.join(error.messages)}")
+    else:
+        if grants.do_decide(request.user, grant, approve, form.cleaned_data["note"], timezone.now()):
+            messages.success(request, f"{grant}: {'approved' if approve else 'declined'}.")
+    return redirect("it:grants")
 
 
 @login_required

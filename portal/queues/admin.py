@@ -5,12 +5,25 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 
 from fabrics.registry import KINDS
 from portal import words
-from portal.queues.models import Fabric, PriorityTier, Profile, Queue, QueueTarget, Quota, WorkloadKind
+from portal.queues import grants
+from portal.queues.models import (
+    Fabric,
+    PriorityTier,
+    Profile,
+    Queue,
+    QueueTarget,
+    Quota,
+    QuotaGrant,
+    WorkloadKind,
+    nesting_errors,
+)
 
 
 class FabricForm(forms.ModelForm[Fabric]):
@@ -172,6 +185,16 @@ class QuotaForm(forms.ModelForm[Quota]):
                 self.add_error(name, "The limit is below the reservation: a cap cannot sit under the floor.")
                 return data
         group = data.get("group")
+        if group is not None:
+            nesting = nesting_errors(
+                group, data["fabric"].pk if data.get("fabric") else self.instance.fabric_id,
+                values["gpu_reservation_milli"] or 0,
+                values["gpu_limit_milli"], self.instance.pk,
+            )  # fmt: skip
+            for which, message in nesting.items():
+                self.add_error(f"gpu_{which}", message)
+            if nesting:
+                return data
         member_cap = group.member_gpu_limit_milli if group is not None else None
         gpu_cap = values["gpu_limit_milli"]
         if group is not None and member_cap is not None and gpu_cap is not None and gpu_cap < member_cap:
@@ -236,6 +259,48 @@ class QuotaAdmin(admin.ModelAdmin[Quota]):
     @admin.display(description="Memory GB (reservation / limit)")
     def memory(self, quota: Quota) -> str:
         return _pair(quota.memory_reservation_mib, quota.memory_limit_mib, 1024)
+
+
+@admin.register(QuotaGrant)
+class QuotaGrantAdmin(admin.ModelAdmin[QuotaGrant]):
+    """Temporary grants. IT decides asks here or on its Temporary grants page; an overlapping grant of the same
+    team and fabric is refused with the model's error, nothing saved. Decisions are read-only: the actions
+    below make them, through the same service as the page, so each is audited once."""
+
+    fields = ["team", "fabric", "gpus_milli", "starts_at", "ends_at", "reason", "state", "requested_by",
+              "requested_at", "decided_by", "decided_at", "decision_note"]  # fmt: skip
+    readonly_fields = ["state", "requested_by", "requested_at", "decided_by", "decided_at", "decision_note"]
+    list_display = ["team", "fabric", "gpus", "starts_at", "ends_at", "state", "requested_by", "decided_by"]
+    list_filter = ["state", "fabric", "team"]
+    actions = ["approve", "decline"]
+
+    @admin.display(description="Extra GPUs")
+    def gpus(self, grant: QuotaGrant) -> str:
+        return words.number(grant.gpus_milli / 1000)
+
+    def save_model(self, request: HttpRequest, obj: QuotaGrant, form: Any, change: bool) -> None:
+        if not change and obj.requested_by_id is None:
+            obj.requested_by = request.user  # type: ignore[assignment]
+        super().save_model(request, obj, form, change)
+
+    def _decide(self, request: HttpRequest, queryset: QuerySet[QuotaGrant], approve: bool) -> None:
+        done = 0
+        for grant in queryset.select_related("team", "fabric"):
+            try:
+                grants.check_decide(grant, approve)
+            except ValidationError as error:
+                self.message_user(request, f"{grant}: {' '.join(error.messages)}", messages.ERROR)
+                continue
+            done += grants.do_decide(request.user, grant, approve, "", timezone.now())
+        self.message_user(request, f"{'Approved' if approve else 'Declined'} {done}.", messages.SUCCESS)
+
+    @admin.action(description="Approve the selected asks")
+    def approve(self, request: HttpRequest, queryset: QuerySet[QuotaGrant]) -> None:
+        self._decide(request, queryset, True)
+
+    @admin.action(description="Decline the selected asks")
+    def decline(self, request: HttpRequest, queryset: QuerySet[QuotaGrant]) -> None:
+        self._decide(request, queryset, False)
 
 
 def _pair(reservation: int, limit: int | None, scale: int) -> str:

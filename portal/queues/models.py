@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -7,6 +8,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+from django.utils import timezone
 
 from fabrics import native
 from fabrics.base import FabricConfig, Resources, TemplateError
@@ -274,6 +276,11 @@ class Quota(models.Model):
                 errors[f"{resource}_limit_{unit}"] = (
                     f"The limit ({limit}) is below the reservation ({reservation}): a cap cannot sit under the floor."
                 )
+        if self.group_id:
+            for which, message in nesting_errors(
+                self.group, self.fabric_id, self.gpu_reservation_milli or 0, self.gpu_limit_milli, self.pk
+            ).items():
+                errors.setdefault(f"gpu_{which}_milli", message)
         member_cap = self.group.member_gpu_limit_milli if self.group_id else None
         if member_cap is not None and self.gpu_limit_milli is not None and self.gpu_limit_milli < member_cap:
             errors.setdefault(
@@ -287,6 +294,160 @@ class Quota(models.Model):
     @property
     def reservation(self) -> Resources:
         return Resources(self.gpu_reservation_milli, self.cpu_reservation_milli, self.memory_reservation_mib)
+
+
+def nesting_errors(
+    group: ResourceGroup, fabric_id: int | None, reservation: int, limit: int | None, pk: int | None
+) -> dict[str, str]:
+    """What is wrong with a team's GPU reservation and limit on a fabric given its department's (the team's
+    parent) and, for a department, its teams': a team's reservation comes out of its department's, so the
+    teams' together fit in it, and no team's limit passes its department's. Keys: "reservation", "limit"."""
+    errors: dict[str, str] = {}
+    where = models.Q(fabric__isnull=True) if fabric_id is None else models.Q(fabric_id=fabric_id)
+    parent = group.parent
+    if parent is not None:
+        above = Quota.objects.filter(where, group=parent).first()
+        if above is not None:
+            sisters = (
+                Quota.objects.filter(where, group__parent=parent)
+                .exclude(pk=pk or 0)
+                .aggregate(total=models.Sum("gpu_reservation_milli"))["total"]
+                or 0
+            )
+            if sisters + reservation > above.gpu_reservation_milli:
+                errors["reservation"] = (
+                    f"The department {parent.name} reserves {in_gpus(above.gpu_reservation_milli)} GPUs here, "
+                    f"{in_gpus(sisters)} of them for its other teams: a team's reservation comes out of its "
+                    "department's."
+                )
+            if above.gpu_limit_milli is not None and (limit is None or limit > above.gpu_limit_milli):
+                errors["limit"] = (
+                    f"Above the department {parent.name}'s limit here ({in_gpus(above.gpu_limit_milli)} GPUs)."
+                )
+    below = Quota.objects.filter(where, group__parent=group)
+    if below.exists():
+        teams = below.aggregate(total=models.Sum("gpu_reservation_milli"), most=models.Max("gpu_limit_milli"))
+        if (teams["total"] or 0) > reservation:
+            errors.setdefault(
+                "reservation",
+                f"Its teams reserve {in_gpus(teams['total'])} GPUs here between them: the department's "
+                "reservation holds theirs.",
+            )
+        unlimited = below.filter(gpu_limit_milli__isnull=True).exists()
+        if limit is not None and (unlimited or (teams["most"] or 0) > limit):
+            errors.setdefault("limit", "Below the limit of one of its teams here: lower theirs first.")
+    return errors
+
+
+GRANT_MAX_DAYS = 90  # the longest a temporary grant may run; longer needs is a quota change
+
+
+class QuotaGrant(models.Model):
+    """A temporary increase of a team's GPU reservation and limit on one fabric: asked for by a lead, decided by
+    IT (or approved at once where it fits in the department's unused reservation, portal/queues/grants.py).
+
+    An approved grant counts while now is in [starts_at, ends_at): the worker's snapshot adds it to the team's
+    quota there (portal/worker/snapshot.py), so it starts and ends on its own, with no step to run."""
+
+    class State(models.TextChoices):
+        REQUESTED = "requested"
+        APPROVED = "approved"
+        DECLINED = "declined"
+        WITHDRAWN = "withdrawn"
+
+    LIVE: ClassVar[tuple[str, ...]] = (State.REQUESTED, State.APPROVED)  # may not overlap another live grant
+
+    team = models.ForeignKey(ResourceGroup, on_delete=models.CASCADE, related_name="grants")
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="grants")
+    gpus_milli = models.PositiveIntegerField(
+        "Extra GPUs (milli)",
+        validators=[MinValueValidator(1)],
+        help_text="Added to both the team's reservation and its limit there. 1000 = one GPU.",
+    )
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    reason = models.TextField(max_length=2000)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField(default=timezone.now, editable=False)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.REQUESTED, editable=False)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    decided_at = models.DateTimeField(null=True, blank=True, editable=False)
+    decision_note = models.CharField(max_length=300, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-starts_at", "-pk"]
+        verbose_name = "temporary grant"
+        constraints: ClassVar[list[Any]] = [
+            models.CheckConstraint(
+                condition=models.Q(ends_at__gt=models.F("starts_at")),
+                name="grant_ends_after_start",
+                violation_error_message="It must end after it starts.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(gpus_milli__gte=1),
+                name="grant_adds_gpus",
+                violation_error_message="Ask for more than 0 GPUs.",
+            ),
+        ]
+        indexes: ClassVar[list[Any]] = [models.Index(fields=["state", "ends_at"], name="grant_state_ends")]
+
+    def __str__(self) -> str:
+        return f"{self.team} on {self.fabric}: +{in_gpus(self.gpus_milli)} GPUs from {self.starts_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def gpus(self) -> Decimal:
+        return in_gpus(self.gpus_milli)
+
+    def active_at(self, now: datetime) -> bool:
+        """Whether it raises the team's quota at `now`: approved, and now within its window."""
+        return self.state == self.State.APPROVED and self.starts_at <= now < self.ends_at
+
+    def shown_state(self, now: datetime) -> str:
+        """Its state as people read it: an approved grant is "scheduled", "active" or "expired" by the clock."""
+        if self.state != self.State.APPROVED:
+            return str(self.state)
+        if now < self.starts_at:
+            return "scheduled"
+        return "active" if now < self.ends_at else "expired"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.gpus_milli is not None and self.gpus_milli < 1:
+            errors["gpus_milli"] = "Ask for more than 0 GPUs."
+        elif self.gpus_milli and self.fabric_id is not None and self.gpus_milli > self.fabric.gpus_milli:
+            errors["gpus_milli"] = f"{self.fabric} holds {in_gpus(self.fabric.gpus_milli)} GPUs in all."
+        if self.starts_at is not None and self.ends_at is not None:
+            if self.ends_at <= self.starts_at:
+                errors["ends_at"] = "It must end after it starts."
+            elif self.ends_at - self.starts_at > timedelta(days=GRANT_MAX_DAYS):
+                errors["ends_at"] = f"A temporary grant lasts at most {GRANT_MAX_DAYS} days; longer is a quota change."
+            elif self._state.adding and self.ends_at <= timezone.now():
+                errors["ends_at"] = "It would end in the past."
+        if errors:
+            raise ValidationError(errors)
+        clash = self.overlapping().first()
+        if clash is not None:
+            raise ValidationError(
+                f"{self.team} already has a {clash.state} grant on {self.fabric} from "
+                f"{clash.starts_at:%Y-%m-%d %H:%M} to {clash.ends_at:%Y-%m-%d %H:%M} UTC that overlaps this one: "
+                "extend or withdraw that one instead."
+            )
+
+    def overlapping(self) -> models.QuerySet[QuotaGrant]:
+        """Live grants (asked for or approved) of the same team and fabric whose window overlaps this one's;
+        none to check while this one is declined or withdrawn, or not filled in enough to say."""
+        if self.state not in self.LIVE or None in (self.team_id, self.fabric_id, self.starts_at, self.ends_at):
+            return QuotaGrant.objects.none()
+        return (
+            QuotaGrant.objects.filter(team_id=self.team_id, fabric_id=self.fabric_id, state__in=self.LIVE)
+            .filter(starts_at__lt=self.ends_at, ends_at__gt=self.starts_at)
+            .exclude(pk=self.pk)
+            .order_by("starts_at")
+        )
 
 
 def in_gpus(milli: int) -> Decimal:
@@ -354,6 +515,26 @@ class Profile(models.Model):
         """Whether this profile may be used on `queue` (needs `queues` prefetched to stay query-free)."""
         chosen = self.queues.all()
         return not chosen or any(q.pk == queue.pk for q in chosen)
+
+
+class KueueSync(models.Model):
+    """How a Kueue-owned Kubernetes fabric's queues stood at the worker's last reconcile (portal/worker/kueue.py)."""
+
+    fabric = models.OneToOneField(Fabric, on_delete=models.CASCADE, primary_key=True, related_name="kueue_sync")
+    due = models.BooleanField(default=True, help_text="A quota, a team's department or the fabric changed since.")
+    reconciled_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    drifted = models.JSONField(default=list, blank=True, help_text="Objects someone else changed or made.")
+    report = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"Kueue on {self.fabric_id}"
+
+    @property
+    def differences(self) -> list[dict[str, Any]]:
+        """What someone else changed, as found before Gridlane put it back."""
+        found = self.report.get("differences") or []
+        return [d for d in found if d.get("cause") != "changed in Gridlane"]
 
 
 # The tier a submission gets when it names none (one of the three every site starts with).

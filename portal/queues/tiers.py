@@ -14,7 +14,7 @@ from fabrics.base import TierHints
 from portal.queues.models import PriorityTier
 
 COLUMN = "usable_tiers"
-# The three tiers every site starts with (made by migration queues 0013, and by seed_demo where they are missing):
+# The three tiers every site starts with (made by migration queues 0015, and by seed_demo where they are missing):
 # slug, name, weight, team leads only, order.
 STARTING_TIERS = (("low", "Low", 0.0, False, 10), ("normal", "Normal", 1.0, False, 20), ("high", "High", 2.0, True, 30))
 

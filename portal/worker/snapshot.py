@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import F, Window
+from django.db.models import F, Sum, Window
 from django.db.models.functions import RowNumber
 
 from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup, ServiceIdentity
-from portal.queues.models import Fabric, PriorityTier, Queue, Quota
+from portal.queues.models import Fabric, PriorityTier, Queue, Quota, QuotaGrant
 from portal.worker.capacity import planned
 from portal.worker.models import GroupUsage
-from portal.worker.usage import average_gpus
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
 from scheduler import model
+from scheduler.priority import allocations, average_gpus
 
 
 class Row(NamedTuple):
@@ -97,7 +99,41 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
     kinds: dict[str, tuple[int, ...]] = {}
     for f in rows:
         kinds[f.kind] = (*kinds.get(f.kind, ()), f.pk)
-    queues = {
+    queues = queue_states(fabrics)
+    quotas = with_grants(quota_states(fabrics), active_grants(now, fabrics))
+    values = list(Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
+    values += pending_candidates()
+    by_id = {str(v[0]): Row._make((*v[:6], v[-1])) for v in values}
+    half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
+    usage = {
+        u.group_id: average_gpus(u.decayed_gpu_seconds, u.updated_at, now, half_life_s)
+        for u in GroupUsage.objects.all()
+    }
+    caps = agent_caps(now)
+    tree = group_tree()
+    snapshot = model.Snapshot(
+        now=now,
+        fabrics=fabrics,
+        queues=queues,
+        quotas=quotas,
+        pending=tuple(job_of(v, kinds) for v in values if v[1] == State.PENDING and v[2] in queues),
+        running=tuple(job_of(v, kinds) for v in values if v[1] != State.PENDING),
+        usage=usage,
+        shares=shares(quotas, fabrics, tree),
+        owner_limits=caps.limits,
+        owner_reservations=caps.reservations,
+        agents=caps.agents,
+        member_limits=tree.member_limits,
+        parents=tree.parents,
+        weights=weights(),
+        tiers=tier_states(),
+    )
+    return snapshot, by_id
+
+
+def queue_states(fabrics: Mapping[int, model.FabricState]) -> dict[int, model.QueueState]:
+    """Every queue with its targets among these fabrics, in order (two queries)."""
+    return {
         q.pk: model.QueueState(
             q.pk,
             q.slug,
@@ -108,7 +144,11 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         )
         for q in Queue.objects.prefetch_related("targets")
     }
-    quotas = {
+
+
+def quota_states(fabrics: Mapping[int, model.FabricState]) -> dict[tuple[int, int | None], model.Quota]:
+    """Every team's quota on these fabrics, and its team-wide one (one query)."""
+    return {
         (q.group_id, q.fabric_id): model.Quota(
             q.group_id,
             q.fabric_id,
@@ -118,65 +158,95 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         for q in Quota.objects.all()
         if q.fabric_id is None or q.fabric_id in fabrics
     }
-    values = list(Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
-    values += pending_candidates()
-    by_id = {str(v[0]): Row._make((*v[:6], v[-1])) for v in values}
-    half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
-    usage = {
-        u.group_id: average_gpus(u.decayed_gpu_seconds, u.updated_at, now, half_life_s)
-        for u in GroupUsage.objects.all()
-    }
+
+
+class AgentCaps(NamedTuple):
+    limits: dict[int, int]  # service identity -> its own GPU cap inside its team's (milli)
+    reservations: dict[int, int]  # active service identity -> the GPUs owed it out of its team's reservation
+    agents: frozenset[int]  # every service identity (a member cap is for people)
+
+
+def agent_caps(now: datetime) -> AgentCaps:
+    """The agent identities' caps and reservations (one query)."""
     agents = [
         (user_id, limit, reserved, disabled is None and expires > now)
         for user_id, limit, reserved, disabled, expires in ServiceIdentity.objects.values_list(
             "user_id", "gpu_limit_milli", "gpu_reservation_milli", "disabled_at", "expires_at"
         )
     ]
-    snapshot = model.Snapshot(
-        now=now,
-        fabrics=fabrics,
-        queues=queues,
-        quotas=quotas,
-        pending=tuple(job_of(v, kinds) for v in values if v[1] == State.PENDING and v[2] in queues),
-        running=tuple(job_of(v, kinds) for v in values if v[1] != State.PENDING),
-        usage=usage,
-        shares=shares(quotas, fabrics),
-        # An agent's own GPU cap inside its team's, and the GPUs owed it out of its team's reservation.
-        owner_limits={user_id: limit for user_id, limit, _, _ in agents if limit is not None},
-        owner_reservations={user_id: reserved for user_id, _, reserved, active in agents if reserved and active},
+    return AgentCaps(
+        limits={user_id: limit for user_id, limit, _, _ in agents if limit is not None},
+        reservations={user_id: reserved for user_id, _, reserved, active in agents if reserved and active},
         agents=frozenset(user_id for user_id, _, _, _ in agents),
-        member_limits={
-            pk: cap
-            for pk, cap in ResourceGroup.objects.filter(member_gpu_limit_milli__isnull=False).values_list(
-                "pk", "member_gpu_limit_milli"
-            )
-            if cap is not None
-        },
-        weights=weights(),
-        tiers=tier_states(PriorityTier.objects.values_list("slug", "weight", "may_preempt")),
     )
-    return snapshot, by_id
 
 
-def tier_states(rows: Any) -> dict[str, model.TierState]:
-    """IT's tiers as the scheduler sees them, from (slug, weight, may_preempt) rows: a higher weight is a higher
-    rank, and tiers of equal weight share one (neither preempts the other)."""
-    rows = list(rows)
+class GroupTree(NamedTuple):
+    parents: dict[int, int]  # team -> its department
+    member_limits: dict[int, int]  # team -> the GPUs one person may hold in it (milli), where it sets a cap
+    weights: dict[int, int]  # every group's fair-share weight
+
+
+def group_tree() -> GroupTree:
+    """Teams and departments: who is below whom, member caps and fair-share weights (one query)."""
+    rows = list(ResourceGroup.objects.values_list("pk", "parent_id", "member_gpu_limit_milli", "fair_share_weight"))
+    return GroupTree(
+        parents={pk: parent for pk, parent, _, _ in rows if parent is not None},
+        member_limits={pk: cap for pk, _, cap, _ in rows if cap is not None},
+        weights={pk: weight for pk, _, _, weight in rows},
+    )
+
+
+def active_grants(now: datetime, fabrics: Mapping[int, model.FabricState]) -> dict[tuple[int, int], int]:
+    """Milli-GPUs granted on top of each (team, fabric)'s quota now: approved grants whose window holds `now`
+    (one query). A grant ends here, on its own, the first cycle after its end."""
+    rows = (
+        QuotaGrant.objects.filter(state=QuotaGrant.State.APPROVED, starts_at__lte=now, ends_at__gt=now)
+        .order_by()
+        .values("team_id", "fabric_id")
+        .annotate(extra=Sum("gpus_milli"))
+        .values_list("team_id", "fabric_id", "extra")
+    )
+    return {(team, fabric): extra for team, fabric, extra in rows if fabric in fabrics}
+
+
+def with_grants(
+    quotas: dict[tuple[int, int | None], model.Quota], grants: Mapping[tuple[int, int], int]
+) -> dict[tuple[int, int | None], model.Quota]:
+    """The quotas with temporary grants added: each raises its team's GPU reservation and limit on its fabric (a
+    team with no quota there gets the grant as its reservation, still with no cap), and a team-wide cap by as
+    much, so that the cap does not swallow it."""
+    out = dict(quotas)
+    extra_gpus: dict[int, int] = {}
+    for (team, fabric), extra in grants.items():
+        more = Resources(gpus_milli=extra)
+        quota = out.get((team, fabric)) or model.Quota(team, fabric)
+        out[(team, fabric)] = replace(quota, reservation=quota.reservation + more, limit=_raised(quota.limit, extra))
+        extra_gpus[team] = extra_gpus.get(team, 0) + extra
+    for team, extra in extra_gpus.items():
+        overall = out.get((team, None))
+        if overall is not None:
+            out[(team, None)] = replace(overall, limit=_raised(overall.limit, extra))
+    return out
+
+
+def _raised(limit: Resources, extra: int) -> Resources:
+    if limit.gpus_milli >= model.UNLIMITED:
+        return limit
+    return replace(limit, gpus_milli=limit.gpus_milli + extra)
+
+
+def tier_states() -> dict[str, model.TierState]:
+    """IT's priority tiers as the scheduler sees them (one query): a higher weight is a higher rank, and tiers of
+    equal weight share one (neither preempts the other)."""
+    rows = list(PriorityTier.objects.values_list("slug", "weight", "may_preempt"))
     ranks = {w: i for i, w in enumerate(sorted({w for _, w, _ in rows}))}
     return {slug: model.TierState(weight, may_preempt, ranks[weight]) for slug, weight, may_preempt in rows}
 
 
 def shares(
-    quotas: dict[tuple[int, int | None], model.Quota], fabrics: dict[int, model.FabricState]
+    quotas: Mapping[tuple[int, int | None], model.Quota], fabrics: Mapping[int, model.FabricState], tree: GroupTree
 ) -> dict[int, float]:
-    """Each team's allocation in GPUs (the L of fair share): its reservations, or else its weight's share of
-    the GPUs nobody reserved."""
-    total = sum(f.capacity.gpus_milli for f in fabrics.values()) / 1000
-    reserved: dict[int, float] = {}
-    for (group_id, fabric_id), quota in quotas.items():
-        if fabric_id is not None:
-            reserved[group_id] = reserved.get(group_id, 0.0) + quota.reservation.gpus_milli / 1000
-    weights = dict(ResourceGroup.objects.values_list("pk", "fair_share_weight"))
-    unreserved = max(0.0, total - sum(reserved.values()))
-    weight_sum = sum(weights.values()) or 1
-    return {g: max(reserved.get(g, 0.0), unreserved * w / weight_sum) for g, w in weights.items()}
+    """Each team's allocation in GPUs (the L of fair share): scheduler.priority.allocations over every team's
+    fair-share weight (a department's reservation is its teams', and it runs nothing of its own)."""
+    return allocations(quotas, fabrics, tree.weights, departments=frozenset(tree.parents.values()))

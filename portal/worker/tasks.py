@@ -8,6 +8,7 @@
     gpuidle   warn of idle GPUs, stop idle notebooks and leases, per queue    after the rollup, as often
     burst     cloud instances for work that waits for capacity, ended idle    skipped while another scales
     accounting  sacct's GPU-hours per team account, every GRIDLANE_ACCOUNTING_SECONDS  skipped while another asks
+    kueue     Kueue queues follow quotas: on a change, every GRIDLANE_KUEUE_SYNC_SECONDS   skipped while another syncs
     retention delete raw samples, events, audit past their days, hourly      skipped while another prunes
     notify    outbox of people's notifications, handed to sender threads     skipped while another collects
 
@@ -27,7 +28,7 @@ from django.utils import timezone
 from portal.burst import autoscale as scaling
 from portal.notify import outbox, send
 from portal.usage import rollup
-from portal.worker import accounting, apply, capacity, gpu_idle, retention, snapshot, stats, sync, usage
+from portal.worker import accounting, apply, capacity, gpu_idle, kueue, retention, snapshot, stats, sync, usage
 from portal.worker import dispatch as dispatching
 from portal.worker.lock import cycle_lock
 from scheduler import decide
@@ -58,6 +59,9 @@ def cycle() -> dict[str, Any]:
     with cycle_lock("accounting") as held:
         if held:
             accounting.check_all(timezone.now())
+    with cycle_lock("kueue") as held:
+        if held:
+            kueue.step(timezone.now())
     with cycle_lock("retention") as held:
         if held:
             retention.step(timezone.now())

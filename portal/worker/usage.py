@@ -5,7 +5,6 @@ average number of GPUs the team held over recent half-lives."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from datetime import datetime
 
@@ -14,14 +13,7 @@ from django.conf import settings
 from portal.worker.models import GroupUsage
 from portal.workloads.models import Workload
 from portal.workloads.states import State
-
-
-def decay(value: float, since: datetime, now: datetime, half_life_s: float) -> float:
-    return float(value * 0.5 ** (max(0.0, (now - since).total_seconds()) / half_life_s))
-
-
-def average_gpus(decayed_gpu_seconds: float, since: datetime, now: datetime, half_life_s: float) -> float:
-    return decay(decayed_gpu_seconds, since, now, half_life_s) * math.log(2) / half_life_s
+from scheduler.priority import decay
 
 
 def bring_forward(now: datetime) -> None:

@@ -7,9 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Subquery, Sum
+from django.utils import timezone
 
-from portal.queues.models import Fabric, Quota
+from portal.queues.models import Fabric, Quota, QuotaGrant
 
 NO_CAP = 2**62
 
@@ -51,22 +52,38 @@ def _column(fabric_id: int | None, limit: str) -> str:
 
 def cap_columns(fabric_ids: Iterable[int], group_ref: str) -> dict[str, Subquery]:
     """Columns to annotate a team's rows with (group_ref: the team's id in that query): its limits on each of
-    these fabrics and team-wide, so that the submit reads them in the statement that reads its teams."""
+    these fabrics and team-wide, and the GPUs its temporary grants add there now, so that the submit reads
+    them in the statement that reads its teams."""
     columns = {}
+    now = timezone.now()
     for fabric_id in [*dict.fromkeys(fabric_ids), None]:
         quota = Quota.objects.filter(group=OuterRef(group_ref))
         quota = quota.filter(fabric_id=fabric_id) if fabric_id is not None else quota.filter(fabric__isnull=True)
         for _, limit in LIMITS:
             columns[_column(fabric_id, limit)] = Subquery(quota.values(limit)[:1])
+        if fabric_id is not None:
+            granted = QuotaGrant.objects.filter(
+                team=OuterRef(group_ref),
+                fabric_id=fabric_id,
+                state=QuotaGrant.State.APPROVED,
+                starts_at__lte=now,
+                ends_at__gt=now,
+            )
+            total = granted.order_by().values("team").annotate(n=Sum("gpus_milli")).values("n")[:1]
+            columns[_column(fabric_id, "granted")] = Subquery(total)
     return columns
 
 
 def cap_read(team: Any, fabric_id: int) -> Cap:
     """A team's cap on a fabric from the columns cap_columns annotated it with: the lower of its quota there
-    and its team-wide one, per resource."""
+    and its team-wide one, per resource; GPUs raised by its temporary grants there now, as the worker's
+    snapshot raises both (portal/worker/snapshot.py with_grants)."""
     values = {}
+    granted = getattr(team, _column(fabric_id, "granted"), None) or 0
     for name, limit in LIMITS:
         found = [getattr(team, _column(f, limit), None) for f in (fabric_id, None)]
+        if name == "gpus_milli":
+            found = [None if v is None else v + granted for v in found]
         values[name] = min((v for v in found if v is not None), default=NO_CAP)
     return Cap(**values)
 

@@ -16,9 +16,11 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
 
-from portal.burst.models import BurstPool, Decision, Instance
+from portal.burst import autoscale
+from portal.burst.models import BurstPool, Cooldown, Decision, Instance
 from portal.queues.models import Fabric
 from portal.worker import capacity, tasks
+from portal.workloads.models import Workload
 from portal.workloads.states import State
 from tests.burst.conftest import ROOT
 from tests.cloud.conftest import IMAGE, KEYS, REGION
@@ -87,6 +89,47 @@ def test_no_capacity_in_the_first_zone_falls_back_to_the_next_zone(alice, submit
     step()
     inst = Instance.objects.get(pool=burst_pool)
     assert (inst.instance_type, inst.zone, inst.state) == ("g5.xlarge", f"{REGION}b", "booting")
+
+
+def test_a_zone_with_no_capacity_is_kept_off_in_the_database_until_its_cooldown_ends(
+    alice, submit, burst_pool, ec2, step
+):
+    ec2.rules.append(Rule({"Action": "RunInstances", "Placement.AvailabilityZone": f"{REGION}a"},
+                          code="InsufficientInstanceCapacity"))  # fmt: skip
+    _, second = waiting_for_capacity(alice, submit, n=2)
+    Workload.objects.filter(pk=second.pk).update(state=State.CANCELLED)  # one launch now, the other later
+    step()
+    (cooldown,) = Cooldown.objects.filter(pool=burst_pool)
+    assert (cooldown.instance_type, cooldown.zone, cooldown.why, cooldown.code) == (
+        "g5.xlarge",
+        f"{REGION}a",
+        "capacity",
+        "InsufficientInstanceCapacity",
+    )
+    assert timedelta(minutes=9) < cooldown.until - timezone.now() <= autoscale.CAPACITY_COOLDOWN
+    # The zone has capacity again, but the state outlives the worker's memory: a restarted or second worker
+    # (each step reads it afresh) keeps off it until the cooldown ends.
+    ec2.rules.clear()
+    Workload.objects.filter(pk=second.pk).update(state=State.PENDING)
+    step()
+    assert sorted(Instance.objects.filter(pool=burst_pool).values_list("zone", flat=True)) == [f"{REGION}b"] * 2
+    Instance.objects.filter(pool=burst_pool).update(state="gone")
+    step(later=autoscale.CAPACITY_COOLDOWN + timedelta(seconds=1))  # over: tried again, and the row goes
+    assert not Cooldown.objects.filter(pool=burst_pool).exists()
+    assert Instance.objects.filter(pool=burst_pool, zone=f"{REGION}a").exists()
+
+
+def test_work_the_scheduler_expects_to_start_on_premises_soon_launches_nothing(alice, submit, burst_pool, step):
+    (work,) = waiting_for_capacity(alice, submit)
+    Workload.objects.filter(pk=work.pk).update(estimated_start=timezone.now() + timedelta(minutes=5))
+    step()
+    assert not Instance.objects.filter(pool=burst_pool).exists()
+    assert messages(burst_pool, "hold") == [
+        "1 waiting workloads are expected to start where they wait within 10 min: not bursting for them"
+    ]
+    Workload.objects.filter(pk=work.pk).update(estimated_start=timezone.now() + timedelta(minutes=45))
+    step()
+    assert Instance.objects.filter(pool=burst_pool).count() == 1
 
 
 def test_throttling_keeps_the_intent_and_the_next_step_launches_it_once(alice, submit, burst_pool, ec2, moto_url, step):

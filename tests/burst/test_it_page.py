@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from portal.accounts.models import ResourceGroup
-from portal.burst.models import BurstPool, Decision, Instance
+from portal.burst.models import BurstPool, Cooldown, Decision, Instance
 from portal.queues.models import Fabric
 
 
@@ -64,3 +64,23 @@ def test_the_burst_page_is_absent_for_everyone_but_it(client, alice, pool):
 def test_the_it_navigation_links_the_burst_page(client, it_admin):
     client.force_login(it_admin)
     assert 'href="/it/burst/"' in client.get("/it/queues/").content.decode()
+
+
+def test_the_burst_page_shows_what_the_autoscaler_keeps_off_and_until_when(client, it_admin, pool):
+    now = timezone.localtime()
+    until = now + timedelta(minutes=7)
+    Cooldown.objects.create(pool=pool, instance_type="g5.12xlarge", zone="eu-west-1a", why="capacity",
+                            code="InsufficientInstanceCapacity", until=until)  # fmt: skip
+    Cooldown.objects.create(pool=pool, instance_type="g9.huge", why="invalid", code="InvalidInstanceType",
+                            until=now + timedelta(hours=1))  # fmt: skip
+    Cooldown.objects.create(pool=pool, instance_type="g5.xlarge", zone="eu-west-1a", why="capacity",
+                            until=now - timedelta(minutes=1))  # over: not shown  # fmt: skip
+    client.force_login(it_admin)
+    page = client.get("/it/burst/").content.decode()
+    assert re.search(
+        rf"g5\.12xlarge in eu-west-1a: no capacity <span class=\"hint\">\(InsufficientInstanceCapacity\)</span>, "
+        rf"retry after <time [^>]*>{until:%H:%M}</time>",
+        page,
+    )
+    assert "g9.huge in every zone: unknown to the provider" in page
+    assert "g5.xlarge in" not in page

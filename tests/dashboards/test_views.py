@@ -128,7 +128,9 @@ def test_the_dashboard_takes_a_bounded_number_of_queries(
     c = client_for(client, alice)
     for i in range(20):
         submit(alice, name=f"w{i}", gpus=0.5)
-    with django_assert_max_num_queries(11):  # 10, and whether the reader leads the team (the CSV export's link)
+    # The session and the user, then nine: the team (and whether the reader leads it), its quotas and grants, the
+    # two rollups, its work and what it holds, the quota history and the scheduler's accounting.
+    with django_assert_max_num_queries(11):
         assert c.get("/teams/vision/?window=30d").status_code == 200
 
 

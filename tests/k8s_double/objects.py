@@ -21,6 +21,8 @@ class Kind:
     kind: str
     namespaced: bool = True
     builtin: bool = True  # built-in lists leave kind/apiVersion off their items; custom resources keep them
+    # A status subresource: writes to the object leave its status alone, writes to /status touch nothing else.
+    status_subresource: bool = False
 
     @property
     def api_version(self) -> str:
@@ -48,7 +50,19 @@ KINDS = (
     Kind("batch", "v1", "jobs", "Job"),
     Kind("networking.k8s.io", "v1", "ingresses", "Ingress"),
     Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", builtin=False),
-    Kind("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", builtin=False),
+    Kind("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", builtin=False, status_subresource=True),
+    Kind(
+        "kueue.x-k8s.io",
+        "v1beta1",
+        "clusterqueues",
+        "ClusterQueue",
+        namespaced=False,
+        builtin=False,
+        status_subresource=True,
+    ),
+    Kind("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue", builtin=False, status_subresource=True),
+    # ResourceFlavor has no status at all.
+    Kind("kueue.x-k8s.io", "v1beta1", "resourceflavors", "ResourceFlavor", namespaced=False, builtin=False),
 )
 BY_PATH = {(k.group, k.version, k.plural): k for k in KINDS}
 BY_NAME = {k.plural if not k.group else f"{k.plural}.{k.group}": k for k in KINDS}

@@ -3,11 +3,14 @@
 Routes (the subset of the API the official client calls for Gridlane, and a little more):
     GET  /version, /api, /api/v1, /apis, /apis/{group}/{version}
     GET|POST              /api/v1/namespaces/{ns}/{plural}            list (labelSelector, fieldSelector), create
-    GET|PUT|PATCH|DELETE  /api/v1/namespaces/{ns}/{plural}/{name}     read, replace, merge-patch, delete
+    GET|PUT|PATCH|DELETE  /api/v1/namespaces/{ns}/{plural}/{name}     read, replace, patch, delete
+    GET|PUT|PATCH         .../{plural}/{name}/status                  a custom resource's status subresource
     GET                   /api/v1/namespaces/{ns}/pods/{name}/log     (tailLines, limitBytes)
     GET                   /api/v1/{plural}                            nodes, namespaces, or pods in every namespace
     the same under /apis/{group}/{version}/... for apps/v1, batch/v1, networking.k8s.io/v1, scheduling.volcano.sh,
-    kueue.x-k8s.io
+    kueue.x-k8s.io (workloads, localqueues; cluster-scoped clusterqueues and resourceflavors)
+Patches: merge patch; strategic merge patch applied as a merge patch on built-in kinds (custom resources answer it
+415, as the API server does); a JSON patch (RFC 6902) as a list of operations.
 Every error is a meta/v1 Status. Writes bump a global resourceVersion.
 """
 
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.k8s_double import validation
+from tests.k8s_double import kueue, validation
 from tests.k8s_double.objects import (
     BY_NAME,
     BY_PATH,
@@ -189,7 +192,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 _NAMESPACED = re.compile(r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))/namespaces/(?P<ns>[^/]+)/(?P<rest>.+)$")
-_CLUSTER = re.compile(r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))/(?P<rest>[^/]+(?:/[^/]+)?)$")
+_CLUSTER = re.compile(r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))/(?P<rest>[^/]+(?:/[^/]+){0,2})$")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -231,7 +234,8 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(status(401, "Unauthorized", "Unauthorized"))
             api.maybe_fault(method, url.path)
             body = json.loads(raw) if raw else None
-            code, payload = api.route(method, url.path, query, body, self.headers.get("User-Agent", ""))
+            agent, content_type = self.headers.get("User-Agent", ""), self.headers.get("Content-Type", "")
+            code, payload = api.route(method, url.path, query, body, agent, content_type)
         except ApiError as error:
             code, payload = error.code, error.body
         except json.JSONDecodeError as exc:
@@ -290,7 +294,9 @@ class Api:
                     reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests", 403: "Forbidden"}
                     raise ApiError(status(fault.code, reason.get(fault.code, "Unknown"), "injected by the test"))
 
-    def route(self, method: str, path: str, query: dict[str, str], body: Any, agent: str) -> tuple[int, Any]:
+    def route(
+        self, method: str, path: str, query: dict[str, str], body: Any, agent: str, content_type: str = ""
+    ) -> tuple[int, Any]:
         if method == "GET" and path in ("/version", "/version/"):
             return 200, VERSION
         if method == "GET" and path == "/api":
@@ -321,7 +327,8 @@ class Api:
         with self.store.lock:
             if name is None:
                 if method == "GET":
-                    if kind.namespaced and namespace is None and kind.kind not in ("Pod", "Job", "Service"):
+                    everywhere = ("Pod", "Job", "Service", "LocalQueue", "Workload")  # lists across namespaces
+                    if kind.namespaced and namespace is None and kind.kind not in everywhere:
                         raise ApiError(status(404, "NotFound", "the server could not find the requested resource", {}))
                     return 200, self._list(kind, namespace, query)
                 if method == "POST" and (namespace is not None or not kind.namespaced):
@@ -332,7 +339,7 @@ class Api:
                 raise _method_not_allowed()
             if sub == "log" and kind.kind == "Pod" and method == "GET":
                 return self._log(ns, name, query)
-            if sub is not None:
+            if sub is not None and not (sub == "status" and kind.status_subresource):
                 raise ApiError(status(404, "NotFound", "the server could not find the requested resource", {}))
             found = self.store.get(kind, ns, name)
             if found is None:
@@ -340,12 +347,12 @@ class Api:
             obj = found
             if method == "GET":
                 return 200, copy.deepcopy(obj)
-            if method == "DELETE":
+            if method == "DELETE" and sub is None:
                 return self._delete(kind, obj, query, body)
             if method == "PATCH":
-                return 200, copy.deepcopy(self._patch(kind, obj, body))
+                return 200, copy.deepcopy(self._patch(kind, obj, body, content_type, sub))
             if method == "PUT":
-                return 200, copy.deepcopy(self._replace(kind, obj, body))
+                return 200, copy.deepcopy(self._replace(kind, obj, body, sub))
         raise _method_not_allowed()
 
     def _list(self, kind: Kind, namespace: str | None, query: dict[str, str]) -> dict[str, Any]:
@@ -424,29 +431,98 @@ class Api:
         details = object_details(kind, meta["name"]) | {"uid": meta["uid"]}
         return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
-    def _patch(self, kind: Kind, obj: dict[str, Any], body: Any) -> dict[str, Any]:
+    def _patch(
+        self, kind: Kind, obj: dict[str, Any], body: Any, content_type: str = "", sub: str | None = None
+    ) -> dict[str, Any]:
+        """Merge patch (and strategic merge patch, which the double applies as one, for built-in kinds only, as
+        the API server does: custom resources answer it 415) or, for a list body, a JSON patch (RFC 6902)."""
+        if content_type.startswith("application/strategic-merge-patch") and not kind.builtin:
+            raise ApiError(
+                status(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+                )
+            )
         if isinstance(body, list):
-            raise ApiError(status(415, "UnsupportedMediaType", "the double applies merge patches only"))
-        want = (body or {}).get("metadata", {}).get("resourceVersion")
-        if want and want != obj["metadata"]["resourceVersion"]:
-            raise conflict(kind, obj["metadata"]["name"])
-        patched = merge_patch(obj, body or {})
-        for locked in ("uid", "name", "namespace", "creationTimestamp"):
-            patched["metadata"][locked] = obj["metadata"].get(locked)
+            patched = json_patch(kind, obj, body)
+        else:
+            want = (body or {}).get("metadata", {}).get("resourceVersion")
+            if want and want != obj["metadata"]["resourceVersion"]:
+                raise conflict(kind, obj["metadata"]["name"])
+            patched = merge_patch(obj, body or {})
+        return self._write(kind, obj, patched, sub)
+
+    def _write(self, kind: Kind, obj: dict[str, Any], patched: dict[str, Any], sub: str | None) -> dict[str, Any]:
+        """Store `patched` in place of `obj`, as the API server would: what may not change is kept, a status
+        subresource splits the object in two, a changed spec is a new generation."""
+        patched.setdefault("metadata", {})
+        for locked in ("uid", "name", "namespace", "creationTimestamp", "generation"):
+            if locked in obj["metadata"]:
+                patched["metadata"][locked] = obj["metadata"][locked]
+        if kind.status_subresource:
+            if sub == "status":  # only the status changes through /status
+                patched = copy.deepcopy(obj) | {"status": patched.get("status")}
+            else:  # and never through the object itself
+                patched["status"] = copy.deepcopy(obj.get("status"))
+            if patched["status"] is None:
+                del patched["status"]
+        if kind.group == "kueue.x-k8s.io" and kind.kind != "Workload":
+            kueue.default(kind.kind, patched, created=False)
         validation.decode(kind, patched)
-        causes = validation.validate(kind, patched)
+        causes = validation.validate(kind, patched) + kueue.immutable(kind.kind, obj, patched)
         if causes:
             raise invalid(kind, obj["metadata"]["name"], causes)
+        spec_of = lambda o: {k: v for k, v in o.items() if k not in ("metadata", "status")}  # noqa: E731
+        if "generation" in obj["metadata"] and spec_of(patched) != spec_of(obj):
+            patched["metadata"]["generation"] = obj["metadata"]["generation"] + 1
         obj.clear()
         obj.update(patched)
         self.store.touch(obj)
         return obj
 
-    def _replace(self, kind: Kind, obj: dict[str, Any], body: Any) -> dict[str, Any]:
+    def _replace(self, kind: Kind, obj: dict[str, Any], body: Any, sub: str | None = None) -> dict[str, Any]:
         body = body or {}
         if body.get("metadata", {}).get("resourceVersion") != obj["metadata"]["resourceVersion"]:
             raise conflict(kind, obj["metadata"]["name"])
+        if sub == "status" or kind.status_subresource:
+            return self._write(kind, obj, copy.deepcopy(body), sub)
         return self._patch(kind, obj, {k: v for k, v in body.items() if k != "status"} | {"status": obj.get("status")})
+
+
+def json_patch(kind: Kind, obj: dict[str, Any], operations: list[Any]) -> dict[str, Any]:
+    """RFC 6902 (add, remove, replace, test) on a copy of the object; a 422 when an operation cannot apply."""
+    doc: Any = copy.deepcopy(obj)
+    for op in operations:
+        if not isinstance(op, dict) or op.get("op") not in ("add", "remove", "replace", "test"):
+            raise bad_request(f"json patch: unsupported operation {op!r}")
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in str(op.get("path", "")).split("/")[1:]]
+        if not parts:
+            raise bad_request("json patch: the whole document cannot be patched")
+        parent: Any = doc
+        try:
+            for part in parts[:-1]:
+                parent = parent[int(part)] if isinstance(parent, list) else parent[part]
+            last: Any = parts[-1]
+            if isinstance(parent, list):
+                last = len(parent) if last == "-" else int(last)
+            elif op["op"] in ("remove", "replace", "test") and last not in parent:
+                raise KeyError(last)
+            if op["op"] == "test" and parent[last] != op.get("value"):
+                raise ValueError("testing value failed")
+            if op["op"] == "remove":
+                del parent[last]
+            elif op["op"] == "add" and isinstance(parent, list):
+                parent.insert(last, copy.deepcopy(op.get("value")))
+            elif op["op"] in ("add", "replace"):
+                parent[last] = copy.deepcopy(op.get("value"))
+        except (KeyError, IndexError, ValueError, TypeError) as exc:
+            message = f"the server rejected our request due to an error in our request: {op['op']} {op.get('path')}"
+            raise ApiError(
+                status(422, "Invalid", f"{message}: {exc}", object_details(kind, obj["metadata"]["name"]))
+            ) from exc
+    return dict(doc)
 
 
 def _method_not_allowed() -> ApiError:

@@ -12,6 +12,7 @@ import re
 import uuid
 from typing import Any, NoReturn
 
+from tests.k8s_double import kueue
 from tests.k8s_double.objects import (
     CONFIG_KEY,
     DNS_1035,
@@ -74,6 +75,10 @@ def validate(kind: Kind, obj: dict[str, Any]) -> Causes:
                     causes.append((f"{part}[{key}]", f'Invalid value: "{key}": {_CONFIG_KEY_MESSAGE}'))
     elif kind.kind == "Ingress":
         causes += _ingress(obj.get("spec") or {})
+    elif kind.group == "kueue.x-k8s.io":
+        causes += kueue.validate(kind.kind, obj)
+        if kind.kind == "ClusterQueue" and (obj.get("spec") or {}).get("namespaceSelector"):
+            causes += _selector(obj["spec"]["namespaceSelector"], "spec.namespaceSelector")
     elif kind.kind == "PodGroup":
         min_member = (obj.get("spec") or {}).get("minMember", 0)
         if not isinstance(min_member, int) or min_member < 0:
@@ -507,6 +512,9 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
 
 def default(kind: Kind, obj: dict[str, Any]) -> None:
     """Fill in the defaults the API server adds, so responses look like a cluster's."""
+    if kind.group == "kueue.x-k8s.io" and kind.kind != "Workload":
+        kueue.default(kind.kind, obj, created=True)
+        return
     if kind.kind == "Secret":
         obj.setdefault("type", "Opaque")
     spec = obj.setdefault("spec", {}) if kind.kind not in ("Namespace", "Secret", "ConfigMap") else None

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from fabrics.base import Resources
+from scheduler import reasons
 from scheduler.burst import Live, Offer, Pool, Waiting, plan
+from scheduler.decide import decide
+from scheduler.model import Admit, FabricState, Job, QueueState, Snapshot
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 GIB = 1024
@@ -143,5 +147,55 @@ def test_work_no_type_holds_and_gangs_are_held_with_their_reason():
     assert p.launch == ()
     assert p.held == (
         "1 waiting workloads need 2 GPUs, 2 CPUs, 8 GB: no instance type holds that",
-        "1 waiting gangs (several nodes at once) do not burst: instances serve one node each",
+        "1 waiting gangs (several nodes at once) do not burst: an instance's agent runs one node's work, so a gang "
+        "waits for capacity where all its nodes start together",
     )
+
+
+def expected(job: Waiting, in_min: int | None) -> Waiting:
+    return replace(job, expected_start=None if in_min is None else NOW + timedelta(minutes=in_min))
+
+
+@pytest.mark.parametrize(
+    ("starts_in_min", "want_launched"),
+    [
+        (None, True),  # no estimate: too far down the line, or nothing running frees enough
+        (-5, False),  # expected already: it starts at the next admission
+        (10, False),  # within the pool's 10 minutes: on premises it goes
+        (11, True),
+        (240, True),
+    ],
+)
+def test_work_expected_to_start_on_premises_soon_does_not_burst(starts_in_min: int | None, want_launched: bool):
+    pool = replace(POOL, burst_after=timedelta(minutes=10))
+    (job,) = gpu_jobs("vision", 1)
+    p = plan(NOW, pool, [XLARGE], [], [expected(job, starts_in_min)])
+    assert [launch.workload_ids for launch in p.launch] == ([("vision-0",)] if want_launched else [])
+    if not want_launched:
+        assert p.held == ("1 waiting workloads are expected to start where they wait within 10 min: not bursting "
+                          "for them",)  # fmt: skip
+
+
+def test_work_that_starts_soon_takes_no_room_on_instances_nor_its_teams_limit():
+    pool = replace(POOL, burst_after=timedelta(minutes=10))
+    soon, late = (expected(j, m) for j, m in zip(gpu_jobs("vision", 2), (5, 60), strict=True))
+    # The team has room for one more GPU on the pool: the late one takes it, the soon one is not counted.
+    p = plan(NOW, pool, [XLARGE], [], [soon, late], headroom={1: Resources(1000, 2000, 8 * GIB)})
+    assert [launch.workload_ids for launch in p.launch] == [(late.id,)]
+    # An idle instance there is no reason to take it either: it is left for work that waits long.
+    p = plan(NOW, pool, [XLARGE], [instance("idle", idle_min=20)], [soon])
+    assert p.covered == 0
+    assert [t.id for t in p.terminate] == ["i-1"]
+
+
+def test_a_gang_is_never_admitted_to_an_agent_fabric_it_waits_where_all_its_nodes_start_together():
+    # The queue tries the cluster first and the burst pool's agent fabric last; the burst pool has room.
+    onprem = FabricState(1, "cluster", Resources(4000, 10**6, 10**7))
+    agents = FabricState(2, "burst", Resources(8000, 10**6, 10**7), max_nodes=1)
+    queue = QueueState(1, "train", (1, 2))
+    gang = Job("gang", 1, 1, Resources(2000, 1000, GIB), nodes=2, submitted_at=NOW)
+    one = Job("one", 1, 1, Resources(2000, 1000, GIB), submitted_at=NOW)
+    decided = decide(Snapshot(NOW, {1: onprem, 2: agents}, {1: queue}, pending=(gang, one)))
+    assert decided.admit == (Admit("one", 1),)  # the single-node job takes half the cluster; the gang needs all
+    (waiting,) = decided.waiting
+    assert (waiting.job_id, waiting.reason.code) == ("gang", reasons.GANG_DOES_NOT_FIT)

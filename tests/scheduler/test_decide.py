@@ -38,6 +38,8 @@ def idle(jobs: list[Job], name: str = "idle") -> list[Job]:
 
 
 ALICE, BOB, AGENT = 21, 22, 29  # owners
+RESEARCH, OTHER = 50, 4  # RESEARCH: a department of vision and fraud; OTHER: a team in no department
+IN_RESEARCH = {"parents": {VISION: RESEARCH, FRAUD: RESEARCH}}
 
 
 @dataclass
@@ -141,6 +143,72 @@ CASES = [
         quotas=[reserve(VISION, POOL, 2)],
         want_admitted=set(),
         want_reasons={"agent-0": r.NO_CAPACITY},
+    ),
+    Case(
+        "a department's limit caps all its teams together, and the pending reason names the department",
+        fabrics=[fabric(POOL, 8)],
+        pending=gpu_jobs(VISION, 3) + gpu_jobs(FRAUD, 2),
+        quotas=[reserve(RESEARCH, POOL, limit=4)],
+        extra=IN_RESEARCH,
+        want_admitted={"vision-0", "vision-1", "fraud-0", "fraud-1"},  # in fair-share order
+        want_reasons={"vision-2": r.DEPARTMENT_AT_LIMIT},
+    ),
+    Case(
+        "a department's limit across all fabrics caps its teams over every pool",
+        fabrics=[fabric(POOL, 2), fabric(SPARE, 8)],
+        pending=gpu_jobs(VISION, 2, queue=BOTH) + gpu_jobs(FRAUD, 2, queue=BOTH),
+        quotas=[reserve(RESEARCH, None, limit=3)],
+        extra=IN_RESEARCH,
+        want_admitted={"vision-0", "fraud-0", "fraud-1"},
+        want_reasons={"vision-1": r.DEPARTMENT_AT_LIMIT},
+    ),
+    Case(
+        "a team is owed its department's unused reservation: it takes it back from another department's borrowing",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(NLP, 8, queue=SCAVENGE, name="nlp")),
+        pending=gpu_jobs(VISION, 1, 4),
+        quotas=[reserve(RESEARCH, POOL, 4), reserve(VISION, POOL, 2), reserve(FRAUD, POOL, 2)],
+        extra=IN_RESEARCH,
+        want_admitted={"vision-0"},
+        want_preempted=["nlp-7", "nlp-6", "nlp-5", "nlp-4"],
+    ),
+    Case(
+        "with no department the same team is owed only its own reservation: its 4 GPUs wait",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(NLP, 8, queue=SCAVENGE, name="nlp")),
+        pending=gpu_jobs(VISION, 1, 4),
+        quotas=[reserve(RESEARCH, POOL, 4), reserve(VISION, POOL, 2), reserve(FRAUD, POOL, 2)],
+        want_admitted=set(),
+        want_reasons={"vision-0": r.NO_CAPACITY},
+    ),
+    Case(
+        "what a team borrows within its department's reservation is not taken by an outside team; outside work is",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(NLP, 4, queue=SCAVENGE, name="nlp") + gpu_jobs(VISION, 4, queue=SCAVENGE)),
+        pending=gpu_jobs(OTHER, 1, 2, name="other"),
+        quotas=[reserve(RESEARCH, POOL, 4), reserve(VISION, POOL, 2), reserve(FRAUD, POOL, 2), reserve(OTHER, POOL, 2)],
+        extra=IN_RESEARCH,
+        want_admitted={"other-0"},
+        want_preempted=["nlp-3", "nlp-2"],
+    ),
+    Case(
+        "without the department the outside team takes the newest borrowed work, the vision team's",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(NLP, 4, queue=SCAVENGE, name="nlp") + gpu_jobs(VISION, 4, queue=SCAVENGE)),
+        pending=gpu_jobs(OTHER, 1, 2, name="other"),
+        quotas=[reserve(RESEARCH, POOL, 4), reserve(VISION, POOL, 2), reserve(FRAUD, POOL, 2), reserve(OTHER, POOL, 2)],
+        want_admitted={"other-0"},
+        want_preempted=["vision-3", "vision-2"],
+    ),
+    Case(
+        "a sister team takes back what was borrowed of its reservation within the department",
+        fabrics=[fabric(POOL, 8)],
+        running=running_on(POOL, gpu_jobs(NLP, 4, queue=SCAVENGE, name="nlp") + gpu_jobs(VISION, 4, queue=SCAVENGE)),
+        pending=gpu_jobs(FRAUD, 1, 2),
+        quotas=[reserve(RESEARCH, POOL, 4), reserve(VISION, POOL, 2), reserve(FRAUD, POOL, 2)],
+        extra=IN_RESEARCH,
+        want_admitted={"fraud-0"},
+        want_preempted=["vision-3", "vision-2"],
     ),
     Case(
         "four quarter-GPU jobs share one GPU exactly; a fifth waits",

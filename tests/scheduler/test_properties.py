@@ -19,6 +19,7 @@ from tests.scheduler.shapes import NOW
 
 GROUPS = (1, 2, 3)
 TIER_NAMES = ("low", "normal", "high", "urgent")
+DEPARTMENT = 10  # groups 1 and 2, where a test asks for departments
 OWNERS = (101, 102, 103)
 # GRIDLANE_HYPOTHESIS_EXAMPLES=2000 for a deeper search than the suite's default.
 SETTINGS = settings(
@@ -30,7 +31,13 @@ SETTINGS = settings(
 
 @st.composite
 def snapshots(
-    draw, *, reservations: bool = True, preemptible: bool | None = None, caps: bool = False, tiered: bool = False
+    draw,
+    *,
+    reservations: bool = True,
+    preemptible: bool | None = None,
+    caps: bool = False,
+    departments: bool = False,
+    tiered: bool = False,
 ) -> Snapshot:
     n_fabrics = draw(st.integers(1, 2))
     fabrics = {
@@ -62,6 +69,17 @@ def snapshots(
                 Resources(reserved, 0, 0),
                 Resources(UNLIMITED if limit is None else limit, UNLIMITED, UNLIMITED),
             )
+        if departments:  # groups 1 and 2 in DEPARTMENT: its reservation theirs and perhaps more, its own limit
+            reserved = sum(quotas[g, fid].reservation.gpus_milli for g in (1, 2))
+            reserved += draw(st.integers(0, left // 1000)) * 1000
+            limit = draw(st.one_of(st.none(), st.integers(reserved // 1000, 24).map(lambda n: n * 1000)))
+            quotas[DEPARTMENT, fid] = Quota(
+                DEPARTMENT,
+                fid,
+                Resources(reserved, 0, 0),
+                Resources(UNLIMITED if limit is None else limit, UNLIMITED, UNLIMITED),
+            )
+    parents = {1: DEPARTMENT, 2: DEPARTMENT} if departments else {}
 
     # IT's tiers: the three old ones reweighed, and one more that may (or may not) preempt; ranks by weight.
     tiers: dict[str, TierState] = {}
@@ -97,15 +115,17 @@ def snapshots(
     for i in range(draw(st.integers(0, 12))):
         candidate = job(i, 1)
         need = need_on(candidate, fabrics[1].gpu_sharing)[0]
-        key = (candidate.group_id, 1)
-        if (
-            used[1] + need <= fabrics[1].capacity.gpus_milli
-            and group_used.get(key, 0) + need <= quotas[key].limit.gpus_milli
+        keys = [(candidate.group_id, 1)] + ([(parents[candidate.group_id], 1)] if candidate.group_id in parents else [])
+        if used[1] + need <= fabrics[1].capacity.gpus_milli and all(
+            group_used.get(key, 0) + need <= quotas[key].limit.gpus_milli for key in keys
         ):
             running.append(candidate)
             used[1] += need
-            group_used[key] = group_used.get(key, 0) + need
+            for key in keys:
+                group_used[key] = group_used.get(key, 0) + need
     pending = [job(i, None) for i in range(draw(st.integers(0, 25)))]
+    if departments:
+        return Snapshot(NOW, fabrics, queues, tuple(pending), tuple(running), quotas, parents=parents)
     if not caps:
         return Snapshot(NOW, fabrics, queues, tuple(pending), tuple(running), quotas, tiers=tiers)
     member_limits = {g: draw(st.integers(1, 8)) * 500 for g in GROUPS if draw(st.booleans())}
@@ -182,6 +202,27 @@ def test_no_admission_takes_a_member_or_a_queue_past_its_cap(s: Snapshot) -> Non
 
 
 @SETTINGS
+@given(snapshots(departments=True))
+def test_never_above_a_limit_at_either_level_with_departments(s: Snapshot) -> None:
+    used, group = usage_after(s)
+    for fid, fabric in s.fabrics.items():
+        assert used[fid] <= fabric.capacity.gpus_milli
+    department: dict[int, int] = {}
+    for (g, fid), held in group.items():
+        assert held <= s.quotas[g, fid].limit.gpus_milli
+        if g in s.parents:
+            department[fid] = department.get(fid, 0) + held
+    for fid, held in department.items():
+        assert held <= s.quotas[DEPARTMENT, fid].limit.gpus_milli
+
+
+@SETTINGS
+@given(snapshots(preemptible=True, departments=True))
+def test_a_reservation_is_honoured_within_one_cycle_in_a_department_too(s: Snapshot) -> None:
+    reservations_honoured(s)
+
+
+@SETTINGS
 @given(snapshots(caps=True))
 def test_never_above_capacity_or_a_limit_with_caps(s: Snapshot) -> None:
     used, group = usage_after(s)
@@ -235,6 +276,10 @@ def test_backfill_never_delays_the_head(s: Snapshot) -> None:
 @SETTINGS
 @given(snapshots(preemptible=True))
 def test_a_reservation_is_honoured_within_one_cycle_when_preemption_is_allowed(s: Snapshot) -> None:
+    reservations_honoured(s)
+
+
+def reservations_honoured(s: Snapshot) -> None:
     """The first job (in line order) of a team that fits within its unused reservation on a fabric is admitted."""
     from scheduler.priority import ordered
 
@@ -279,8 +324,7 @@ def test_with_tiers_a_reservation_is_still_honoured_within_one_cycle(s: Snapshot
 @given(st.one_of(snapshots(tiered=True, preemptible=True, reservations=False), snapshots(tiered=True)))
 def test_tier_preemption_takes_only_borrowed_work_of_lower_tiers(s: Snapshot) -> None:
     """Work stopped for a tier is of a lower tier than work admitted on its fabric in the same cycle, in a
-    preemptible queue, of a team that held more than its reservation there; and only a tier that may preempt
-    stops anything for work that is owed nothing."""
+    preemptible queue, of a team that holds more than its reservation there (this cycle's admissions counted)."""
     d = decide(s)
     by_id = {j.id: j for j in (*s.pending, *s.running)}
     admitted = [(by_id[a.job_id], a.fabric_id) for a in d.admit]
@@ -292,7 +336,9 @@ def test_tier_preemption_takes_only_borrowed_work_of_lower_tiers(s: Snapshot) ->
         assert s.queues[victim.queue_id].preemptible
         takers = [j for j, f in admitted if f == fid and s.tiers[j.priority].may_preempt]
         assert any(s.tiers[j.priority].rank > s.tiers[victim.priority].rank for j in takers)
+        # what the team holds there: its running work and what this cycle admitted for it (which may borrow)
         theirs = [j for j in s.running if j.group_id == victim.group_id and j.fabric_id == fid]
+        theirs += [j for j, f in admitted if j.group_id == victim.group_id and f == fid]
         held = sum(need_on(j, s.fabrics[fid].gpu_sharing)[0] for j in theirs)
         assert held > s.quotas[victim.group_id, fid].reservation.gpus_milli
 

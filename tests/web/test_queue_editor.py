@@ -148,3 +148,55 @@ def test_a_queue_share_outside_1_to_100_percent_is_refused(it_client, share):
     assert "gpu_share_percent" in form.errors
     queue.refresh_from_db()
     assert queue.gpu_share_percent is None
+
+
+@pytest.fixture
+def research(db):
+    """A department over vision and fraud that reserves 4 of the local pool's GPUs and caps them at 6."""
+    department = ResourceGroup.objects.create(slug="research", name="Research")
+    ResourceGroup.objects.filter(slug__in=["vision", "fraud"]).update(parent=department)
+    Quota.objects.filter(group__slug__in=["vision", "fraud"]).update(gpu_reservation_milli=1000, gpu_limit_milli=4000)
+    Quota.objects.create(group=department, fabric=Fabric.objects.get(name="local"), gpu_reservation_milli=4000,
+                         gpu_limit_milli=6000)  # fmt: skip
+    return department
+
+
+def quota_form(quota, reservation, limit):
+    return {"group": quota.group_id, "fabric": quota.fabric_id, "gpu_reservation": reservation, "gpu_limit": limit,
+            "cpu_reservation": "0", "cpu_limit": "", "memory_reservation_gb": "0", "memory_limit_gb": ""}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("team", "reservation", "limit", "field", "says"),
+    [
+        ("vision", "3.5", "4", "gpu_reservation", "1 of them for its other teams"),  # 1 + 3.5 > 4
+        ("vision", "1", "7", "gpu_limit", "Above the department Research&#x27;s limit here (6 GPUs)"),
+        ("vision", "1", "", "gpu_limit", "Above the department Research&#x27;s limit here"),  # no cap is above 6
+        ("research", "1.5", "6", "gpu_reservation", "Its teams reserve 2 GPUs here between them"),
+        ("research", "2", "3", "gpu_limit", "Below the limit of one of its teams here"),
+    ],
+)
+def test_a_team_s_quota_that_does_not_fit_its_department_s_is_refused_on_its_field(
+    it_client, research, team, reservation, limit, field, says
+):
+    quota = Quota.objects.get(group__slug=team, fabric__name="local")
+    before = (quota.gpu_reservation_milli, quota.gpu_limit_milli)
+    response = it_client.post(f"/admin/queues/quota/{quota.pk}/change/", quota_form(quota, reservation, limit))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert says in page
+    assert f'name="{field}"' in page
+    quota.refresh_from_db()
+    assert (quota.gpu_reservation_milli, quota.gpu_limit_milli) == before
+
+
+def test_a_department_cycle_is_refused_and_nothing_is_saved(it_client, research):
+    form = {"slug": "research", "name": "Research", "fair_share_weight": 1, "wait_slo_seconds": 3600,
+            "parent": ResourceGroup.objects.get(slug="vision").pk,
+            "claim_mappings-TOTAL_FORMS": 0, "claim_mappings-INITIAL_FORMS": 0,
+            "memberships-TOTAL_FORMS": 0, "memberships-INITIAL_FORMS": 0}  # fmt: skip
+    response = it_client.post(f"/admin/accounts/resourcegroup/{research.pk}/change/", form)
+    assert response.status_code == 200
+    assert "a department cycle" in response.content.decode()
+    research.refresh_from_db()
+    assert research.parent is None

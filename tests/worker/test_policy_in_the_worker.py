@@ -198,3 +198,30 @@ def test_an_agent_s_reservation_is_owed_to_it_when_its_teammates_fill_the_team_s
     ServiceIdentity.objects.filter(pk=agent.pk).update(disabled_at=timezone.now())
     snap, _ = snapshot.build(timezone.now())
     assert snap.owner_reservations == {}  # a disabled agent is owed nothing
+
+
+def test_a_department_s_limit_caps_its_teams_together_and_the_reason_names_the_department(alice, charlie, submit):
+    from portal.accounts.models import ResourceGroup
+    from portal.queues.models import Fabric
+
+    research = ResourceGroup.objects.create(slug="research", name="Research")
+    ResourceGroup.objects.filter(slug__in=["vision", "fraud"]).update(parent=research)
+    Quota.objects.filter(group__slug__in=["vision", "fraud"]).update(gpu_reservation_milli=0, gpu_limit_milli=None)
+    Quota.objects.create(group=research, fabric=Fabric.objects.get(name="local"), gpu_limit_milli=3000)
+    theirs = [
+        submit(alice, name="v0", gpus=1, command="sleep 300"),
+        submit(charlie, name="f0", gpus=1, command="sleep 300"),
+    ]
+    more = [
+        submit(alice, name="v1", gpus=1, command="sleep 300"),
+        submit(charlie, name="f1", gpus=1, command="sleep 300"),
+    ]
+    snap, _ = snapshot.build(timezone.now())
+    assert snap.parents == {ResourceGroup.objects.get(slug=s).pk: research.pk for s in ("vision", "fraud")}
+    assert research.pk not in snap.shares  # a department runs nothing of its own: no share of its own
+    tasks.cycle()
+    assert states(*theirs).count(State.PENDING) == 0
+    waiting = [w for w in Workload.objects.filter(pk__in=[m.pk for m in more]) if w.state == State.PENDING]
+    assert len(waiting) == 1
+    assert waiting[0].pending_reason_code == reasons.DEPARTMENT_AT_LIMIT
+    assert "Your department is at its limit on local" in waiting[0].pending_reason

@@ -27,7 +27,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0007_member_gpu_limit'),
-        ('queues', '0012_queue_gpu_share'),
+        ('queues', '0014_kueue_sync'),
     ]
 
     operations = [
