@@ -164,7 +164,7 @@ class _Cycle:
                 return
             why.append(outcome)
         # A tier that may preempt: the first target where lower tiers' borrowed work can make room.
-        if self._tier_preempts(job, queue, why):
+        if self.preempting and self._tier_preempts(job, queue, why):
             return
         for fid, blocked in zip(_targets(job, queue, self.s), why, strict=True):
             if blocked.fabric_id is not None:
