@@ -194,9 +194,11 @@ def _fresh_cast(groups: int, queues_per_group: int, fabrics: int, gpus_per_fabri
     from django.core.management import call_command
 
     from portal.accounts.models import Membership, ResourceGroup
+    from portal.queues import tiers
     from portal.queues.models import Fabric, Queue, QueueTarget, Quota
 
     call_command("flush", interactive=False, verbosity=0)
+    tiers.ensure_starting_tiers()  # flush empties what the migrations made, the starting priority tiers too
     user = get_user_model().objects.create(username="bench", is_staff=True)
     pools = [
         Fabric.objects.create(name=f"pool{i}", kind="local", gpus_milli=gpus_per_fabric * 1000,

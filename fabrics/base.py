@@ -79,6 +79,18 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class TierHints:
+    """What a workload's priority tier asks of a fabric with priorities of its own, as IT set it (validated when
+    saved: a Slurm QOS name, a nice value, a PBS priority, a Kubernetes PriorityClass name); empty: nothing."""
+
+    slug: str = ""
+    slurm_qos: str = ""
+    slurm_nice: int | None = None
+    pbs_priority: int | None = None
+    kubernetes_priority_class: str = ""
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """Everything a fabric needs to run one workload; the same whatever the fabric."""
 
@@ -104,6 +116,7 @@ class JobSpec:
     # account) and the scheduler account it is charged to (Slurm --account, PBS -A; "" = the user's default).
     run_as: str = ""
     account: str = ""
+    tier: TierHints = TierHints()  # its priority tier's hints (frozen, so one shared default is safe)
 
 
 @dataclass(frozen=True)
@@ -237,6 +250,24 @@ def extend(fabric: Fabric, external_id: str, ends_at: datetime) -> None:
     if method is None:
         raise FabricError(CANNOT_EXTEND, retryable=False)
     method(external_id, ends_at)
+
+
+class ReprioritisableFabric(Fabric, Protocol):
+    """A fabric with priorities of its own that can change a queued job's (Slurm, PBS)."""
+
+    def reprioritise(self, external_id: str, tier: TierHints) -> bool:
+        """Give a job that has not started yet its new tier's priority; False when the tier asks nothing of this
+        fabric. FabricError when the fabric refuses (e.g. the job started meanwhile)."""
+        ...
+
+
+def reprioritise(fabric: Fabric, external_id: str, tier: TierHints) -> bool:
+    """`reprioritise` where the fabric has it; elsewhere nothing to do (False): the job keeps the priority it
+    was submitted with, and Gridlane's own order is what changed."""
+    method = getattr(fabric, "reprioritise", None)
+    if method is None:
+        return False
+    return bool(method(external_id, tier))
 
 
 # What a fabric that cannot read its logs by range still hands over as "the whole log": its last 8 MiB.

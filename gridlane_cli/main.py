@@ -48,7 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--memory-gb")
     submit.add_argument("--nodes", type=int)
     submit.add_argument("--runtime-minutes", type=int)
-    submit.add_argument("--priority", default="normal")
+    submit.add_argument(
+        "--priority",
+        default="normal",
+        help="a priority tier your team may use (IT defines them; to begin with low, normal, and high for team leads)",
+    )
     submit.add_argument("--lease-hours")
     submit.add_argument("--image", default="")
     submit.add_argument("--group")

@@ -19,7 +19,7 @@ from django.http import Http404
 
 from portal.accounts.models import Membership, ResourceGroup, ServiceIdentity
 from portal.queues.models import Queue, QuotaGrant
-from portal.workloads.models import Priority, Workload
+from portal.workloads.models import Workload
 
 
 def service_of(user: Any) -> ServiceIdentity | None:
@@ -114,23 +114,10 @@ def can_manage(user: Any, workload: Workload) -> bool:
     return is_lead_of(user, workload.group_id)
 
 
-def may_set_priority(user: Any, group: ResourceGroup, priority: str, leads: frozenset[int] | None = None) -> bool:
-    """High priority is a lead's or IT's call; anyone may ask for normal or low. `leads`: the teams the user
-    leads, when the caller has read them already (submit_entitlement)."""
-    if priority != Priority.HIGH:
-        return True
-    if is_it(user):
-        return True
-    return group.pk in leads if leads is not None else is_lead_of(user, group.pk)
-
-
-def may_reprioritize(user: Any, workload: Workload, priority: str) -> bool:
-    """Changing a submitted workload's priority is managing the team's work: its leads and IT."""
-    if is_it(user):
-        return True
-    if not is_lead_of(user, workload.group_id):
-        return False
-    return may_set_priority(user, workload.group, priority)
+def may_reprioritize(user: Any, workload: Workload) -> bool:
+    """Changing a submitted workload's priority tier is managing the team's work: its leads and IT (which
+    tiers: those the team may use, portal.queues.tiers)."""
+    return is_it(user) or is_lead_of(user, workload.group_id)
 
 
 # --- Queues (entitlements) ----------------------------------------------------------------------------
@@ -167,8 +154,8 @@ def submit_groups(user: Any, queue: Queue) -> QuerySet[ResourceGroup]:
 def submit_entitlement(
     user: Any, queue: Queue, columns: Callable[[str], dict[str, Any]] | None = None
 ) -> tuple[list[ResourceGroup], frozenset[int]]:
-    """What submit_groups says, and which of those teams the user leads (who may submit at high
-    priority), in one query: the submit path's whole entitlement check. Teams in slug order.
+    """What submit_groups says, and which of those teams the user leads (who may use a tier for leads only),
+    in one query: the submit path's whole entitlement check. Teams in slug order.
 
     `columns(ref)`, where given, annotates each team with more values read in that same query (`ref`: how the
     query names the team's id), e.g. its limits (portal.workloads.limits.cap_columns)."""

@@ -265,7 +265,7 @@ GRIDLANE_PRIORITY_WEIGHTS = {
     k.strip(): float(v)
     for k, v in (p.split("=", 1) for p in os.environ.get("GRIDLANE_PRIORITY_WEIGHTS", "").split(",") if "=" in p)
 }
-# Per team, queue and priority class, how many of the oldest pending workloads one cycle considers.
+# Per team, queue and priority tier, how many of the oldest pending workloads one cycle considers.
 GRIDLANE_CANDIDATES_PER_QUEUE = int(os.environ.get("GRIDLANE_CANDIDATES_PER_QUEUE", "256"))
 GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS = float(os.environ.get("GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS", "24"))
 # Where the local fabric keeps its job folders unless a fabric's settings say otherwise.

@@ -22,6 +22,9 @@ from scheduler.preemption import idle, may_preempt, victims
 from scheduler.priority import ordered
 from scheduler.reasons import Reason
 
+# What tier preemption can remedy: the job waits only for capacity on the target.
+_SHORT_OF_CAPACITY = frozenset({reasons.NO_CAPACITY, reasons.GANG_DOES_NOT_FIT, reasons.HELD_FOR_RESERVATIONS})
+
 
 class _Why(NamedTuple):
     """Why a job waits, and the fabric it waits for capacity on (where a start can be estimated), or the team
@@ -38,14 +41,15 @@ class _Why(NamedTuple):
 
 def decide(snapshot: Snapshot) -> Decisions:
     cycle = _Cycle(snapshot)
-    # 1. Order the line: fair share, priority class, age and size (priority.py).
+    # 1. Order the line: fair share, priority tier, age and size (priority.py).
     line = ordered(snapshot)
     # 2. What each team is owed: work within its unused reservation goes first, whatever its priority; then
     #    work within its department's unused reservation (a team's own floor before what sister teams share).
     #    An array's elements past its % limit wait, whatever is free.
     rest = [job for job in line if not cycle.throttled(job) and not cycle.owed(job)]
     borrowers = [job for job in rest if not snapshot.parents or not cycle.owed(job, department=True)]
-    # 3. The rest borrows what is left, in line order, with backfill around the head.
+    # 3. The rest borrows what is left, in line order, with backfill around the head; a tier that may preempt
+    #    takes borrowed capacity from lower tiers where nothing ahead of it waits for it (preemption.py).
     for job in borrowers:
         if not cycle.throttled(job):
             cycle.consider(job)
@@ -66,6 +70,8 @@ class _Cycle:
                 if may_preempt(snapshot, job):
                     self.preemptible[job.fabric_id].append(job)
         self.shadows: dict[int, Shadow] = {}  # fabric -> the head of the line's reservation there
+        # The tiers whose work may preempt borrowed work of lower ones (the old classes never may).
+        self.preempting = {slug: t for slug, t in snapshot.tiers.items() if t.may_preempt}
         self.admitted: list[Admit] = []
         self.admitted_on: defaultdict[int, list[Job]] = defaultdict(list)
         self.preempted: list[Preempt] = []
@@ -157,6 +163,9 @@ class _Cycle:
             if outcome is None:
                 return
             why.append(outcome)
+        # A tier that may preempt: the first target where lower tiers' borrowed work can make room.
+        if self.preempting and self._tier_preempts(job, queue, why):
+            return
         for fid, blocked in zip(_targets(job, queue, self.s), why, strict=True):
             if blocked.fabric_id is not None:
                 self._maybe_head(job, fid, need_on(job, self.ledger.sharing[fid]))
@@ -237,8 +246,16 @@ class _Cycle:
         return self.s.fabrics[fid].name
 
     # -- reservations come back -----------------------------------------------------------------------
-    def _reclaim(self, job: Job, fid: int, need: Amount, within: tuple[int, int | None] | None = None) -> bool:
-        """Preempt borrowed work so that this job, owed to its team, fits now. True when it does.
+    def _reclaim(
+        self,
+        job: Job,
+        fid: int,
+        need: Amount,
+        within: tuple[int, int | None] | None = None,
+        below: int | None = None,
+    ) -> bool:
+        """Preempt borrowed work so that this job, owed to its team (or, with `below`, of a tier that may preempt
+        lower ones: preemption.py), fits now. True when it does.
 
         `within`: a department's limit (its key) that holds the job back. Its other teams' borrowed work is
         taken first, enough to bring the department under that limit; then, where the fabric still lacks room,
@@ -267,7 +284,7 @@ class _Cycle:
             max(0, need[2] + held[2] - free[2]),
         )
         if any(deficit):
-            more = victims(self.s, ledger, running, job.group_id, fid, deficit)
+            more = victims(self.s, ledger, running, job.group_id, fid, deficit, below)
             if not more:
                 for victim in chosen:  # put back what the first step took
                     ledger.take(victim, fid, need_on(victim, sharing))
@@ -279,8 +296,28 @@ class _Cycle:
             return False
         for victim in chosen:
             self.gone.add(victim.id)
-            self.preempted.append(Preempt(victim.id, reasons.preempted(self._name(fid), idle(self.s, victim))))
+            if below is None:
+                why = reasons.preempted(self._name(fid), idle(self.s, victim))
+            else:
+                why = reasons.preempted(self._name(fid), tier=job.priority)
+            self.preempted.append(Preempt(victim.id, why))
         return True
+
+    # -- tier preemption (preemption.py) ----------------------------------------------------------------
+    def _tier_preempts(self, job: Job, queue: QueueState, why: list[_Why]) -> bool:
+        """Admit the job by preempting borrowed work of lower tiers, on the first target where only capacity
+        holds it back and no work ahead of it in line waits for that capacity. True when it was admitted."""
+        tier = self.preempting.get(job.priority)
+        if tier is None:
+            return False
+        for fid, blocked in zip(_targets(job, queue, self.s), why, strict=True):
+            if blocked.code not in _SHORT_OF_CAPACITY or fid in self.shadows:
+                continue
+            need = need_on(job, self.ledger.sharing[fid])
+            if self._reclaim(job, fid, need, below=tier.rank):
+                self._admit(job, fid, need)
+                return True
+        return False
 
     # -- backfill -------------------------------------------------------------------------------------
     def _releases(self, fid: int) -> list[tuple[datetime, Amount]]:

@@ -13,8 +13,24 @@ from scheduler.reasons import Reason
 UNLIMITED = 1 << 62
 NO_LIMIT = Resources(UNLIMITED, UNLIMITED, UNLIMITED)
 
-# Priority classes and the Q they give in the priority formula.
+# The three classes Gridlane had before IT defined its own tiers, and the Q each gives in the priority formula:
+# what a tier the snapshot does not know counts as (simulations and tests that set no tiers).
 QOS = {"high": 2, "normal": 1, "low": 0}
+
+
+@dataclass(frozen=True, slots=True)
+class TierState:
+    """A priority tier IT defined: its Q in the priority formula, whether its work may preempt borrowed work of
+    lower tiers (see preemption.py), and its rank (a higher rank is a higher tier; preemption goes by rank)."""
+
+    weight: float
+    may_preempt: bool = False
+    rank: int = 0
+
+
+def ranks(tiers: Mapping[str, TierState]) -> dict[str, int]:
+    """Each tier's rank by slug, over the old classes' (which only a snapshot without those tiers relies on)."""
+    return {**QOS, **{slug: t.rank for slug, t in tiers.items()}}
 
 
 @dataclass(frozen=True)
@@ -103,6 +119,7 @@ class Snapshot:
     agents: frozenset[int] = frozenset()  # owners that are service identities (a member cap is for people)
     parents: Mapping[int, int] = field(default_factory=dict)  # team -> its department (a group with a quota too)
     weights: Weights = Weights()
+    tiers: Mapping[str, TierState] = field(default_factory=dict)  # Job.priority -> its tier; empty: the old classes
 
     def quota(self, group_id: int, fabric_id: int | None) -> Quota:
         """The group's quota on the fabric; no quota means no floor and no cap beyond the fabric."""

@@ -1,8 +1,9 @@
 """Fair share: the order in which pending work is considered.
 
 P = w_age*ln(1+wait) + w_share*(1 - U/L) + w_qos*Q - w_size*(gpus/cluster_gpus), where U is the group's
-GPU use decayed over a half-life and L its allocation. A group far over its share sinks (the share term
-is bounded below at -1, so age still lifts its work eventually: nothing starves).
+GPU use decayed over a half-life, L its allocation and Q its priority tier's weight (model.TierState).
+A group far over its share sinks (the share term is bounded below at -1, so age still lifts its work
+eventually: nothing starves).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def ordered(snapshot: Snapshot) -> list[Job]:
     groups = {j.group_id for j in snapshot.pending} | {j.group_id for j in snapshot.running}
     default_share = cluster_gpus / max(1, len(groups))
     fair = {g: w.share * share_term(snapshot.usage.get(g, 0.0), snapshot.shares.get(g, default_share)) for g in groups}
+    # Q per tier, read once: IT's tiers over the old classes (which only a snapshot without tiers relies on).
+    qos: dict[str, float] = {**QOS, **{slug: t.weight for slug, t in snapshot.tiers.items()}}
 
     def key(job: Job) -> tuple[float, datetime, str]:
         submitted = job.submitted_at or now
@@ -67,7 +70,7 @@ def ordered(snapshot: Snapshot) -> list[Job]:
         p = (
             w.age * math.log1p(wait)
             + fair[job.group_id]
-            + w.qos * QOS.get(job.priority, 1)
+            + w.qos * qos.get(job.priority, 1)
             - w.size * (gpus / cluster_gpus)
         )
         return (-p, submitted, job.id)

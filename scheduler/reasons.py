@@ -182,7 +182,14 @@ def array_throttle(most: int) -> Reason:
     )
 
 
-def preempted(fabric: str, idle: bool = False) -> Reason:
+def preempted(fabric: str, idle: bool = False, tier: str = "") -> Reason:
+    """`tier`: the tier of the work that took its place (tier preemption); empty: a team's reservation came back."""
+    if tier:
+        return Reason(
+            PREEMPTED,
+            f"Preempted on {fabric}: its team was borrowing capacity and work of the higher tier {tier} needed it; "
+            "it will run again.",
+        )
     if idle:
         return Reason(
             PREEMPTED,

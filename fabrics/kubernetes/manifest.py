@@ -29,6 +29,7 @@ from fabrics.base import Resources
 GPU = "nvidia.com/gpu"
 MIG = re.compile(r"^nvidia\.com/mig-[0-9a-z.]+$")
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$")
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
 DECIMAL = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "m": 10**-3}
@@ -167,9 +168,10 @@ def read(text: str, namespace: str = "") -> Manifest:
 
 def render(
     manifest: Manifest, *, name: str, namespace: str, labels: dict[str, str], pod_template: dict[str, Any],
-    runtime_s: int, env: dict[str, str],
+    runtime_s: int, env: dict[str, str], priority_class: str = "",
 ) -> dict[str, Any]:  # fmt: skip
-    """The Job as created: the user's, renamed and tagged, with what the queue's pod template forces."""
+    """The Job as created: the user's, renamed and tagged, with its priority tier's PriorityClass (`priority_class`,
+    and in Kueue mode its WorkloadPriorityClass) and what the queue's pod template forces, which wins."""
     job = copy.deepcopy(manifest.job)
     meta = job.setdefault("metadata", {})
     user_name = meta.pop("name", None) or meta.pop("generateName", None)
@@ -183,6 +185,8 @@ def render(
     kueue = forced_labels.get(KUEUE_QUEUE_LABEL)
     job_labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != KUEUE_QUEUE_LABEL}
     meta["labels"] = job_labels | labels | ({KUEUE_QUEUE_LABEL: kueue} if kueue else {})
+    if kueue and priority_class and KUEUE_PRIORITY_LABEL not in forced_labels:
+        meta["labels"][KUEUE_PRIORITY_LABEL] = priority_class
     spec = job["spec"]
     spec["suspend"] = bool(kueue)  # Kueue admits it in the cluster; otherwise Gridlane already has
     spec.setdefault("activeDeadlineSeconds", runtime_s)
@@ -192,6 +196,8 @@ def render(
     pod_meta["labels"] = dict(pod_meta.get("labels") or {}) | labels
     pod = template["spec"]
     forced_pod = pod_template.get("spec") or {}
+    if priority_class:
+        pod["priorityClassName"] = priority_class
     for key in ("serviceAccountName", "nodeSelector", "priorityClassName", "runtimeClassName"):
         if key in forced_pod:
             pod[key] = copy.deepcopy(forced_pod[key])

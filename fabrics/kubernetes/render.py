@@ -43,6 +43,7 @@ GROUP_LABEL = "gridlane.io/group"
 QUEUE_LABEL = "gridlane.io/queue"
 KIND_LABEL = "gridlane.io/kind"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # a WorkloadPriorityClass's name
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
 JOB_INDEX = "batch.kubernetes.io/job-completion-index"
 RENDEZVOUS_PORT = 29500
@@ -237,6 +238,11 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     if settings.volcano:
         pod["schedulerName"] = "volcano"
         pod_annotations[VOLCANO_GROUP] = name
+    priority_class = job.tier.kubernetes_priority_class
+    if priority_class:  # the workload's tier, over what the queue's template says
+        pod["priorityClassName"] = priority_class
+        if kueue.get(KUEUE_QUEUE_LABEL):  # Kueue orders its queue by the WorkloadPriorityClass of this name
+            kueue[KUEUE_PRIORITY_LABEL] = priority_class
 
     pod_meta: dict[str, Any] = {"labels": pod_labels}
     if pod_annotations:
@@ -276,6 +282,7 @@ def native_job(job: JobSpec, namespace: str) -> dict[str, Any]:
     return manifest.render(
         read, name=job_name(job.workload_id), namespace=namespace, labels=labels(job),
         pod_template=load_template(job.template), runtime_s=max(1, job.runtime_limit_s), env=env,
+        priority_class=job.tier.kubernetes_priority_class,
     )  # fmt: skip
 
 

@@ -26,6 +26,7 @@ of what was submitted and the submit lock stay in the submit account's home: dis
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -33,7 +34,17 @@ from typing import Any
 from uuid import UUID
 
 from fabrics import templating
-from fabrics.base import Batched, Capacity, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
+from fabrics.base import (
+    Batched,
+    Capacity,
+    FabricConfig,
+    FabricError,
+    JobSpec,
+    JobState,
+    JobStatus,
+    TemplateError,
+    TierHints,
+)
 from fabrics.pbs import directives, native, parse
 from fabrics.pbs.render import FLAVORS, Options, render
 from fabrics.slurm.directives import DirectiveError
@@ -42,6 +53,7 @@ from fabrics.ssh.scripts import PATH, TEMPLATE_NAMES, WORD, split_template
 from fabrics.ssh.settings import SshSettings
 from fabrics.ssh.transport import Result, SshTransport, host_keys
 
+log = logging.getLogger("gridlane.fabrics.pbs")
 RESERVED = re.compile(r"^#PBS\s+-[Noe]\b")
 JOB_ID = re.compile(r"^\d+(\.[A-Za-z0-9.-]+)?$")
 
@@ -206,6 +218,7 @@ class PbsFabric(Batched):
         """qsub of the job's script, written first where the Torque wrappers read it (no script on stdin)."""
         path = self._path(f"{job.workload_id}.pbs")
         account = ["-A", job.account] if job.account else []  # the team's project, charged in PBS's accounting
+        account += tier_options(job.tier)  # before a native script's options: what the target forces wins
         if self._as_person(job):
             return self._person_step(job, account)
         fresh = ["bash", "-c", _FRESH, "fresh", self.options.workdir]
@@ -309,6 +322,21 @@ class PbsFabric(Batched):
         self._queued = {i for i, s in statuses.items() if s.state is JobState.QUEUED}
         return statuses
 
+    def reprioritise(self, external_id: str, tier: TierHints) -> bool:
+        """A queued job's new tier inside PBS too: `qalter -p <priority> <id>`, run as its owner (as qdel is).
+        False when the tier asks nothing of PBS."""
+        options = tier_options(tier)
+        if not options:
+            return False
+        if not JOB_ID.match(external_id):
+            raise FabricError(f"{external_id!r} is no PBS job id", retryable=False)
+        result = self.ssh.run(self._as_owner(external_id, [self._bin("qalter"), *options, external_id]), retry=True)
+        if not result.ok:
+            refused = runas.error(result.stderr)
+            raise refused or FabricError(f"qalter {' '.join(options)} refused: {result.message()}", retryable=False)
+        log.info("PBS job %s on %s: qalter %s", external_id, self.config.name, " ".join(options))
+        return True
+
     def cancel(self, external_id: str) -> None:
         """qdel, then a marker that tells poll the job was cancelled (PBS alone may not say so)."""
         if not JOB_ID.match(external_id):
@@ -395,3 +423,14 @@ def _found(outcome: batch.Outcome) -> str | None:
     """The job id an earlier batch recorded (the last line qsub printed, as it printed it)."""
     values = [value for value in outcome.values if JOB_ID.match(value)]
     return values[-1] if values else None
+
+
+def tier_options(tier: TierHints) -> list[str]:
+    """qsub's (and qalter's) -p for a priority tier: PBS's own priority, -1024 to 1023 (checked when saved, and
+    again here)."""
+    if tier.pbs_priority is None:
+        return []
+    priority = int(tier.pbs_priority)
+    if not -1024 <= priority <= 1023:
+        raise TemplateError(f"PBS priorities go from -1024 to 1023, not {priority}")
+    return ["-p", str(priority)]

@@ -57,6 +57,7 @@ from fabrics.base import (
     JobState,
     JobStatus,
     TemplateError,
+    TierHints,
 )
 from fabrics.slurm import accounting, directives, native, parse, reasons
 from fabrics.slurm.render import GPU_REQUESTS, NAME_PREFIX, TAG_PREFIX, Options, render
@@ -71,6 +72,7 @@ log = logging.getLogger("gridlane.fabrics.slurm")
 RESERVED = re.compile(r"^#SBATCH\s+(--job-name|-J|--comment|--output|-o|--error|-e|--chdir|-D)\b")
 NAMES_PER_QUERY = 1000  # job names per squeue call: about 41 KB, well below the kernel's limit on one argument
 UTC_ENV = ("env", "TZ=UTC", "SLURM_TIME_FORMAT=standard")  # times in UTC, as 2026-11-30T02:26:07
+QOS_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")  # what sacctmgr takes as a QOS name, and nothing a shell reads
 JOB_ID = r"^[0-9]+(;[^[:space:]]+)?$"  # what `sbatch --parsable` prints: 42, or 42;cluster (bash regex)
 
 
@@ -233,6 +235,22 @@ class SlurmFabric(Batched):
             raise FabricError(f"scontrol refused TimeLimit={minutes}: {result.message()}", retryable=False)
         log.info("Slurm job %s on %s: TimeLimit=%s", external_id, self.config.name, minutes)
 
+    def reprioritise(self, external_id: str, tier: TierHints) -> bool:
+        """A pending job's new tier inside Slurm too: `scontrol update JobId=<id> QOS=<qos> Nice=<n>`, run as
+        its owner (as scancel is). False when the tier asks nothing of Slurm."""
+        updates = reprioritise_updates(tier)
+        if not updates:
+            return False
+        if not external_id.isdigit():
+            raise FabricError(f"{external_id!r} is no Slurm job id", retryable=False)
+        argv = self._as_owner(external_id, [self._bin("scontrol"), "update", f"JobId={external_id}", *updates])
+        result = self._run(argv, retry=True)  # the same values twice are the same values
+        if not result.ok:
+            refused = runas.error(result.stderr)
+            raise refused or FabricError(f"scontrol refused {' '.join(updates)}: {result.message()}", retryable=False)
+        log.info("Slurm job %s on %s: %s", external_id, self.config.name, " ".join(updates))
+        return True
+
     def cancel(self, external_id: str) -> None:
         if not external_id.isdigit():
             return  # no job of ours has such an id
@@ -339,11 +357,13 @@ class SlurmFabric(Batched):
     ) -> batch.Step:
         """The keyed step for a workload: sbatch with its script, or (no script) only its look-up.
 
-        A job with `run_as` is submitted as that person (fabrics.ssh.runas), with `account` on the command line
-        (before a native script's options, which win).
+        A job with `run_as` is submitted as that person (fabrics.ssh.runas), with `account` and its priority tier's
+        QOS and nice on the command line (before a native script's options, so a QOS the queue target forces wins;
+        after the script's own #SBATCH lines, which the command line overrides).
         """
         account = [f"--account={job.account}"] if job is not None and job.account else []
-        argv = [self._bin("sbatch"), "--parsable", *account, *options] if script is not None else []
+        tier = tier_options(job.tier) if job is not None else []
+        argv = [self._bin("sbatch"), "--parsable", *account, *tier, *options] if script is not None else []
         if argv and job is not None and self._as_person(job):
             argv = runas.argv(job.run_as, self.min_uid, argv, workdir=self.options.workdir)
         return batch.Step(argv, stdin=script, key=f"{TAG_PREFIX}{wid}", record=posixpath.join(self._ids(), str(wid)))
@@ -465,6 +485,29 @@ class SlurmFabric(Batched):
         if job.template:
             self.check_template(job.template)
         return render(job.template, job, self.options, reveal=True)
+
+
+def tier_options(tier: TierHints) -> list[str]:
+    """sbatch options for a priority tier: its QOS and nice."""
+    return [f"--{word[0].lower()}={word[1]}" for word in _tier_words(tier)]
+
+
+def reprioritise_updates(tier: TierHints) -> list[str]:
+    """scontrol update's words for a tier: QOS=<qos> and Nice=<n>, where it has them."""
+    return [f"{name}={value}" for name, value in _tier_words(tier)]
+
+
+def _tier_words(tier: TierHints) -> list[tuple[str, str]]:
+    """(QOS, qos) and (Nice, n) where the tier has them: IT's values, checked when saved and checked again here,
+    as every word that reaches the login node is."""
+    words = []
+    if tier.slurm_qos:
+        if not QOS_NAME.match(tier.slurm_qos):
+            raise TemplateError(f"{tier.slurm_qos!r} is not a Slurm QOS name")
+        words.append(("QOS", tier.slurm_qos))
+    if tier.slurm_nice is not None:
+        words.append(("Nice", str(int(tier.slurm_nice))))
+    return words
 
 
 def _submitted(outcome: batch.Outcome | None, output: Result) -> str | FabricError:

@@ -10,7 +10,8 @@ from rest_framework import serializers
 
 from portal import access
 from portal.api.errors import flatten
-from portal.workloads.models import Priority, Workload, WorkloadEvent
+from portal.queues.models import DEFAULT_TIER
+from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.services import MAX_BULK, SubmitRequest
 
 
@@ -47,7 +48,9 @@ class WorkloadIn(serializers.Serializer[Any]):
     runtime_limit_minutes = serializers.IntegerField(
         required=False, allow_null=True, min_value=-(2**31), max_value=2**31
     )
-    priority = serializers.CharField(default=Priority.NORMAL, max_length=20)
+    priority = serializers.CharField(
+        default=DEFAULT_TIER, max_length=20, help_text="A priority tier the team may use (IT defines them)."
+    )
     lease_hours = serializers.DecimalField(max_digits=9, decimal_places=3, required=False, allow_null=True)
     group = serializers.SlugField(required=False, allow_null=True)
     array = serializers.CharField(

@@ -28,7 +28,7 @@ from portal.api.serializers import (
     element_counts,
 )
 from portal.workloads import services
-from portal.workloads.models import Priority, Workload
+from portal.workloads.models import Workload
 from portal.workloads.states import State
 from portal.workloads.stats import queue_figures
 
@@ -74,7 +74,9 @@ FILTERS = [
 
 
 class PatchIn(serializers.Serializer[Any]):
-    priority = serializers.ChoiceField(choices=Priority.choices, required=False)
+    priority = serializers.CharField(
+        max_length=20, required=False, help_text="A priority tier the workload's team may use (IT defines them)."
+    )
     lease_hours = serializers.DecimalField(
         max_digits=9, decimal_places=3, required=False,
         help_text="A notebook's or VM's lease, in hours from its start: only ever longer than it is.",
@@ -112,6 +114,8 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
     def list(self, request: Request) -> Response:
         workloads = self.get_queryset()
         params = request.query_params
+        if any("\x00" in params.get(name, "") for name in ("queue", "kind", "group")):
+            workloads = workloads.none()  # no slug holds a NUL (and PostgreSQL refuses one in a query): nothing matches
         if state := params.get("state"):
             if state not in State.values:
                 raise ValidationError({"state": [f"Choose one of: {', '.join(State.values)}."]})

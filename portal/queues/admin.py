@@ -13,7 +13,17 @@ from django.utils import timezone
 from fabrics.registry import KINDS
 from portal import words
 from portal.queues import grants
-from portal.queues.models import Fabric, Profile, Queue, QueueTarget, Quota, QuotaGrant, WorkloadKind, nesting_errors
+from portal.queues.models import (
+    Fabric,
+    PriorityTier,
+    Profile,
+    Queue,
+    QueueTarget,
+    Quota,
+    QuotaGrant,
+    WorkloadKind,
+    nesting_errors,
+)
 
 
 class FabricForm(forms.ModelForm[Fabric]):
@@ -364,3 +374,70 @@ class ProfileAdmin(admin.ModelAdmin[Profile]):
     @admin.display(description="Queues")
     def where(self, profile: Profile) -> str:
         return ", ".join(q.name for q in profile.queues.all()) or "every queue for its kinds"
+
+
+class PriorityTierForm(forms.ModelForm[PriorityTier]):
+    """A tier nobody may use is refused, and its slug stays what submitted work names once it exists."""
+
+    class Meta:
+        model = PriorityTier
+        fields = ["name", "slug", "description", "weight", "may_preempt", "open_to_all", "allowed_groups",
+                  "leads_only", "order", "slurm_qos", "slurm_nice", "pbs_priority",
+                  "kubernetes_priority_class"]  # fmt: skip
+        labels = {"allowed_groups": "Teams that may use it"}
+        help_texts = {"allowed_groups": "Or tick Every team above."}
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not data.get("open_to_all") and not data.get("allowed_groups") and "allowed_groups" not in self.errors:
+            self.add_error(
+                "allowed_groups",
+                "Nobody could use this tier: choose the teams that may, or tick Every team.",
+            )
+        return data
+
+
+@admin.register(PriorityTier)
+class PriorityTierAdmin(admin.ModelAdmin[PriorityTier]):
+    """IT's priority tiers (audited like queues). One still named by work that has not ended is not deleted."""
+
+    form = PriorityTierForm
+    list_display = ["name", "slug", "weight", "may_preempt", "who", "on_fabrics", "order"]
+    list_filter = ["may_preempt", "open_to_all", "leads_only"]
+    filter_horizontal = ["allowed_groups"]
+    prepopulated_fields = {"slug": ["name"]}
+
+    def get_readonly_fields(self, request: HttpRequest, obj: PriorityTier | None = None) -> list[str]:
+        return ["slug"] if obj is not None else []
+
+    def get_prepopulated_fields(self, request: HttpRequest, obj: PriorityTier | None = None) -> dict[str, Any]:
+        return {} if obj is not None else dict(self.prepopulated_fields)
+
+    @admin.display(description="Who may use it")
+    def who(self, tier: PriorityTier) -> str:
+        teams = "every team" if tier.open_to_all else ", ".join(g.slug for g in tier.allowed_groups.all())
+        return f"{teams} (leads only)" if tier.leads_only else teams
+
+    @admin.display(description="On fabrics")
+    def on_fabrics(self, tier: PriorityTier) -> str:
+        said = [
+            f"Slurm QOS {tier.slurm_qos}" if tier.slurm_qos else "",
+            f"Slurm nice {tier.slurm_nice}" if tier.slurm_nice is not None else "",
+            f"PBS priority {tier.pbs_priority}" if tier.pbs_priority is not None else "",
+            f"PriorityClass {tier.kubernetes_priority_class}" if tier.kubernetes_priority_class else "",
+        ]
+        return ", ".join(s for s in said if s) or "-"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PriorityTier]:
+        return super().get_queryset(request).prefetch_related("allowed_groups")
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, Any]:
+        """A tier still named by work that has not ended is protected: the admin refuses to delete it."""
+        deleted, counts, permissions, protected = super().get_deleted_objects(objs, request)
+        protected = list(protected)
+        for tier in objs:
+            n = tier.unfinished_work()
+            if n:
+                protected.append(f"{tier.name}: {n} workload{'s' if n != 1 else ''} at this tier that ha"
+                                 f"{'ve' if n != 1 else 's'} not ended (move them to another tier first)")  # fmt: skip
+        return deleted, counts, permissions, protected

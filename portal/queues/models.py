@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
@@ -535,3 +535,95 @@ class KueueSync(models.Model):
         """What someone else changed, as found before Gridlane put it back."""
         found = self.report.get("differences") or []
         return [d for d in found if d.get("cause") != "changed in Gridlane"]
+
+
+# The tier a submission gets when it names none (one of the three every site starts with).
+DEFAULT_TIER = "normal"
+TIER_SLUG_RE = r"^[a-z0-9][a-z0-9-]{0,19}$"
+SLURM_QOS_RE = r"^[A-Za-z0-9_.-]+$"  # what sacctmgr accepts as a QOS name, and nothing a shell reads
+DNS_SUBDOMAIN_RE = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"  # a Kubernetes (Priority)Class name, DNS-1123
+
+
+class PriorityTier(models.Model):
+    """A priority tier IT defines: its weight in the priority formula, whether its work may preempt borrowed work
+    of lower tiers, who may use it, and what it asks of fabrics that have priorities of their own.
+
+    A workload names its tier by slug (Workload.priority). A higher weight is a higher tier."""
+
+    slug = models.CharField(
+        max_length=20,
+        unique=True,
+        validators=[
+            RegexValidator(
+                TIER_SLUG_RE, "Use 1-20 lowercase letters, digits or '-', starting with one of the first two."
+            )
+        ],
+        help_text="What submissions name (--priority, the API's priority); it cannot change once the tier exists.",
+    )
+    name = models.CharField(max_length=60)
+    description = models.CharField(max_length=200, blank=True)
+    weight = models.FloatField(
+        validators=[MinValueValidator(-100), MaxValueValidator(100)],
+        help_text="Q in the priority formula (low 0, normal 1, high 2 to begin with); higher weighs more.",
+    )
+    may_preempt = models.BooleanField(
+        "May preempt borrowed work",
+        default=False,
+        help_text="Its work, when owed nothing, may preempt work of lower tiers that other teams run on borrowed "
+        "capacity in preemptible queues (never below their reservation).",
+    )
+    open_to_all = models.BooleanField("Every team", default=False, help_text="Every team may use it.")
+    allowed_groups = models.ManyToManyField(
+        ResourceGroup, blank=True, related_name="priority_tiers", verbose_name="teams"
+    )
+    leads_only = models.BooleanField(
+        "Team leads only",
+        default=False,
+        help_text="Only a team's leads (and IT) may submit at it or move work into it.",
+    )
+    order = models.PositiveSmallIntegerField(default=0, help_text="Where it comes in the choices; lower first.")
+    slurm_qos = models.CharField(
+        "Slurm QOS",
+        max_length=64,
+        blank=True,
+        validators=[RegexValidator(SLURM_QOS_RE, "A Slurm QOS name: letters, digits, '_', '.' or '-'.")],
+        help_text="sbatch --qos for its work on Slurm fabrics; empty: the queue's or the account's.",
+    )
+    slurm_nice = models.IntegerField(
+        "Slurm nice",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(-10000), MaxValueValidator(10000)],
+        help_text="sbatch --nice (a positive value lowers the job's priority in Slurm; only Slurm operators may "
+        "submit with a negative one).",
+    )
+    pbs_priority = models.IntegerField(
+        "PBS priority",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(-1024), MaxValueValidator(1023)],
+        help_text="qsub -p for its work on PBS fabrics.",
+    )
+    kubernetes_priority_class = models.CharField(
+        "Kubernetes PriorityClass",
+        max_length=253,
+        blank=True,
+        validators=[
+            RegexValidator(DNS_SUBDOMAIN_RE, "A Kubernetes object name: lowercase letters, digits, '-' and '.'.")
+        ],
+        help_text="priorityClassName of its pods (and, in Kueue mode, its WorkloadPriorityClass).",
+    )
+
+    class Meta:
+        ordering = ["order", "weight", "slug"]
+        verbose_name = "priority tier"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def unfinished_work(self) -> int:
+        """How many workloads that have not ended are at this tier (which keeps it from being deleted)."""
+        from portal.workloads.models import Workload
+        from portal.workloads.states import FINISHED
+
+        return Workload.objects.filter(priority=self.slug).exclude(state__in=FINISHED).count()

@@ -15,8 +15,9 @@ from collections import defaultdict
 from django.db import transaction
 from django.db.models import Case, Q, Value, When
 
-from fabrics.base import Fabric, FabricError, JobSpec, place_many
+from fabrics.base import Fabric, FabricError, JobSpec, TierHints, place_many
 from portal.accounts import posix
+from portal.queues import tiers
 from portal.queues.models import Fabric as FabricRow
 from portal.usage import samples as usage_samples
 from portal.worker.connections import fabric_for
@@ -27,7 +28,8 @@ from portal.workloads.states import State
 log = logging.getLogger("gridlane.worker")
 
 
-def job_spec(w: Workload) -> JobSpec:
+def job_spec(w: Workload, tier: TierHints | None = None) -> JobSpec:
+    """`tier`: what its priority tier asks of fabrics, when the caller has read the tiers already (else one query)."""
     who = posix.run_as(w.owner_id, w.group_id, w.fabric_id) if w.fabric_id is not None else posix.RunAs()
     return JobSpec(
         workload_id=w.run_id,
@@ -50,6 +52,7 @@ def job_spec(w: Workload) -> JobSpec:
         array=str(w.array_index) if w.array_index is not None else "",
         run_as=who.user,
         account=who.account,
+        tier=tier if tier is not None else tiers.hints_of([w.priority]).get(w.priority, TierHints()),
     )
 
 
@@ -78,19 +81,23 @@ def dispatch_all() -> int:
 def dispatch(row: FabricRow, workloads: list[Workload]) -> int:
     """Dispatch these workloads to one fabric; returns how many now have a job there."""
     fabric = fabric_for(row)
+    hints = tiers.hints_of({w.priority for w in workloads})  # what their priority tiers ask of the fabric
     # 1. Record intent. Those moved from admitted just now were never sent anywhere: nothing to look up.
     admitted = {w.pk for w in workloads if w.state == State.ADMITTED}
-    ready = {w.run_id: w for w in _record_intents(row, fabric, workloads)}
+    ready = {w.run_id: w for w in _record_intents(row, fabric, workloads, hints)}
     if not ready:
         return 0
     fresh = {run_id for run_id, w in ready.items() if w.pk in admitted}
     # 2. Find jobs a previous attempt already submitted, 3. and submit the rest: in one round trip where
     # the fabric can (Slurm, PBS: one script under the login node's submit lock), else in two.
-    placed = place_many(fabric, [job_spec(w) for w in ready.values()], fresh=fresh)
+    specs = [job_spec(w, hints.get(w.priority, TierHints())) for w in ready.values()]
+    placed = place_many(fabric, specs, fresh=fresh)
     return _record_outcomes(row, {ready[run_id]: outcome for run_id, outcome in placed.items()})
 
 
-def _record_intents(row: FabricRow, fabric: Fabric, workloads: list[Workload]) -> list[Workload]:
+def _record_intents(
+    row: FabricRow, fabric: Fabric, workloads: list[Workload], hints: dict[str, TierHints]
+) -> list[Workload]:
     """admitted -> dispatching with each one's rendered script, all in one transaction (a few statements for a
     whole batch); returns those that are ours to dispatch, with those whose intent a previous attempt recorded."""
     ours: list[Workload] = []
@@ -106,7 +113,7 @@ def _record_intents(row: FabricRow, fabric: Fabric, workloads: list[Workload]) -
             ours.append(w)  # dispatching already: a previous attempt recorded the intent
             continue
         try:
-            rendered[w] = fabric.render(job_spec(w))
+            rendered[w] = fabric.render(job_spec(w, hints.get(w.priority, TierHints())))
         except Exception as error:  # a template IT saved that cannot render this job
             services.transition(w, State.DISPATCHING, reason="dispatching")
             services.transition(w, State.FAILED, reason=f"could not render the job for {row.name}: {error}")

@@ -14,7 +14,7 @@ from django.db.models.functions import RowNumber
 
 from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup, ServiceIdentity
-from portal.queues.models import Fabric, Queue, Quota, QuotaGrant
+from portal.queues.models import Fabric, PriorityTier, Queue, Quota, QuotaGrant
 from portal.worker.capacity import planned
 from portal.worker.models import GroupUsage
 from portal.workloads.models import Workload
@@ -72,7 +72,7 @@ def job_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]] | None = N
 
 
 def pending_candidates() -> list[tuple[Any, ...]]:
-    """The pending work a cycle considers: in each team's queue and priority class, the oldest
+    """The pending work a cycle considers: in each team's queue and priority tier, the oldest
     GRIDLANE_CANDIDATES_PER_QUEUE. Within one of those, fair share orders mostly by age (size moves it a
     little), so the rest wait their turn in the slice; their reason and estimate are refreshed when they
     come into it."""
@@ -126,6 +126,7 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
         member_limits=tree.member_limits,
         parents=tree.parents,
         weights=weights(),
+        tiers=tier_states(),
     )
     return snapshot, by_id
 
@@ -233,6 +234,14 @@ def _raised(limit: Resources, extra: int) -> Resources:
     if limit.gpus_milli >= model.UNLIMITED:
         return limit
     return replace(limit, gpus_milli=limit.gpus_milli + extra)
+
+
+def tier_states() -> dict[str, model.TierState]:
+    """IT's priority tiers as the scheduler sees them (one query): a higher weight is a higher rank, and tiers of
+    equal weight share one (neither preempts the other)."""
+    rows = list(PriorityTier.objects.values_list("slug", "weight", "may_preempt"))
+    ranks = {w: i for i, w in enumerate(sorted({w for _, w, _ in rows}))}
+    return {slug: model.TierState(weight, may_preempt, ranks[weight]) for slug, weight, may_preempt in rows}
 
 
 def shares(

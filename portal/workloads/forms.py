@@ -6,12 +6,12 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 from django import forms
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q
 
 from portal import access, words
-from portal.queues.models import Profile, QueueTarget
+from portal.queues.models import DEFAULT_TIER, PriorityTier, Profile, QueueTarget
 from portal.workloads.guide import QueueGuide, queue_guide
-from portal.workloads.models import Priority, Workload
+from portal.workloads.models import Workload
 from portal.workloads.services import SubmitRequest
 
 CUSTOM = "custom"  # the profile choice that means "the numbers below"
@@ -76,7 +76,21 @@ class SubmitForm(forms.Form):
         group_field.choices = [("", "My team"), *groups]
         if len(groups) <= 1:
             self.fields["group"].widget = forms.HiddenInput()
+        if "priority" in self.fields:
+            self._offer_tiers(user, mine, it)
         self.profiles = self._offer_profiles() if self.profile_fields else {}
+
+    def _offer_tiers(self, user: Any, teams: set[int], it: bool) -> None:
+        """The priority tiers any of the user's teams may use (IT: every tier), in IT's order (one query); which
+        of them the chosen team may use is the services' check."""
+        found = (
+            PriorityTier.objects.all()
+            if it
+            else PriorityTier.objects.filter(Q(open_to_all=True) | Q(allowed_groups__in=teams)).distinct()
+        )
+        field = self.fields["priority"]
+        assert isinstance(field, forms.ChoiceField)  # noqa: S101 (declared by the subclass)
+        field.choices = [(t.slug, f"{t.name} (team leads)" if t.leads_only else t.name) for t in found]
 
     def _offer_profiles(self) -> dict[str, Profile]:
         """IT's profiles for this form's kinds and queues, as the first field (one query, two when some exist);
@@ -189,7 +203,7 @@ class TrainingForm(SubmitForm):
     memory_gb = forms.DecimalField(label="Memory per node (GB)", decimal_places=3, initial=Decimal(16))
     nodes = forms.IntegerField(initial=1, help_text="More than one runs all nodes together or not at all.")
     runtime_limit_minutes = forms.IntegerField(label="Runtime limit (minutes)", initial=60)
-    priority = forms.ChoiceField(choices=Priority.choices, initial=Priority.NORMAL)
+    priority = forms.ChoiceField(initial=DEFAULT_TIER, label="Priority tier")
     group = forms.ChoiceField(label="Team", required=False)
 
     @classmethod
@@ -269,7 +283,7 @@ class BatchScriptForm(SubmitForm):
         data["script"] = pasted if pasted.strip() else uploaded
         return data
 
-    priority = forms.ChoiceField(choices=Priority.choices, initial=Priority.NORMAL)
+    priority = forms.ChoiceField(initial=DEFAULT_TIER, label="Priority tier")
     group = forms.ChoiceField(label="Team", required=False)
 
     def to_request(self) -> SubmitRequest:

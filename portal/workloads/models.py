@@ -11,17 +11,11 @@ from django.utils import timezone
 
 from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup
-from portal.queues.models import Fabric, Queue, QueueTarget, WorkloadKind, in_gb, in_gpus
+from portal.queues.models import DEFAULT_TIER, Fabric, Queue, QueueTarget, WorkloadKind, in_gb, in_gpus
 from portal.workloads.states import FINISHED, State
 
 # Fabrics hand back the last 16 KiB of output (fabrics.base.Fabric.tail): a tail about that long was cut.
 LOG_TAIL_CUT_BYTES = 16_000
-
-
-class Priority(models.TextChoices):
-    LOW = "low"
-    NORMAL = "normal"
-    HIGH = "high"
 
 
 def run_id_of(pk: uuid.UUID, attempt: int) -> uuid.UUID:
@@ -58,7 +52,8 @@ class Workload(models.Model):
     memory_mib = models.PositiveBigIntegerField(default=1024)
     nodes = models.PositiveIntegerField(default=1)
     runtime_limit_s = models.PositiveIntegerField()
-    priority = models.CharField(max_length=10, choices=Priority.choices, default=Priority.NORMAL)
+    # A priority tier's slug (queues.PriorityTier): IT defines the tiers, so the values are not choices here.
+    priority = models.CharField(max_length=20, default=DEFAULT_TIER)
     lease_s = models.PositiveIntegerField(null=True, blank=True, help_text="Notebooks and VMs: the lease length.")
     lease_ends_at = models.DateTimeField(null=True, blank=True)
     # Notebooks: when an idle one is stopped, once it has been warned; cleared when it is used again.

@@ -27,10 +27,11 @@ from fabrics import native as fabric_native
 from fabrics.registry import connect, fabric_class
 from portal import access, sql, words
 from portal.accounts import audit, posix
-from portal.queues.models import Fabric, Queue, QueueTarget, WorkloadKind
+from portal.queues import tiers
+from portal.queues.models import DEFAULT_TIER, Fabric, Queue, QueueTarget, WorkloadKind
 from portal.worker import wake
 from portal.workloads import limits, native
-from portal.workloads.models import Priority, Workload, WorkloadEvent
+from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import FINISHED, State, can_move
 from portal.workloads.templatetags.durations import duration
 
@@ -81,7 +82,7 @@ class SubmitRequest:
     memory_gb: Decimal = Decimal(4)
     nodes: int = 1
     runtime_limit_minutes: int | None = None
-    priority: str = Priority.NORMAL
+    priority: str = DEFAULT_TIER
     lease_hours: Decimal | None = None
     group: str | None = None
     resources_given: tuple[str, ...] = ()  # the resources the caller named (beside a script they must agree)
@@ -138,9 +139,11 @@ def submit_context(user: Any, slug: str) -> SubmitContext:
     for target in targets:
         target.queue = queue
     sql.prefetched(queue, "targets", targets)
-    # Each team's caps on the queue's fabrics come in the same statement (limits.cap_columns).
+    # Each team's caps on the queue's fabrics, and the priority tiers it may use, come in the same statement.
     fabric_ids = [t.fabric_id for t in targets]
-    groups, leads = access.submit_entitlement(user, queue, lambda ref: limits.cap_columns(fabric_ids, ref))
+    groups, leads = access.submit_entitlement(
+        user, queue, lambda ref: limits.cap_columns(fabric_ids, ref) | tiers.columns(ref)
+    )
     if not groups and not access.is_it(user):
         raise QueueForbidden(f"You may not use the queue {queue.name}.")
     return SubmitContext(queue, groups, leads)
@@ -237,10 +240,11 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
             or f"The queue {queue.name} allows runtimes of 1 minute to {duration(queue.max_runtime_minutes * 60)}.",
         )
 
-    if req.priority not in Priority.values:
-        err("priority", f"Choose one of: {', '.join(Priority.values)}.")
-    elif group is not None and not access.may_set_priority(user, group, req.priority, ctx.leads):
-        err("priority", "Only a team lead or IT may submit at high priority.")
+    if group is not None:  # the tiers its team may use came with the team (tiers.columns)
+        may_lead = group.pk in ctx.leads or access.is_it(user)
+        refused = tiers.check(req.priority, tiers.of_team(group), group.slug, may_lead)
+        if refused:
+            err("priority", refused)
 
     lease_s = None
     if req.lease_hours is not None:
@@ -737,28 +741,51 @@ def audit_target(workload: Workload) -> str:
 
 
 def check_reprioritize(user: Any, workload: Workload, priority: str) -> None:
-    """Raises SubmitRejected for a bad or late change, PermissionDenied when the user may not make it."""
-    if priority not in Priority.values:
-        raise SubmitRejected({"priority": [f"Choose one of: {', '.join(Priority.values)}."]})
-    if not access.may_reprioritize(user, workload, priority):
+    """Raises SubmitRejected for a bad or late change (a tier the team may not use), PermissionDenied when the
+    user may not make it."""
+    # Only leads and IT may make the change at all, so a tier for leads only is no obstacle here.
+    refused = tiers.check(priority, tiers.for_team(workload.group_id), workload.group.slug, may_lead=True)
+    if refused:
+        raise SubmitRejected({"priority": [refused]})
+    if not access.may_reprioritize(user, workload):
         raise PermissionDenied("Only the team's leads or IT may change a workload's priority.")
     if workload.state in FINISHED:
         raise SubmitRejected({"priority": [f"The workload has already {workload.state}."]})
 
 
 def do_reprioritize(user: Any, workload: Workload, priority: str) -> Workload:
-    """Set the priority of unfinished work; the next cycle orders the queue by it."""
+    """Set the priority tier of unfinished work; the next cycle orders the queue by it. Work a fabric holds but
+    has not started (dispatching) is reordered inside the fabric too, where the fabric has priorities of its
+    own (Slurm, PBS); a fabric that refuses keeps its own order, and the audit record says so."""
     old = workload.priority
     if old == priority:
         return workload
     with transaction.atomic():
         changed = Workload.objects.filter(pk=workload.pk).exclude(state__in=FINISHED).update(priority=priority)
-        if changed:
-            audit.record("workload.reprioritized", audit_target(workload), actor=user, team=workload.group.slug,
-                         before=old, after=priority)  # fmt: skip
-            kick_worker()
     workload.refresh_from_db()
+    if changed:
+        fabric = _reorder_in_fabric(workload, old, priority)
+        audit.record("workload.reprioritized", audit_target(workload), actor=user, team=workload.group.slug,
+                     before=old, after=priority, **({"fabric": fabric} if fabric else {}))  # fmt: skip
+        kick_worker()
     return workload
+
+
+def _reorder_in_fabric(workload: Workload, old: str, new: str) -> str:
+    """Tell the fabric of a queued job (dispatched, not started) its new tier; what came of it in words, or ""
+    when there was nothing to tell."""
+    if workload.state != State.DISPATCHING or not workload.external_id or workload.fabric is None:
+        return ""
+    found = tiers.hints_of([old, new])
+    hints = tiers.moving(found.get(old, fabric_base.TierHints()), found.get(new, fabric_base.TierHints()))
+    name = workload.fabric.name
+    try:
+        told = fabric_base.reprioritise(connect(workload.fabric.to_config()), workload.external_id, hints)
+    except fabric_base.FabricError as error:
+        log.warning("workload %s: %s kept its own priority for job %s: %s", workload.pk, name, workload.external_id,
+                    error)  # fmt: skip
+        return f"{name} kept its own order: {error}"
+    return f"reordered on {name} too" if told else ""
 
 
 # --- Leases -------------------------------------------------------------------------------------------

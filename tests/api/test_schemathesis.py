@@ -54,3 +54,12 @@ def test_a_huge_page_size_is_capped_not_a_database_error(api_as, alice, submit):
     response = api_as(alice).get("/api/v1/workloads/", {"limit": "99999999999999999999"})
     assert response.status_code == 200
     assert len(response.json()["results"]) == 1
+
+
+def test_a_nul_in_a_list_filter_matches_nothing_rather_than_failing(api_as, alice, submit):
+    """Found by the exploration above: ?group=%00 reached PostgreSQL, which refuses NUL in text."""
+    submit(alice)
+    for name in ("group", "queue", "kind"):
+        response = api_as(alice).get("/api/v1/workloads/", {name: "\x00"})
+        assert response.status_code == 200
+        assert response.json()["results"] == []

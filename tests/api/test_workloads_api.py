@@ -294,7 +294,7 @@ def test_patch_makes_a_lease_longer_as_the_contract_says(api_as, alice, submit):
         ({"lease_hours": 0.5}, "lease_hours", "can only be made longer"),
         ({"lease_hours": 48}, "lease_hours", "allows leases of at most"),
         ({}, "detail", "Send priority, lease_hours or both."),
-        ({"priority": "urgent"}, "priority", "not a valid choice"),
+        ({"priority": "urgent"}, "priority", "Choose a priority tier team vision may use: low, normal, high."),
     ],
 )
 def test_a_bad_patch_answers_400_and_changes_nothing(api_as, alice, submit, body, field, words):

@@ -156,3 +156,18 @@ def test_a_file_that_is_no_batch_script_goes_as_a_kubernetes_manifest(gridlane, 
     assert answer.returncode == 1
     assert "manifest" in answer.stderr
     assert "runs no Kubernetes Jobs" in answer.stderr
+
+
+def test_a_priority_tier_the_team_may_not_use_is_refused_naming_those_it_may(gridlane):
+    from portal.accounts.models import ResourceGroup
+    from portal.queues.models import PriorityTier
+
+    gold = PriorityTier.objects.create(slug="gold", name="Gold", weight=5)
+    gold.allowed_groups.add(ResourceGroup.objects.get(slug="fraud"))
+    answer = gridlane("submit", "--queue", "train", "--priority", "gold", "--", "true")
+    assert answer.returncode == 1
+    assert "priority: Choose a priority tier team vision may use: low, normal." in answer.stderr
+    gold.allowed_groups.add(ResourceGroup.objects.get(slug="vision"))
+    answer = gridlane("submit", "--queue", "train", "--priority", "gold", "--", "true")
+    assert answer.returncode == 0, answer.stderr
+    assert Workload.objects.get(pk=answer.stdout.strip()).priority == "gold"

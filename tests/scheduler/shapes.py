@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from fabrics.base import Resources
 from scheduler import FabricState, Job, QueueState, Quota, Snapshot
-from scheduler.model import UNLIMITED
+from scheduler.model import UNLIMITED, TierState
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 VISION, FRAUD, NLP = 1, 2, 3
@@ -117,3 +117,16 @@ def snapshot(
         quotas={(q.group_id, q.fabric_id): q for q in quotas},
         **extra,  # type: ignore[arg-type]
     )
+
+
+def tiers(**extra: TierState) -> dict[str, TierState]:
+    """The three tiers every site starts with (as their migration makes them), and any IT adds."""
+    return {
+        "low": TierState(0, rank=0),
+        "normal": TierState(1, rank=1),
+        "high": TierState(2, rank=2),
+        **extra,
+    }
+
+
+URGENT = TierState(4, may_preempt=True, rank=3)  # IT's tier above high, allowed to preempt borrowed work

@@ -11,6 +11,7 @@ import pytest
 
 from scheduler import Job, decide
 from scheduler import reasons as r
+from scheduler.model import TierState
 from tests.scheduler.shapes import (
     BOTH,
     FRAUD,
@@ -19,6 +20,7 @@ from tests.scheduler.shapes import (
     POOL,
     SCAVENGE,
     SPARE,
+    URGENT,
     VISION,
     fabric,
     gpu_jobs,
@@ -26,6 +28,7 @@ from tests.scheduler.shapes import (
     reserve,
     running_on,
     snapshot,
+    tiers,
 )
 
 
@@ -414,6 +417,122 @@ CASES = [
         pending=gpu_jobs(VISION, 5),
         want_admitted={f"vision-{i}" for i in range(4)},
         want_reasons={"vision-4": r.NO_CAPACITY},
+    ),
+    # -- Priority tiers IT defines ---------------------------------------------------------------------------
+    Case(
+        "one GPU free: a newer job of a heavier tier IT defined runs before an older normal one",
+        fabrics=[fabric(POOL, 1)],
+        pending=gpu_jobs(VISION, 1, age_s=600) + gpu_jobs(FRAUD, 1, priority="gold"),
+        extra={"tiers": tiers(gold=TierState(5, rank=3))},
+        want_admitted={"fraud-0"},
+        want_reasons={"vision-0": r.NO_CAPACITY},
+    ),
+    Case(
+        "one GPU free: a tier IT weighs below low lets even low work go first",
+        fabrics=[fabric(POOL, 1)],
+        pending=gpu_jobs(VISION, 1, priority="spare", age_s=600) + gpu_jobs(FRAUD, 1, priority="low"),
+        extra={"tiers": tiers(spare=TierState(-2, rank=-1))},
+        want_admitted={"fraud-0"},
+    ),
+    Case(
+        "IT reweighs high to below normal: the high job now waits behind the normal one",
+        fabrics=[fabric(POOL, 1)],
+        pending=gpu_jobs(VISION, 1, priority="high") + gpu_jobs(FRAUD, 1),
+        extra={"tiers": tiers(high=TierState(0.5, rank=2))},
+        want_admitted={"fraud-0"},
+    ),
+    Case(
+        "a tier that may preempt takes borrowed capacity from a lower tier, newest first",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(POOL, gpu_jobs(VISION, 4, queue=SCAVENGE, priority="low"), started_s_ago=100),
+        pending=gpu_jobs(FRAUD, 1, 2, priority="urgent"),
+        extra={"tiers": tiers(urgent=URGENT)},
+        want_admitted={"fraud-0"},
+        want_preempted=["vision-3", "vision-2"],
+    ),
+    Case(
+        "a tier without the right to preempt waits for capacity, however heavy",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(POOL, gpu_jobs(VISION, 4, queue=SCAVENGE, priority="low"), started_s_ago=100),
+        pending=gpu_jobs(FRAUD, 1, 2, priority="heavy"),
+        extra={"tiers": tiers(heavy=TierState(9, rank=3))},
+        want_admitted=set(),
+        want_reasons={"fraud-0": r.NO_CAPACITY},
+    ),
+    Case(
+        "tier preemption takes the lowest tier first, then the newest",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(
+            POOL,
+            gpu_jobs(VISION, 2, queue=SCAVENGE, priority="low", name="low")
+            + gpu_jobs(VISION, 2, queue=SCAVENGE, name="normal"),
+            started_s_ago=100,
+        ),
+        pending=gpu_jobs(FRAUD, 1, 1, priority="urgent"),
+        extra={"tiers": tiers(urgent=URGENT)},
+        want_admitted={"fraud-0"},
+        want_preempted=["low-1"],
+    ),
+    Case(
+        "tier preemption never takes work of the same tier or a higher one",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(
+            POOL,
+            gpu_jobs(VISION, 2, queue=SCAVENGE, priority="urgent", name="same")
+            + gpu_jobs(VISION, 2, queue=SCAVENGE, priority="top", name="top"),
+        ),
+        pending=gpu_jobs(FRAUD, 1, 1, priority="urgent"),
+        extra={"tiers": tiers(urgent=URGENT, top=TierState(6, True, rank=4))},
+        want_admitted=set(),
+        want_reasons={"fraud-0": r.NO_CAPACITY},
+    ),
+    Case(
+        "tier preemption never takes a team below its own reservation",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(POOL, gpu_jobs(VISION, 4, queue=SCAVENGE, priority="low")),
+        pending=gpu_jobs(FRAUD, 1, 1, priority="urgent"),
+        quotas=[reserve(VISION, POOL, 4)],
+        extra={"tiers": tiers(urgent=URGENT)},
+        want_admitted=set(),
+        want_reasons={"fraud-0": r.NO_CAPACITY},
+    ),
+    Case(
+        "tier preemption takes only what a team borrows: of 4 low GPUs with 3 reserved, one may go, not two",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(POOL, gpu_jobs(VISION, 4, queue=SCAVENGE, priority="low")),
+        pending=gpu_jobs(FRAUD, 1, 1, priority="urgent", name="one") + gpu_jobs(FRAUD, 1, 2, priority="urgent"),
+        quotas=[reserve(VISION, POOL, 3)],
+        extra={"tiers": tiers(urgent=URGENT)},
+        want_admitted={"one-0"},
+        want_preempted=["vision-3"],
+    ),
+    Case(
+        "tier preemption never takes work in a queue that does not allow preemption",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(POOL, gpu_jobs(VISION, 4, priority="low")),
+        pending=gpu_jobs(FRAUD, 1, 1, priority="urgent"),
+        extra={"tiers": tiers(urgent=URGENT)},
+        want_admitted=set(),
+        want_reasons={"fraud-0": r.NO_CAPACITY},
+    ),
+    Case(
+        "tier preemption does not take a team's idle work within its reservation: that is for teams owed theirs",
+        fabrics=[fabric(POOL, 4)],
+        running=idle(running_on(POOL, gpu_jobs(VISION, 4, priority="low", name="idle"))),
+        pending=gpu_jobs(FRAUD, 1, 1, priority="urgent"),
+        quotas=[reserve(VISION, POOL, 4)],
+        extra={"queues": queues(idle_preemptible_train=True), "tiers": tiers(urgent=URGENT)},
+        want_admitted=set(),
+        want_reasons={"fraud-0": r.NO_CAPACITY},
+    ),
+    Case(
+        "tier preemption leaves alone capacity another team waits for ahead of it in line",
+        fabrics=[fabric(POOL, 4)],
+        running=running_on(POOL, gpu_jobs(VISION, 4, queue=SCAVENGE, priority="low"), started_s_ago=100),
+        pending=gpu_jobs(NLP, 1, 4, priority="top", name="ahead") + gpu_jobs(FRAUD, 1, 2, priority="urgent"),
+        extra={"tiers": tiers(urgent=URGENT, top=TierState(6, rank=4))},
+        want_admitted=set(),
+        want_reasons={"ahead-0": r.NO_CAPACITY, "fraud-0": r.NO_CAPACITY},
     ),
 ]
 

@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 from fabrics.base import Resources
 from scheduler import FabricState, Job, QueueState, Quota, Snapshot, decide
 from scheduler.ledger import need_on
-from scheduler.model import UNLIMITED
+from scheduler.model import UNLIMITED, TierState
 from scheduler.reasons import BEHIND_HIGHER_PRIORITY, NO_CAPACITY
 from tests.scheduler.shapes import NOW
 
 GROUPS = (1, 2, 3)
+TIER_NAMES = ("low", "normal", "high", "urgent")
 DEPARTMENT = 10  # groups 1 and 2, where a test asks for departments
 OWNERS = (101, 102, 103)
 # GRIDLANE_HYPOTHESIS_EXAMPLES=2000 for a deeper search than the suite's default.
@@ -30,7 +31,13 @@ SETTINGS = settings(
 
 @st.composite
 def snapshots(
-    draw, *, reservations: bool = True, preemptible: bool | None = None, caps: bool = False, departments: bool = False
+    draw,
+    *,
+    reservations: bool = True,
+    preemptible: bool | None = None,
+    caps: bool = False,
+    departments: bool = False,
+    tiered: bool = False,
 ) -> Snapshot:
     n_fabrics = draw(st.integers(1, 2))
     fabrics = {
@@ -74,6 +81,17 @@ def snapshots(
             )
     parents = {1: DEPARTMENT, 2: DEPARTMENT} if departments else {}
 
+    # IT's tiers: the three old ones reweighed, and one more that may (or may not) preempt; ranks by weight.
+    tiers: dict[str, TierState] = {}
+    if tiered:
+        weights = {name: draw(st.integers(-2, 6)) for name in TIER_NAMES}
+        ranked = sorted(set(weights.values()))
+        tiers = {
+            name: TierState(w, may_preempt=name == "urgent" and draw(st.booleans()), rank=ranked.index(w))
+            for name, w in weights.items()
+        }
+    priorities = TIER_NAMES if tiered else TIER_NAMES[:3]
+
     def job(i: int, running_on: int | None) -> Job:
         nodes = draw(st.sampled_from([1, 1, 1, 2]))
         gpus = draw(st.sampled_from([250, 500, 1000, 1000, 2000, 4000]))
@@ -83,7 +101,7 @@ def snapshots(
             1 if running_on else draw(st.sampled_from([1, 2])),
             Resources(gpus, 1000, 1024),
             nodes=nodes,
-            priority=draw(st.sampled_from(["low", "normal", "high"])),
+            priority=draw(st.sampled_from(priorities)),
             submitted_at=NOW - timedelta(seconds=draw(st.integers(0, 10_000))),
             runtime_limit_s=draw(st.sampled_from([300, 3600, 7200])),
             fabric_id=running_on,
@@ -109,11 +127,19 @@ def snapshots(
     if departments:
         return Snapshot(NOW, fabrics, queues, tuple(pending), tuple(running), quotas, parents=parents)
     if not caps:
-        return Snapshot(NOW, fabrics, queues, tuple(pending), tuple(running), quotas)
+        return Snapshot(NOW, fabrics, queues, tuple(pending), tuple(running), quotas, tiers=tiers)
     member_limits = {g: draw(st.integers(1, 8)) * 500 for g in GROUPS if draw(st.booleans())}
     agents = frozenset(o for o in OWNERS if draw(st.booleans()))
     return Snapshot(
-        NOW, fabrics, queues, tuple(pending), tuple(running), quotas, member_limits=member_limits, agents=agents
+        NOW,
+        fabrics,
+        queues,
+        tuple(pending),
+        tuple(running),
+        quotas,
+        member_limits=member_limits,
+        agents=agents,
+        tiers=tiers,
     )
 
 
@@ -273,3 +299,53 @@ def reservations_honoured(s: Snapshot) -> None:
         need = need_on(job, s.fabrics[fid].gpu_sharing)[0]
         if need <= reserved - used.get((job.group_id, fid), 0) and need_on(job, True)[1:] <= (64_000, 512 * 1024):
             assert job.id in admitted, (s, decide(s))
+
+
+# --- Priority tiers IT defines ----------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(snapshots(tiered=True, caps=True))
+def test_with_tiers_never_above_capacity_or_a_limit(s: Snapshot) -> None:
+    used, group = usage_after(s)
+    for fid, fabric in s.fabrics.items():
+        assert used[fid] <= fabric.capacity.gpus_milli
+    for (g, fid), held in group.items():
+        assert held <= s.quotas[g, fid].limit.gpus_milli
+
+
+@SETTINGS
+@given(snapshots(tiered=True, preemptible=True))
+def test_with_tiers_a_reservation_is_still_honoured_within_one_cycle(s: Snapshot) -> None:
+    test_a_reservation_is_honoured_within_one_cycle_when_preemption_is_allowed.hypothesis.inner_test(s)  # type: ignore[attr-defined]
+
+
+@SETTINGS
+@given(st.one_of(snapshots(tiered=True, preemptible=True, reservations=False), snapshots(tiered=True)))
+def test_tier_preemption_takes_only_borrowed_work_of_lower_tiers(s: Snapshot) -> None:
+    """Work stopped for a tier is of a lower tier than work admitted on its fabric in the same cycle, in a
+    preemptible queue, of a team that holds more than its reservation there (this cycle's admissions counted)."""
+    d = decide(s)
+    by_id = {j.id: j for j in (*s.pending, *s.running)}
+    admitted = [(by_id[a.job_id], a.fabric_id) for a in d.admit]
+    for p in d.preempt:
+        if "tier" not in p.reason.message:
+            continue
+        victim = by_id[p.job_id]
+        fid = victim.fabric_id or 0
+        assert s.queues[victim.queue_id].preemptible
+        takers = [j for j, f in admitted if f == fid and s.tiers[j.priority].may_preempt]
+        assert any(s.tiers[j.priority].rank > s.tiers[victim.priority].rank for j in takers)
+        # what the team holds there: its running work and what this cycle admitted for it (which may borrow)
+        theirs = [j for j in s.running if j.group_id == victim.group_id and j.fabric_id == fid]
+        theirs += [j for j, f in admitted if j.group_id == victim.group_id and f == fid]
+        held = sum(need_on(j, s.fabrics[fid].gpu_sharing)[0] for j in theirs)
+        assert held > s.quotas[victim.group_id, fid].reservation.gpus_milli
+
+
+@SETTINGS
+@given(snapshots(tiered=True), st.randoms(use_true_random=False))
+def test_with_tiers_decide_is_deterministic_whatever_the_input_order(s: Snapshot, rnd: random.Random) -> None:
+    shuffled = list(s.pending)
+    rnd.shuffle(shuffled)
+    assert decide(s) == decide(s) == decide(replace(s, pending=tuple(shuffled)))

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from portal.accounts.models import ClaimMapping, Membership, ResourceGroup
+from portal.queues import tiers
 from portal.queues.models import Fabric, Queue, QueueTarget, Quota
 
 DEMO_PASSWORD = "gridlane-demo"  # noqa: S105 (the demo's published password)
@@ -49,6 +50,7 @@ class Command(BaseCommand):
             ClaimMapping.objects.get_or_create(claim_value=claim, group=group, defaults={"role": role})
         ClaimMapping.objects.get_or_create(claim_value="it-admins", group=None, defaults={"makes_it_staff": True})
 
+        tiers.ensure_starting_tiers()
         local, _ = Fabric.objects.get_or_create(
             name="local",
             defaults={
