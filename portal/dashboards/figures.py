@@ -18,7 +18,8 @@ MUTED = "#5b6475"
 HALF_HOUR = timedelta(minutes=30)
 
 
-def _layout(title: str, y_title: str, **extra: Any) -> dict[str, Any]:
+def chart_layout(title: str, y_title: str, **extra: Any) -> dict[str, Any]:
+    """Every Gridlane chart's layout (the dashboards' and the what-if's); `extra` overrides or adds keys."""
     layout: dict[str, Any] = {
         # Left-aligned, so that plotly's toolbar (top right, and hidden on phones: charts.js) never covers it.
         "title": {"text": title, "font": {"size": 15}, "x": 0, "xanchor": "left", "xref": "paper"},
@@ -107,7 +108,7 @@ def use_against_quota(
                          "y": top, "fill": "tonexty", "fillcolor": _TINT[color], "connectgaps": False,
                          "line": {"color": color, "width": 1}})  # fmt: skip
             tops.append(top)
-    layout = _layout("GPUs in use against reservation and limit", "GPUs")
+    layout = chart_layout("GPUs in use against reservation and limit", "GPUs")
     return {"data": data, "layout": _hourly(layout, hours, used, reserved, limits, *tops)}
 
 
@@ -119,7 +120,7 @@ def gpu_hours_by(title: str, totals: Mapping[str, float]) -> Figure:
     ordered = sorted(totals.items(), key=lambda kv: (kv[1], kv[0]))
     bar = {"type": "bar", "orientation": "h", "name": "GPU-hours", "x": [round(v, 3) for _, v in ordered],
            "y": [k for k, _ in ordered], "marker": {"color": ACCENT}}  # fmt: skip
-    layout = _layout(title, "")
+    layout = chart_layout(title, "")
     layout["xaxis"] = {"title": {"text": "GPU-hours"}, "rangemode": "tozero", "gridcolor": "#eef0f4"}
     layout["yaxis"] = {"automargin": True}
     layout["height"] = max(220, 60 + 28 * len(ordered))
@@ -141,7 +142,7 @@ def idle_gpu_hours(
             {"type": "bar", "name": "Idle (< 80 % utilisation)", "x": x, "y": list(idle), "marker": {"color": WARN}},
             {"type": "bar", "name": "Unknown (no utilisation data)", "x": x, "y": unknown, "marker": hatched},
         ],
-        "layout": _hourly(_layout("Idle GPU-hours", "GPU-hours", barmode="stack"), hours, list(used)),
+        "layout": _hourly(chart_layout("Idle GPU-hours", "GPU-hours", barmode="stack"), hours, list(used)),
     }
 
 
@@ -157,7 +158,7 @@ def wait_against_slo(waits: Mapping[str, tuple[Sequence[datetime], Sequence[floa
         data.append({"type": "scatter", "mode": "lines", "name": f"{queue} p50", "x": x,
                      "y": [_minutes(v) for v in p50], "line": {"dash": "dot"}, "connectgaps": False})  # fmt: skip
     slo = round(slo_seconds / 60, 2)
-    layout = _layout(
+    layout = chart_layout(
         "Queue wait (p50, p95) against the SLO",
         "minutes",
         shapes=[
@@ -194,7 +195,7 @@ def pending_demand(hours: Sequence[datetime], pending: Sequence[float]) -> Figur
     """GPUs waiting per hour (pending GPU-hours in that hour)."""
     trace = {"type": "scatter", "mode": "lines", "name": "GPUs waiting", "x": _iso(hours), "y": list(pending),
              "fill": "tozeroy", "line": {"color": WARN, "width": 2}}  # fmt: skip
-    return {"data": [trace], "layout": _hourly(_layout("Pending demand", "GPUs waiting"), hours, pending)}
+    return {"data": [trace], "layout": _hourly(chart_layout("Pending demand", "GPUs waiting"), hours, pending)}
 
 
 def demand_against_capacity(
@@ -232,7 +233,7 @@ def demand_against_capacity(
             },
         ],
         "layout": _hourly(
-            _layout(title, "GPUs"), hours, [u + p for u, p in zip(used, pending, strict=True)], [capacity]
+            chart_layout(title, "GPUs"), hours, [u + p for u, p in zip(used, pending, strict=True)], [capacity]
         ),
     }
 

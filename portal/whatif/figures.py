@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from portal.dashboards.figures import ACCENT, INK, MUTED, OK, Figure
+from portal.dashboards.figures import ACCENT, MUTED, OK, Figure, chart_layout
 
 COLUMNS = (("actual", "Actual", MUTED), ("current", "Current policy, replayed", ACCENT), ("proposed", "Proposed", OK))
 METRICS = (
@@ -74,23 +74,6 @@ def team_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _layout(title: str, y_title: str, **extra: Any) -> dict[str, Any]:
-    layout: dict[str, Any] = {
-        "title": {"text": title, "font": {"size": 15}, "x": 0, "xanchor": "left", "xref": "paper"},
-        "margin": {"l": 56, "r": 16, "t": 44, "b": 40},
-        "height": 320,
-        "font": {"family": "system-ui, sans-serif", "color": INK},
-        "paper_bgcolor": "#fff",
-        "plot_bgcolor": "#fff",
-        "legend": {"orientation": "h", "y": -0.2},
-        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero", "gridcolor": "#eef0f4",
-                  "exponentformat": "none", "tickformat": ",.2~f"},
-        "xaxis": {"gridcolor": "#eef0f4"},
-    }  # fmt: skip
-    layout.update(extra)
-    return layout
-
-
 def p95_wait(result: dict[str, Any]) -> Figure:
     """p95 wait per team in hours, as grouped bars: actual, current policy replayed, proposed."""
     cols = columns(result)
@@ -100,7 +83,7 @@ def p95_wait(result: dict[str, Any]) -> Figure:
          "y": [round(result[key]["teams"].get(s, {}).get("p95_wait_s", 0) / 3600, 3) for s in slugs]}
         for key, name, color in cols
     ]  # fmt: skip
-    return {"data": data, "layout": _layout("p95 wait per team", "hours", barmode="group")}
+    return {"data": data, "layout": chart_layout("p95 wait per team", "hours", barmode="group", height=320)}
 
 
 def in_use(result: dict[str, Any], series: str = "in_use") -> Figure:
@@ -115,4 +98,7 @@ def in_use(result: dict[str, Any], series: str = "in_use") -> Figure:
         data.append({"type": "scatter", "mode": "lines", "name": name, "x": x, "y": total,
                      "line": {"color": color, "width": 2}})  # fmt: skip
     title = "GPUs in use, all teams" if series == "in_use" else "GPUs waiting, all teams"
-    return {"data": data, "layout": _layout(title, "GPUs", xaxis={"type": "date", "gridcolor": "#eef0f4"})}
+    return {
+        "data": data,
+        "layout": chart_layout(title, "GPUs", height=320, xaxis={"type": "date", "gridcolor": "#eef0f4"}),
+    }
