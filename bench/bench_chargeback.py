@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from bench.bench_dashboards import DAYS, _seed
+from bench.bench_dashboards import DAYS, _seed, renders
 from bench.bench_scheduler import django_setup
 
 ROUNDS = 40
@@ -45,7 +45,6 @@ def run() -> dict[str, Any]:
     django_setup()
     from django.db import connection
     from django.test import Client
-    from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
     from portal.queues.models import Fabric
@@ -73,15 +72,7 @@ def run() -> dict[str, Any]:
     first = client.get(url)  # warm: templates compiled, connection open
     if first.status_code != 200 or b'class="cost">0.00<' in first.content:
         raise RuntimeError(f"chargeback answered {first.status_code} or cost nothing")
-    times, queries = [], 0
-    for _ in range(ROUNDS):
-        with CaptureQueriesContext(connection) as ctx:
-            t = time.perf_counter()
-            response = client.get(url)
-            times.append((time.perf_counter() - t) * 1000)
-        if response.status_code != 200:
-            raise RuntimeError(f"chargeback answered {response.status_code}")
-        queries = max(queries, len(ctx.captured_queries))
+    times, queries = renders(client, url, ROUNDS, "chargeback")
     raw_times = []
     for _ in range(RAW_ROUNDS):
         t = time.perf_counter()

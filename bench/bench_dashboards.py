@@ -66,6 +66,23 @@ def _seed(now: datetime | None = None) -> tuple[Any, Any]:
     return vision, users[1] if users[1].username == "bob" else users[0]
 
 
+def renders(client: Any, url: str, rounds: int, what: str) -> tuple[list[float], int]:
+    """GET `url` `rounds` times: each render's milliseconds, and the most queries one took (every answer a 200)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    times, queries = [], 0
+    for _ in range(rounds):
+        with CaptureQueriesContext(connection) as ctx:
+            t = time.perf_counter()
+            response = client.get(url)
+            times.append((time.perf_counter() - t) * 1000)
+        if response.status_code != 200:
+            raise RuntimeError(f"{what} answered {response.status_code}")
+        queries = max(queries, len(ctx.captured_queries))
+    return times, queries
+
+
 def run() -> dict[str, Any]:
     import os
 
@@ -73,7 +90,6 @@ def run() -> dict[str, Any]:
     django_setup()
     from django.db import connection
     from django.test import Client
-    from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
     from portal.usage import rollup
@@ -92,15 +108,7 @@ def run() -> dict[str, Any]:
     client.force_login(lead)
     url = f"/teams/{vision.slug}/?window=30d"
     client.get(url)  # warm: templates compiled, connection open
-    times, queries = [], 0
-    for _ in range(ROUNDS):
-        with CaptureQueriesContext(connection) as ctx:
-            t = time.perf_counter()
-            response = client.get(url)
-            times.append((time.perf_counter() - t) * 1000)
-        if response.status_code != 200:
-            raise RuntimeError(f"dashboard answered {response.status_code}")
-        queries = max(queries, len(ctx.captured_queries))
+    times, queries = renders(client, url, ROUNDS, "dashboard")
     raw_times = []
     since = timezone.now() - timedelta(days=DAYS)
     for _ in range(5):

@@ -237,10 +237,7 @@ def visible_groups(user: Any) -> QuerySet[ResourceGroup]:
 
 def access_group(user: Any, slug: str) -> ResourceGroup:
     """The team if the user may see its dashboard; Http404 otherwise, as if it did not exist."""
-    try:
-        return visible_groups(user).get(slug=slug)
-    except ResourceGroup.DoesNotExist as error:
-        raise Http404("No such team.") from error
+    return access_group_led(user, slug)[0]
 
 
 def access_group_led(user: Any, slug: str) -> tuple[ResourceGroup, bool]:
