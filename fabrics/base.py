@@ -112,6 +112,7 @@ class JobSpec:
     script: str = ""
     forced: Mapping[str, str] = field(default_factory=dict)
     array: str = ""  # an array's element: its index (Slurm runs it as a one-task array, SLURM_ARRAY_TASK_ID set)
+    array_id: str = ""  # an array's element: its array (the parent workload's id), for fabrics with arrays of their own
     # Who the job runs as, from the portal's identity mapping: the owner's POSIX user ("" = the fabric's own
     # account) and the scheduler account it is charged to (Slurm --account, PBS -A; "" = the user's default).
     run_as: str = ""

@@ -50,6 +50,7 @@ def job_spec(w: Workload, tier: TierHints | None = None) -> JobSpec:
         script=w.script,  # a user's own sbatch/qsub script: byte for byte, with what the target forces
         forced=dict((w.target.native or {}).get("forced") or {}) if w.target and w.script else {},
         array=str(w.array_index) if w.array_index is not None else "",
+        array_id=str(w.array_parent_id) if w.array_index is not None else "",
         run_as=who.user,
         account=who.account,
         tier=tier if tier is not None else tiers.hints_of([w.priority]).get(w.priority, TierHints()),
