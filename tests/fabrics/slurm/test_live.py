@@ -153,8 +153,9 @@ def test_hostile_names_commands_and_environment_values_are_never_executed(slurm)
 def test_capacity_comes_from_sinfo_per_partition_and_gpu_type(slurm):
     capacity = slurm.capacity()
     assert capacity.healthy
-    assert capacity.total == Resources(8000, 32000, 64000)
+    assert capacity.total == Resources(10000, 48000, 96000)  # both nodes, each once
     assert "gpu: 1/1 nodes up, 32 CPUs, 62 GiB, GPUs: 4 a100, 4 h100" in capacity.detail
+    assert "multi: 2/2 nodes up, 48 CPUs, 93 GiB, GPUs: 6 a100, 4 h100" in capacity.detail
 
 
 def test_accounting_answers_for_a_job_slurmctld_has_forgotten(slurm, monkeypatch):

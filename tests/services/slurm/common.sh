@@ -14,6 +14,11 @@ DBNAME=gridlane_slurm_acct
 DBUSER=gridlane_slurm
 DBPASS=gridlane-slurm-test
 FAKEGPU=/var/lib/slurm/gridlane-fakegpu
+# The second node: its own slurmd in its own UTS namespace (hostname NODE2), on its own loopback address
+# and port, so that srun spans two nodes and a job's head node resolves (Debian's slurmd is not built for
+# several daemons per host, but one per hostname is all Slurm asks).
+NODE2=gl-node2
+NODE2_ADDR=127.0.0.2
 
 log() { printf 'slurm: %s\n' "$*" >&2; }
 
@@ -55,6 +60,7 @@ program_of() {
     slurmdbd) echo /usr/sbin/slurmdbd ;;
     slurmctld) echo /usr/sbin/slurmctld ;;
     slurmd) echo /usr/sbin/slurmd ;;
+    slurmd2) echo "/usr/sbin/slurmd -N $NODE2" ;;
     sshd) echo "sshd: /usr/sbin/sshd -f $RUNDIR/sshd_config" ;;  # sshd rewrites its command line
   esac
 }

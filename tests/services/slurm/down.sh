@@ -20,6 +20,6 @@ if pid_is "$(recorded_pid slurmctld)" /usr/sbin/slurmctld; then
   for person in $PEOPLE; do scancel --quiet --user="${person%%:*}" 2>/dev/null || true; done
   for _ in $(seq 50); do [ -z "$(squeue -h -t running,completing -o %i 2>/dev/null)" ] && break; sleep 0.1; done
 fi
-for name in sshd slurmd slurmctld slurmdbd munged mariadbd; do stop_recorded "$name"; done
+for name in sshd slurmd2 slurmd slurmctld slurmdbd munged mariadbd; do stop_recorded "$name"; done
 rm -f "$RUNDIR/signature" "$RUNDIR/ssh_port"
 log "down"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real single-host Slurm 22.05 cluster for the tests, from Debian's packages: munged, slurmdbd (on the
 # MariaDB server these machines run), slurmctld, slurmd with 8 fake GPUs (4 a100, 4 h100) in partitions
-# cpu and gpu, the Torque wrappers (qsub/qstat/qdel), a key-only sshd on 127.0.0.1 for the submit user, and
+# cpu and gpu, a second slurmd as node NODE2 (2 a100) that shares the partition multi with the first, the Torque wrappers (qsub/qstat/qdel), a key-only sshd on 127.0.0.1 for the submit user, and
 # Debian's Jupyter server (the node's own, as a cluster has one: notebook jobs run it as the submit user).
 #
 # Idempotent: a cluster already up with the same configuration is reused (another test run may hold it).
@@ -46,7 +46,7 @@ HOME_DIR=$(getent passwd "$SUBMIT_USER" | cut -d: -f6)
 
 # 2. The configuration this script wants; a running cluster with another one is restarted.
 render() {
-  sed -e "s|@NODE@|$NODE|g" -e "s|@FAKEGPU@|$FAKEGPU|g" -e "s|@DBUSER@|$DBUSER|g" -e "s|@DBPASS@|$DBPASS|g" \
+  sed -e "s|@NODE@|$NODE|g" -e "s|@NODE2@|$NODE2|g" -e "s|@NODE2_ADDR@|$NODE2_ADDR|g" -e "s|@FAKEGPU@|$FAKEGPU|g" -e "s|@DBUSER@|$DBUSER|g" -e "s|@DBPASS@|$DBPASS|g" \
       -e "s|@DBNAME@|$DBNAME|g" -e "s|@RUNDIR@|$RUNDIR|g" -e "s|@USER@|$SUBMIT_USER|g" -e "s|@PORT@|${2:-}|g" "$here/$1"
 }
 signature=$( (render slurm.conf.in; render gres.conf.in; render slurmdbd.conf.in; cat "$here/up.sh") | sha256sum | cut -c1-16)
@@ -54,25 +54,26 @@ signature=$( (render slurm.conf.in; render gres.conf.in; render slurmdbd.conf.in
 cluster_answers() {
   local name
   munge_answers || return 1
-  for name in slurmdbd slurmctld slurmd; do
+  for name in slurmdbd slurmctld slurmd slurmd2; do
     pid_is "$(recorded_pid "$name")" "$(program_of "$name")" || return 1
   done
   [ "$(cat "$RUNDIR/signature" 2>/dev/null)" = "$signature" ] || return 1
   scontrol ping 2>/dev/null | grep -q 'is UP' || return 1
-  [[ "$(node_state)" =~ ^(idle|mixed|allocated)$ ]]
+  [[ "$(node_state)" =~ ^(idle|mixed|allocated)$ ]] && [[ "$(node_state "$NODE2")" =~ ^(idle|mixed|allocated)$ ]]
 }
 
 munge_answers() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
-node_state() { sinfo -h -N -n "$NODE" -o %T 2>/dev/null | sort -u | paste -sd,; }  # a line per partition
-node_idle() { [ "$(node_state)" = idle ]; }
+node_state() { sinfo -h -N -n "${1:-$NODE}" -o %T 2>/dev/null | sort -u | paste -sd,; }  # a line per partition
+node_idle() { [ "$(node_state)" = idle ] && [ "$(node_state "$NODE2")" = idle ]; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 mariadb_root() { mariadb -h 127.0.0.1 -P 3306 -u root "$@"; }
 
 start_cluster() {
   log "starting a fresh cluster on node $NODE"
   # Daemons of an earlier bring-up with another configuration (or left without records) go first.
-  for name in sshd slurmd slurmctld slurmdbd; do stop_recorded "$name"; done
-  for pair in /run/slurmd.pid:/usr/sbin/slurmd /run/slurmctld.pid:/usr/sbin/slurmctld /run/slurmdbd.pid:/usr/sbin/slurmdbd; do
+  for name in sshd slurmd2 slurmd slurmctld slurmdbd; do stop_recorded "$name"; done
+  for pair in /run/slurmd.pid:/usr/sbin/slurmd "/run/slurmd-$NODE.pid:/usr/sbin/slurmd" \
+              "/run/slurmd-$NODE2.pid:/usr/sbin/slurmd -N $NODE2" /run/slurmctld.pid:/usr/sbin/slurmctld /run/slurmdbd.pid:/usr/sbin/slurmdbd; do
     if pid=$(pid_from_file "${pair%%:*}" "${pair#*:}"); then
       log "stopping a leftover ${pair#*:} ($pid)"
       kill -TERM "$pid"
@@ -83,8 +84,10 @@ start_cluster() {
   # -c below discards the saved jobs anyway; removing them first spares slurmctld purging thousands one by one.
   rm -rf /var/spool/slurmctld
   install -d -m 0755 -o slurm -g slurm /var/spool/slurmctld /var/log/slurm
-  install -d -m 0755 /var/spool/slurmd /etc/slurm/plugstack.conf.d "$FAKEGPU"
-  for i in 0 1 2 3 4 5 6 7; do ln -sfn /dev/null "$FAKEGPU/gpu$i"; done
+  install -d -m 0755 "/var/spool/slurmd/$NODE" "/var/spool/slurmd/$NODE2" /etc/slurm/plugstack.conf.d "$FAKEGPU"
+  for i in 0 1 2 3 4 5 6 7 8 9; do ln -sfn /dev/null "$FAKEGPU/gpu$i"; done
+  # The second node's name resolves, as a cluster's node names do (a job's MASTER_ADDR is its head node).
+  grep -qE "^$NODE2_ADDR[[:space:]]+$NODE2\$" /etc/hosts || printf '%s %s\n' "$NODE2_ADDR" "$NODE2" >>/etc/hosts
   render slurm.conf.in >/etc/slurm/slurm.conf
   render gres.conf.in >/etc/slurm/gres.conf
   chmod 0644 /etc/slurm/slurm.conf /etc/slurm/gres.conf
@@ -133,6 +136,7 @@ start_cluster() {
   sacctmgr -i add qos gl-gpu2 MaxTRESPerUser=gres/gpu=2 >/dev/null
   sacctmgr -i modify user "$SUBMIT_USER" set QOS=normal,gl-gpu2 DefaultQOS=normal >/dev/null
   /usr/sbin/slurmd 8>&- 9>&-
+  unshare --uts --fork sh -c "hostname $NODE2 && exec /usr/sbin/slurmd -N $NODE2" 8>&- 9>&-
   # slurmctld may drop a registration that comes while it still sets up (with slurmdbd it says UP
   # early); the node then stays "unknown" until its next ping, minutes later. Ask again instead.
   for _ in 1 2 3 4 5 6 7 8 9 10; do
@@ -140,8 +144,9 @@ start_cluster() {
     log "node is $(node_state); asking slurmd to register again"
     scontrol reconfigure >/dev/null 2>&1 || true
   done
-  wait_for 1 "node $NODE idle" node_idle
-  record_pid slurmd "$(pid_from_file /run/slurmd.pid /usr/sbin/slurmd)"
+  wait_for 1 "nodes $NODE and $NODE2 idle" node_idle
+  record_pid slurmd "$(pid_from_file "/run/slurmd-$NODE.pid" /usr/sbin/slurmd)"
+  record_pid slurmd2 "$(pid_from_file "/run/slurmd-$NODE2.pid" "/usr/sbin/slurmd -N $NODE2")"
 
   # Job output of an earlier cluster would carry the same job ids.
   rm -rf "$HOME_DIR/.gridlane"
