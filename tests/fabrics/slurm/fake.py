@@ -22,10 +22,12 @@ from tests.fabrics.slurm.test_settings import GOOD
 
 # The stand-ins: one Python program, told apart by the name it is called by.
 PROGRAM = r"""
-import json, os, re, sys
+import fcntl, json, os, re, sys
 from pathlib import Path
 
 state = Path(os.environ["FAKE_SLURM_STATE"])
+lock = open(state / "lock", "a")
+fcntl.flock(lock, fcntl.LOCK_EX)  # one at a time, as slurmctld takes them: the fabric runs sbatch in parallel
 db = state / "jobs.json"
 jobs = json.loads(db.read_text()) if db.exists() else {"next": 100, "jobs": {}}
 name, args = Path(sys.argv[0]).name, sys.argv[1:]
