@@ -21,6 +21,13 @@ API (one bulk request; then one request each, the naive baseline) -> admitted ->
 id, with a worker thread doing what the kick listener and its follow-up do, in a database of its own,
 against a local sbatch loop of 1,000 jobs. Reported: jobs per second from the first request to the last
 job id, as a ratio to the loop, and the p50 of each workload's 201 -> job id.
+
+Arrays (`array_case`): a 1,000-element array of held jobs, side by side in one run: as Gridlane sends it
+(one sbatch, `--array=0-999`) and as one sbatch per element (each a one-task array, as before arrays had
+their own sbatch): sbatch calls and seconds for each, and their ratio. With PostgreSQL, the same array
+through the API and the worker: how many admit steps and scheduling rounds (decide() calls, each over
+GRIDLANE_CANDIDATES_PER_QUEUE candidates) admit it all (goal: fewer than 5), and how many sbatch calls
+its dispatch makes (goal: 1).
 """
 
 from __future__ import annotations
@@ -33,17 +40,21 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from fabrics.base import FabricConfig, JobSpec, Resources, place_many
 from fabrics.slurm.fabric import SlurmFabric
+from scheduler import decide
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = 200
 ROUNDS = 5
 NAIVE_JOBS = 60  # one SSH command each: enough to time it
 E2E_JOBS = 1000
+ARRAY_ELEMENTS = 1000
 HELD = "#!/bin/bash\n#SBATCH --hold\nexec /bin/bash -c $command\n"
 
 
@@ -85,8 +96,10 @@ def run() -> dict[str, Any]:
         "resumed_vs_local": round(best["resumed"] / best["local"], 2),
         "load_average": round(os.getloadavg()[0], 1),
     }
+    results["array"] = array_case(fabric)
     if os.environ.get("DATABASE_URL", "").startswith("postgres"):
         results["end_to_end"] = end_to_end(settings, fabric)
+        results["array"] |= array_road(settings)
     else:
         print("end to end: skipped (DATABASE_URL is not PostgreSQL)")
     fabric.ssh.run(["scancel", "--me"])
@@ -101,6 +114,94 @@ def cluster_settings() -> dict[str, Any]:
         raise SystemExit(f"bench slurm: the test cluster is not up ({path} is missing); run it through `make bench`")
     conn = json.loads(path.read_text())
     return {key: conn[key] for key in ("host", "port", "user", "known_hosts", "key_file")} | {"partition": "cpu"}
+
+
+def array_specs(n: int, *, each_alone: bool) -> list[JobSpec]:
+    """n elements of one array; each_alone: each in an array of its own, so each goes as its own sbatch."""
+    array = str(uuid.uuid4())
+    return [
+        replace(job, command="echo $GRIDLANE_ARRAY_INDEX", array=str(i),
+                array_id=str(uuid.uuid4()) if each_alone else array,
+                env={"GRIDLANE_ARRAY_INDEX": str(i), "GRIDLANE_ARRAY_ID": array})
+        for i, job in enumerate(specs(n))
+    ]  # fmt: skip
+
+
+def array_case(fabric: SlurmFabric) -> dict[str, Any]:
+    """1,000 elements as one sbatch and as one sbatch per element, in paired rounds of alternating order."""
+    seconds: dict[str, list[float]] = {"one sbatch": [], "sbatch per element": []}
+    calls: dict[str, int] = {}
+    for r in range(2):
+        order = list(seconds) if r % 2 == 0 else list(seconds)[::-1]
+        for path in order:
+            jobs = array_specs(ARRAY_ELEMENTS, each_alone=path == "sbatch per element")
+            started = time.perf_counter()
+            placed = place_many(fabric, jobs, fresh={job.workload_id for job in jobs})
+            seconds[path].append(time.perf_counter() - started)
+            ids = [v for v in placed.values() if isinstance(v, str)]
+            if len(ids) != ARRAY_ELEMENTS:
+                raise RuntimeError(f"array ({path}): {[str(v) for v in placed.values() if not isinstance(v, str)][:3]}")
+            calls[path] = len({i.split("_")[0] for i in ids})  # each sbatch is one Slurm job id
+            cancel(fabric, sorted({i.split("_")[0] for i in ids}))
+    best = {path: min(values) for path, values in seconds.items()}
+    ratio = best["sbatch per element"] / best["one sbatch"]
+    print(
+        f"slurm array, {ARRAY_ELEMENTS} elements: one sbatch {best['one sbatch']:.2f} s ({calls['one sbatch']} sbatch"
+        f" call), one sbatch per element {best['sbatch per element']:.2f} s ({calls['sbatch per element']} calls);"
+        f" {ratio:.1f}x faster as one array"
+    )
+    return {"elements": ARRAY_ELEMENTS, "sbatch_calls": calls, "seconds": {k: round(v, 3) for k, v in best.items()},
+            "speedup": round(ratio, 1)}  # fmt: skip
+
+
+def array_road(settings: dict[str, Any]) -> dict[str, Any]:
+    """The array through the API and the worker: admit steps and scheduling rounds to admit it, sbatch calls."""
+    django_setup()
+    from rest_framework.test import APIClient
+
+    from portal.accounts.models import ApiToken
+    from portal.queues.models import Fabric
+    from portal.worker import connections, tasks
+    from portal.workloads.models import Workload
+    from portal.workloads.states import State
+
+    alice = fresh_cast(settings)
+    _, token = ApiToken.issue(alice, "bench")
+    client = APIClient(SERVER_NAME="127.0.0.1")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    body = {"queue": "hpc", "kind": "batch", "name": "sweep", "command": "true", "array": f"0-{ARRAY_ELEMENTS - 1}",
+            "resources": {"gpus": 0, "cpus": 1, "memory_gb": 1}}  # fmt: skip
+    response = client.post("/api/v1/workloads/", body, format="json")
+    if response.status_code != 201:
+        raise RuntimeError(f"API: {response.status_code} {response.content[:300]!r}")
+    elements = Workload.objects.filter(array_parent_id=response.json()["id"])
+    rounds, steps = [0], 0
+
+    def counted(snapshot: Any) -> Any:
+        rounds[0] += 1
+        return decide(snapshot)
+
+    with mock.patch.object(tasks, "decide", counted):
+        while elements.filter(state=State.PENDING).exists() and steps < 20:
+            tasks.admit()
+            steps += 1
+    tasks.dispatch()
+    ids = [i for i in elements.values_list("external_id", flat=True) if i]
+    fabric = connections.fabric_for(Fabric.objects.get(name="hpc"))
+    jobs = sorted({i.split("_")[0] for i in ids})
+    if isinstance(fabric, SlurmFabric):
+        cancel(fabric, jobs)
+    connections.forget_all()
+    print(
+        f"slurm array through the portal, {ARRAY_ELEMENTS} elements: admitted in {steps} admit step(s) of"
+        f" {rounds[0]} scheduling round(s) (goal < 5); dispatched {len(ids)} as {len(jobs)} sbatch call(s) (goal 1)"
+    )
+    return {
+        "admit_steps": steps,
+        "scheduling_rounds": rounds[0],
+        "dispatched": len(ids),
+        "portal_sbatch_calls": len(jobs),
+    }
 
 
 def specs(n: int) -> list[JobSpec]:

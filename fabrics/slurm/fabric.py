@@ -5,7 +5,7 @@ Settings (JSON, checked by `check_settings`), the SSH ones as in fabrics.ssh.set
     {"partition": "cpu", "gpu_partition": "gpu", "gpu_request": "gres", "gpu_type": "",
      "workdir": ".gridlane", "bin_dir": "", "submit_parallelism": 8, "accounting": true,
      "connect_via": "direct", "extend_time_limit": false,
-     "min_uid": 1000}
+     "min_uid": 1000, "max_array_size": 1001, "max_array_tasks": 1001}
 
 Run as the person: a job whose spec names `run_as` (the portal's identity mapping) is submitted with
 `sudo -n -u <user> sbatch` in that user's home (fabrics.ssh.runas: the guard refuses root, unknown
@@ -33,6 +33,17 @@ Leases: a Slurm user may shorten a job's time limit but not lengthen it; an oper
 `"extend_time_limit": true` (the submit account is a Slurm operator: `sacctmgr modify user <user>
 set AdminLevel=Operator`), `extend` reads the running job's start (one squeue) and sets its TimeLimit
 to the minutes from then to the new end (`scontrol update`). Without it, a running lease ends as planned.
+
+Arrays: the elements of one array placed together go out as one sbatch (`--array=0-999` on the command
+line, SLURM_ARRAY_TASK_ID set in each), as many as share their script less each one's own environment
+(fabrics.slurm.render.array_key, fabrics.slurm.native.array_key). A group holds at most
+`max_array_tasks` elements (Slurm's SchedulerParameters=max_array_tasks, which defaults to MaxArraySize),
+so a bigger one is split; an index at or past `max_array_size` (MaxArraySize: indexes run from 0 to one
+less) is refused before anything runs. Each element's job id is Slurm's `<job id>_<index>`, which squeue,
+sacct, scancel and scontrol all take; its output is <workdir>/<job id>_<index>.out. The group's tag is
+`gridlane:<group id>`, fresh for each sbatch; before sbatch runs, every element's record gets a pointer
+to the group (fabrics.ssh.batch), so a look-up finds each element's job whatever the crash: through the
+group's record, or through `squeue -r`, which lists each element as `gridlane:<group id> <job id>_<index>`.
 """
 
 from __future__ import annotations
@@ -41,7 +52,8 @@ import logging
 import math
 import posixpath
 import re
-from collections.abc import Collection, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -60,6 +72,7 @@ from fabrics.base import (
     TierHints,
 )
 from fabrics.slurm import accounting, directives, native, parse, reasons
+from fabrics.slurm import render as rendering
 from fabrics.slurm.render import GPU_REQUESTS, NAME_PREFIX, TAG_PREFIX, Options, render
 from fabrics.ssh import batch, notebook, runas
 from fabrics.ssh.scripts import PATH, TEMPLATE_NAMES, WORD, split_template
@@ -73,7 +86,10 @@ RESERVED = re.compile(r"^#SBATCH\s+(--job-name|-J|--comment|--output|-o|--error|
 NAMES_PER_QUERY = 1000  # job names per squeue call: about 41 KB, well below the kernel's limit on one argument
 UTC_ENV = ("env", "TZ=UTC", "SLURM_TIME_FORMAT=standard")  # times in UTC, as 2026-11-30T02:26:07
 QOS_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")  # what sacctmgr takes as a QOS name, and nothing a shell reads
-JOB_ID = r"^[0-9]+(;[^[:space:]]+)?$"  # what `sbatch --parsable` prints: 42, or 42;cluster (bash regex)
+# What a record holds: what `sbatch --parsable` prints (42, or 42;cluster), or an array element's 42_5 (bash regex).
+JOB_ID = r"^[0-9]+(_[0-9]+)?(;[^[:space:]]+)?$"
+EXTERNAL_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")  # a job's id (42) or an array element's (42_5)
+MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize: indexes 0 to 1000
 
 
 class SlurmFabric(Batched):
@@ -95,6 +111,8 @@ class SlurmFabric(Batched):
         self.parallel: int = settings.get("submit_parallelism", 8)
         self.accounting: bool = settings.get("accounting", True)
         self.min_uid: int = settings.get("min_uid", runas.DEFAULT_MIN_UID)
+        self.max_array_size: int = settings.get("max_array_size", MAX_ARRAY_SIZE)
+        self.max_array_tasks: int = settings.get("max_array_tasks", self.max_array_size)
         self.ssh = SshTransport(SshSettings.from_settings(settings))
         self._queued: set[str] = set()  # jobs the last poll saw waiting; they have no output yet
 
@@ -139,6 +157,10 @@ class SlurmFabric(Batched):
         value = settings.get("min_uid", runas.DEFAULT_MIN_UID)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError("settings.min_uid: the lowest uid a job may run as (system accounts sit below), e.g. 1000")
+        for key in ("max_array_size", "max_array_tasks"):
+            value = settings.get(key, MAX_ARRAY_SIZE)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4_000_001:
+                raise ValueError(f"settings.{key}: Slurm's {ARRAY_LIMITS[key]}, a whole number (default 1001)")
         notebook.check_connect_via(settings)
 
     def render(self, job: JobSpec) -> str:
@@ -174,6 +196,7 @@ class SlurmFabric(Batched):
             return {}
         steps = [self._step(wid) for wid in wanted]
         report, output = self._run_keyed(steps, [f"{NAME_PREFIX}{wid}" for wid in wanted], retry=True)
+        # An array element's job is found through its record, or the pointer to its group beside it.
         found = {}
         for index, wid in enumerate(wanted):
             outcome = report.outcomes.get(index)
@@ -185,28 +208,48 @@ class SlurmFabric(Batched):
         return found
 
     def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
-        """One squeue for the account's jobs; one sacct for those slurmctld no longer holds."""
+        """One squeue for the account's jobs (a second for array elements); one sacct for those slurmctld no
+        longer holds."""
         statuses = {i: JobStatus(JobState.MISSING) for i in ids}
-        wanted = {i for i in ids if i.isdigit()}
-        if not wanted:
-            return statuses
-        result = self._run(self._squeue(f"--jobs={','.join(sorted(wanted, key=int))}"), retry=True)
-        if not result.ok and "Invalid job id specified" not in result.stderr:  # squeue's answer for one unknown id
-            raise FabricError(f"the Slurm controller does not answer: {result.message()}", retryable=True)
-        for job in parse.squeue(result.stdout):
-            if job.job_id in wanted:
-                statuses[job.job_id] = job.status()
+        jobs = self._held([i for i in ids if EXTERNAL_ID.match(i)])
+        statuses |= {job_id: job.status() for job_id, job in jobs.items()}
         self._queued = {i for i, s in statuses.items() if s.state is JobState.QUEUED}
-        gone = sorted(wanted - {i for i, s in statuses.items() if s.state is not JobState.MISSING}, key=int)
+        gone = [i for i in ids if EXTERNAL_ID.match(i) and i not in jobs]
         if gone and self.accounting:
-            result = self._run(self._sacct(f"--jobs={','.join(gone)}"), retry=True)
-            if result.ok:
-                for job in parse.sacct(result.stdout):
+            old_jobs, old_elements = [i for i in gone if i.isdigit()], [i for i in gone if "_" in i]
+            asks: list[tuple[list[str], Callable[[str], list[parse.SlurmJob]]]] = []
+            if old_jobs:
+                asks.append((self._sacct(f"--jobs={_ids(old_jobs)}"), parse.sacct))
+            if old_elements:
+                fields = parse.SACCT_TASK_FIELDS
+                asks.append((self._sacct(f"--jobs={_ids(old_elements)}", fields=fields), parse.sacct_tasks))
+            for argv, read in asks:
+                result = self._run(argv, retry=True)
+                if not result.ok:
+                    log.warning("sacct failed on %s: %s", self.config.name, result.message())
+                    continue
+                for job in read(result.stdout):
                     if job.job_id in statuses:
                         statuses[job.job_id] = job.status()
-            else:
-                log.warning("sacct failed on %s: %s", self.config.name, result.message())
         return statuses
+
+    def _held(self, ids: Sequence[str]) -> dict[str, parse.SlurmJob]:
+        """The jobs and array elements slurmctld holds among these ids: one squeue each for jobs and for elements
+        (`-r`, one line per element). FabricError when the controller does not answer."""
+        found: dict[str, parse.SlurmJob] = {}
+        jobs, elements = [i for i in ids if i.isdigit()], [i for i in ids if "_" in i]
+        asks = []
+        if jobs:
+            asks.append((self._squeue(f"--jobs={_ids(jobs)}"), parse.squeue, set(jobs)))
+        if elements:
+            argv = self._squeue("-r", f"--jobs={_ids(elements)}", fields=parse.squeue_tasks_format())
+            asks.append((argv, parse.squeue_tasks, set(elements)))
+        for argv, read, wanted in asks:
+            result = self._run(argv, retry=True)
+            if not result.ok and "Invalid job id specified" not in result.stderr:  # squeue's answer for one unknown id
+                raise FabricError(f"the Slurm controller does not answer: {result.message()}", retryable=True)
+            found |= {job.job_id: job for job in read(result.stdout) if job.job_id in wanted}
+        return found
 
     @classmethod
     def extends_with(cls, settings: Mapping[str, Any]) -> bool:
@@ -219,12 +262,9 @@ class SlurmFabric(Batched):
             raise ValueError("ends_at must be an aware datetime")
         if not self.extends_with(self.config.settings):
             raise FabricError(CANNOT_EXTEND, retryable=False)
-        if not external_id.isdigit():
+        if not EXTERNAL_ID.match(external_id):
             raise FabricError(f"{external_id!r} is no Slurm job id", retryable=False)
-        result = self._run(self._squeue(f"--jobs={external_id}"), retry=True)
-        if not result.ok:
-            raise FabricError(f"squeue --jobs={external_id} failed: {result.message()}", retryable=True)
-        job = next((j for j in parse.squeue(result.stdout) if j.job_id == external_id), None)
+        job = self._held([external_id]).get(external_id)
         if job is None or job.status().state is not JobState.RUNNING or job.started_at is None:
             said = f"it is {job.state}" if job is not None else "Slurm no longer holds it"
             raise FabricError(f"Slurm job {external_id} is not running: {said}", retryable=False)
@@ -241,7 +281,7 @@ class SlurmFabric(Batched):
         updates = reprioritise_updates(tier)
         if not updates:
             return False
-        if not external_id.isdigit():
+        if not EXTERNAL_ID.match(external_id):
             raise FabricError(f"{external_id!r} is no Slurm job id", retryable=False)
         argv = self._as_owner(external_id, [self._bin("scontrol"), "update", f"JobId={external_id}", *updates])
         result = self._run(argv, retry=True)  # the same values twice are the same values
@@ -252,7 +292,8 @@ class SlurmFabric(Batched):
         return True
 
     def cancel(self, external_id: str) -> None:
-        if not external_id.isdigit():
+        """scancel the job, or one array element (`scancel 42_5`: its siblings run on)."""
+        if not EXTERNAL_ID.match(external_id):
             return  # no job of ours has such an id
         result = self._run(self._as_owner(external_id, [self._bin("scancel"), external_id]))
         if result.ok or "Invalid job id" in result.stderr or "already completing or completed" in result.stderr:
@@ -263,8 +304,9 @@ class SlurmFabric(Batched):
         raise FabricError(f"scancel {external_id} failed: {result.message()}", retryable=True)
 
     def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
-        """The end of the job's stdout, then of its stderr (at most half) under a marker line."""
-        if not external_id.isdigit() or external_id in self._queued:
+        """The end of the job's stdout, then of its stderr (at most half) under a marker line (an array element's:
+        <job id>_<index>.out, where Gridlane chose the path)."""
+        if not EXTERNAL_ID.match(external_id) or external_id in self._queued:
             return ""  # a job that has not started has written nothing: no round trip for it
         base = posixpath.join(self.options.workdir, external_id)
         steps = [
@@ -311,7 +353,7 @@ class SlurmFabric(Batched):
     def _bin(self, name: str) -> str:
         return posixpath.join(self.bin_dir, name) if self.bin_dir else name
 
-    def _squeue(self, *filters: str) -> list[str]:
+    def _squeue(self, *filters: str, fields: str = "") -> list[str]:
         return [
             *UTC_ENV,
             self._bin("squeue"),
@@ -319,11 +361,10 @@ class SlurmFabric(Batched):
             "--states=all",
             *filters,
             "-O",
-            parse.squeue_format(),
+            fields or parse.squeue_format(),
         ]
 
-    def _sacct(self, *filters: str) -> list[str]:
-        fields = ",".join(parse.SACCT_FIELDS)
+    def _sacct(self, *filters: str, fields: Sequence[str] = parse.SACCT_FIELDS) -> list[str]:
         return [
             *UTC_ENV,
             self._bin("sacct"),
@@ -333,7 +374,7 @@ class SlurmFabric(Batched):
             f"--delimiter={parse.FIELD_END}",
             *filters,
             "-o",
-            fields,
+            ",".join(fields),
         ]
 
     def _run(self, argv: list[str], *, retry: bool = False) -> Result:
@@ -355,18 +396,21 @@ class SlurmFabric(Batched):
     def _step(
         self, wid: UUID, script: str | None = None, options: Sequence[str] = (), job: JobSpec | None = None
     ) -> batch.Step:
-        """The keyed step for a workload: sbatch with its script, or (no script) only its look-up.
+        """The keyed step for a workload: sbatch with its script, or (no script) only its look-up."""
+        argv = self._sbatch(job, options) if script is not None else []
+        return batch.Step(argv, stdin=script, key=f"{TAG_PREFIX}{wid}", record=posixpath.join(self._ids(), str(wid)))
 
-        A job with `run_as` is submitted as that person (fabrics.ssh.runas), with `account` and its priority tier's
-        QOS and nice on the command line (before a native script's options, so a QOS the queue target forces wins;
-        after the script's own #SBATCH lines, which the command line overrides).
+    def _sbatch(self, job: JobSpec | None, options: Sequence[str]) -> list[str]:
+        """sbatch's argv. A job with `run_as` is submitted as that person (fabrics.ssh.runas), with `account` and
+        its priority tier's QOS and nice on the command line (before a native script's options, so a QOS the
+        queue target forces wins; after the script's own #SBATCH lines, which the command line overrides).
         """
         account = [f"--account={job.account}"] if job is not None and job.account else []
         tier = tier_options(job.tier) if job is not None else []
-        argv = [self._bin("sbatch"), "--parsable", *account, *tier, *options] if script is not None else []
-        if argv and job is not None and self._as_person(job):
+        argv = [self._bin("sbatch"), "--parsable", *account, *tier, *options]
+        if job is not None and self._as_person(job):
             argv = runas.argv(job.run_as, self.min_uid, argv, workdir=self.options.workdir)
-        return batch.Step(argv, stdin=script, key=f"{TAG_PREFIX}{wid}", record=posixpath.join(self._ids(), str(wid)))
+        return argv
 
     def _as_owner(self, external_id: str, argv: list[str]) -> list[str]:
         """argv run as the job's owner, as Slurm names it (squeue, else sacct): directly when that is the submit
@@ -405,13 +449,14 @@ class SlurmFabric(Batched):
         return native.options(job, read, self.options)
 
     def _name(self, job: JobSpec) -> str:
-        """The name the job has in Slurm: Gridlane's, or the one a user's own script gives it."""
+        """The name the job has in Slurm: Gridlane's (an array element's: its array's), or the one a user's own
+        script gives it."""
         if job.script:
             try:
                 return native.job_name(job, directives.read(job.script))
             except directives.DirectiveError:
                 pass
-        return f"{NAME_PREFIX}{job.workload_id}"
+        return f"{NAME_PREFIX}{job.array_id if job.array else job.workload_id}"
 
     def _lookups(self, names: Sequence[str]) -> list[list[str]]:
         """squeue calls printing `<comment> <job id>` for the account's jobs with these names."""
@@ -422,6 +467,7 @@ class SlurmFabric(Batched):
                 "--noheader",
                 "--states=all",
                 "--name=" + ",".join(keys[i : i + NAMES_PER_QUERY]),
+                "-r",  # an array's elements a line each: `gridlane:<group id> 42_5`
                 "--format=%k %i",  # the comment is the key: a job must have our name and our comment
             ]
             for i in range(0, len(keys), NAMES_PER_QUERY)
@@ -440,19 +486,27 @@ class SlurmFabric(Batched):
             value=JOB_ID,
         )
         output = self.ssh.run_script(text, retry=retry)
-        report = batch.parse_report(output.stdout, marker, len(steps))
+        report = batch.parse_report(output.stdout, marker, batch.slots(steps))
         if report.lookup_failed is not None:
             raise FabricError(f"squeue failed: {_said(report.lookup_failed)}", retryable=True)
         return report, output
 
     def _place(self, jobs: Sequence[JobSpec], *, look_up: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
-        """Submit each job that neither its record nor squeue (asked about `look_up` only) says has a job."""
-        refused: dict[UUID, str | FabricError] = {
+        """Submit each job that neither its record nor squeue (asked about `look_up` only) says has a job; an
+        array's elements in groups, one sbatch each."""
+        results: dict[UUID, str | FabricError] = {
             job.workload_id: error for job in jobs if (error := self._refused(job)) is not None
         }
-        jobs = [job for job in jobs if job.workload_id not in refused]
-        steps, keys, results = batch.keyed_steps(jobs, self._submit_step)
+        jobs = [job for job in jobs if job.workload_id not in results]
+        steps, keys, refused = batch.keyed_steps([job for job in jobs if not job.array], self._submit_step)
         results |= refused
+        for group in self._groups([job for job in jobs if job.array], results):
+            try:
+                steps.append(self._group_step(group))
+            except TemplateError as exc:
+                results |= dict.fromkeys((j.workload_id for j in group), _unrenderable(exc))
+                continue
+            keys += [job.workload_id for job in group]  # a report slot each, in the group's order
         if not steps:
             return results
         try:
@@ -468,12 +522,73 @@ class SlurmFabric(Batched):
                 results[key] = _submitted(outcome, output)
         return results
 
+    def _groups(self, elements: Sequence[JobSpec], refused: dict[UUID, str | FabricError]) -> list[list[JobSpec]]:
+        """Array elements in groups that can share one sbatch: the same array and script (`_array_key`), each
+        index once, at most `max_array_tasks`; elements that cannot go out at all go into `refused`."""
+        alike: dict[tuple[str, ...], list[JobSpec]] = {}
+        seen: set[UUID] = set()
+        for job in elements:
+            if job.workload_id in refused or job.workload_id in seen:
+                continue  # one job per workload
+            seen.add(job.workload_id)
+            if not job.array.isdigit() or int(job.array) >= self.max_array_size:
+                limit = f"this cluster's MaxArraySize ({self.max_array_size}) takes 0 to {self.max_array_size - 1}"
+                refused[job.workload_id] = FabricError(f"array index {job.array!r}: {limit}", retryable=False)
+                continue
+            try:
+                alike.setdefault(self._array_key(job), []).append(job)
+            except TemplateError as exc:
+                refused[job.workload_id] = _unrenderable(exc)
+        groups = []
+        for members in alike.values():
+            group: list[JobSpec] = []
+            for job in sorted(members, key=lambda j: int(j.array)):
+                # Slurm takes at most max_array_tasks elements in one sbatch, and each index once.
+                if len(group) >= self.max_array_tasks or (group and group[-1].array == job.array):
+                    groups.append(group)
+                    group = []
+                group.append(job)
+            groups.append(group)
+        return groups
+
+    def _array_key(self, job: JobSpec) -> tuple[str, ...]:
+        """What elements must share to go out as one sbatch: who runs it, its tier, and its script less each
+        element's own environment. TemplateError for an element whose script cannot be sent."""
+        common = (job.run_as, job.account, *tier_options(job.tier), job.kind)
+        if job.script:
+            self._native_options(job)
+            return (*common, *native.array_key(job))
+        if job.template:
+            self.check_template(job.template)
+        return (*common, *rendering.array_key(job.template, job, self.options))
+
+    def _group_step(self, group: list[JobSpec]) -> batch.Step:
+        """One sbatch for these elements (the same `_array_key`): tagged with a fresh group id, and each element
+        a member of it, whose pointer is on disk before sbatch runs."""
+        first, tag = group[0], f"{TAG_PREFIX}{uuid.uuid4()}"
+        if first.script:
+            try:
+                read = directives.read(first.script)
+            except directives.DirectiveError as error:
+                raise TemplateError(str(error)) from error
+            script, options = first.script, native.array_options(group, read, self.options, tag)
+        else:
+            script = rendering.array_script(first.template, group, self.options, reveal=True)
+            options = [f"--comment={tag}", batch.TASKS]
+        ids = self._ids()
+        members = [
+            batch.Member(f"{TAG_PREFIX}{job.workload_id}", posixpath.join(ids, str(job.workload_id)), int(job.array))
+            for job in group
+        ]
+        record = posixpath.join(ids, tag.removeprefix(TAG_PREFIX))
+        return batch.Step(self._sbatch(first, options), stdin=script, key=tag, record=record, members=members)
+
     def _found(self, wid: UUID, outcome: batch.Outcome) -> str | None:
         """The job a look-up found for a workload: the first, should there ever be several."""
         ids = {job_id for value in outcome.values if (job_id := parse.submitted_id(value)) is not None}
         if len(ids) > 1:
-            log.error("workload %s has several jobs on %s: %s", wid, self.config.name, sorted(ids, key=int))
-        return min(ids, key=int) if ids else None
+            log.error("workload %s has several jobs on %s: %s", wid, self.config.name, sorted(ids, key=_order))
+        return min(ids, key=_order) if ids else None
 
     def _submit_step(self, job: JobSpec) -> batch.Step:
         if job.script:  # the user's own script, byte for byte on sbatch's stdin
@@ -508,6 +623,23 @@ def _tier_words(tier: TierHints) -> list[tuple[str, str]]:
     if tier.slurm_nice is not None:
         words.append(("Nice", str(int(tier.slurm_nice))))
     return words
+
+
+ARRAY_LIMITS = {"max_array_size": "MaxArraySize", "max_array_tasks": "max_array_tasks (SchedulerParameters)"}
+
+
+def _ids(ids: Sequence[str]) -> str:
+    """Job ids for --jobs, in order, each once."""
+    return ",".join(sorted(set(ids), key=_order))
+
+
+def _order(job_id: str) -> tuple[int, ...]:
+    """42 before 42_3 before 42_10 before 43."""
+    return tuple(int(part) for part in job_id.split("_"))
+
+
+def _unrenderable(exc: TemplateError) -> FabricError:
+    return FabricError(f"the job script does not render: {exc}", retryable=False)
 
 
 def _submitted(outcome: batch.Outcome | None, output: Result) -> str | FabricError:

@@ -143,26 +143,46 @@ def squeue(text: str) -> list[SlurmJob]:
     """`squeue -h -t all -O <squeue_format()>` output (TZ=UTC)."""
     jobs = []
     for row in records(text, len(SQUEUE_FIELDS)):
-        job_id, state, reason, exit_code, submitted, started, ended, host, tres, name, comment = row
-        if not job_id.strip().isdigit():
+        if not row[0].strip().isdigit():
             continue  # array and heterogeneous jobs (123_4, 123+0) are none of Gridlane's
-        state = state.strip().split(" ")[0]
-        jobs.append(
-            SlurmJob(
-                job_id=job_id.strip(),
-                state=state,
-                reason=reason.strip(),
-                exit_code=_wait_status(exit_code),
-                submitted_at=parse_time(submitted),
-                started_at=parse_time(started),
-                finished_at=parse_time(ended),
-                host="" if host.strip() in _NO_VALUE else host.strip(),
-                allocated=_tres(tres),
-                name=name,
-                comment="" if comment in _NO_VALUE else comment,
-            )
-        )
+        jobs.append(_squeue_job(row[0].strip(), row[1:]))
     return jobs
+
+
+# Array elements: `squeue -r` (one line per element) with the array's job id and the element's index first.
+TASK_FIELDS = ("ArrayJobID", "ArrayTaskID")
+
+
+def squeue_tasks_format() -> str:
+    return _format(TASK_FIELDS + SQUEUE_FIELDS)
+
+
+def squeue_tasks(text: str) -> list[SlurmJob]:
+    """`squeue -h -t all -r -O <squeue_tasks_format()>` output: array elements, each as `<array job id>_<index>`
+    (what sbatch's %A_%a names); jobs of no array are left out."""
+    jobs = []
+    for row in records(text, len(TASK_FIELDS) + len(SQUEUE_FIELDS)):
+        array_job, task = row[0].strip(), row[1].strip()
+        if array_job.isdigit() and task.isdigit() and row[2].strip().isdigit():
+            jobs.append(_squeue_job(f"{array_job}_{task}", row[3:]))
+    return jobs
+
+
+def _squeue_job(job_id: str, row: list[str]) -> SlurmJob:
+    state, reason, exit_code, submitted, started, ended, host, tres, name, comment = row
+    return SlurmJob(
+        job_id=job_id,
+        state=state.strip().split(" ")[0],
+        reason=reason.strip(),
+        exit_code=_wait_status(exit_code),
+        submitted_at=parse_time(submitted),
+        started_at=parse_time(started),
+        finished_at=parse_time(ended),
+        host="" if host.strip() in _NO_VALUE else host.strip(),
+        allocated=_tres(tres),
+        name=name,
+        comment="" if comment in _NO_VALUE else comment,
+    )
 
 
 def sacct(text: str) -> list[SlurmJob]:
@@ -172,26 +192,47 @@ def sacct(text: str) -> list[SlurmJob]:
     can repeat in accounting when a cluster starts its numbering again; the newest submission wins.
     Exit codes come from the text form: 22.05's `sacct --json` reports exit 0 for `exit 3`.
     """
+    return _newest(
+        _sacct_job(values[0].strip(), values[1:])
+        for line in text.splitlines()
+        if len(values := line.split(FIELD_END)) == len(SACCT_FIELDS) and values[0].strip().isdigit()
+    )
+
+
+# Array elements in accounting: JobID names them `<array job id>_<index>` (JobIDRaw is each one's own number).
+SACCT_TASK_FIELDS = ("JobID", *SACCT_FIELDS)
+_ELEMENT = re.compile(r"^\d+_\d+$")
+
+
+def sacct_tasks(text: str) -> list[SlurmJob]:
+    """`sacct -X -n -P -o <SACCT_TASK_FIELDS>` output: array elements as `<array job id>_<index>`, the newest
+    record of each; elements that never started (`42_[6-9]`) and jobs of no array are left out."""
+    return _newest(
+        _sacct_job(values[0].strip(), values[2:])
+        for line in text.splitlines()
+        if len(values := line.split(FIELD_END)) == len(SACCT_TASK_FIELDS) and _ELEMENT.match(values[0].strip())
+    )
+
+
+def _sacct_job(job_id: str, values: list[str]) -> SlurmJob:
+    state, reason, exit_code, submitted, started, ended, nodes, tres, name = values
+    return SlurmJob(
+        job_id=job_id,
+        state=state.strip().split(" ")[0],  # "CANCELLED by 1001"
+        reason=reason.strip(),
+        exit_code=_exit_pair(exit_code),
+        submitted_at=parse_time(submitted),
+        started_at=parse_time(started),
+        finished_at=parse_time(ended),
+        host="" if nodes.strip() in _NO_VALUE else nodes.strip(),
+        allocated=_tres(tres),
+        name=name,
+    )
+
+
+def _newest(jobs: Iterable[SlurmJob]) -> list[SlurmJob]:
     newest: dict[str, SlurmJob] = {}
-    for line in text.splitlines():
-        values = line.split(FIELD_END)
-        if len(values) != len(SACCT_FIELDS):
-            continue
-        job_id, state, reason, exit_code, submitted, started, ended, nodes, tres, name = values
-        if not job_id.strip().isdigit():
-            continue
-        job = SlurmJob(
-            job_id=job_id.strip(),
-            state=state.strip().split(" ")[0],  # "CANCELLED by 1001"
-            reason=reason.strip(),
-            exit_code=_exit_pair(exit_code),
-            submitted_at=parse_time(submitted),
-            started_at=parse_time(started),
-            finished_at=parse_time(ended),
-            host="" if nodes.strip() in _NO_VALUE else nodes.strip(),
-            allocated=_tres(tres),
-            name=name,
-        )
+    for job in jobs:
         old = newest.get(job.job_id)
         if old is None or (job.submitted_at or _EPOCH) >= (old.submitted_at or _EPOCH):
             newest[job.job_id] = job
@@ -237,9 +278,10 @@ def _tres(text: str) -> dict[str, str]:
 
 
 def submitted_id(stdout: str) -> str | None:
-    """The job id `sbatch --parsable` printed (`42`, or `42;cluster`); None when there is none."""
+    """The job id `sbatch --parsable` printed (`42`, or `42;cluster`), or an array element's as Gridlane records
+    it (`42_5`); None when there is none."""
     for line in reversed(stdout.strip().splitlines()):
-        match = re.match(r"^(\d+)(;\S+)?$", line.strip())
+        match = re.match(r"^(\d+(?:_\d+)?)(;\S+)?$", line.strip())
         if match:
             return match.group(1)
     return None

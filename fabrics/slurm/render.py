@@ -7,18 +7,27 @@ the workload's environment as quoted `export`s; for a notebook, the `gridlane_no
 (fabrics.ssh.notebook); then the rest of the template, with every placeholder shell-quoted.
 Directive values are numbers or IT's checked words, never a user's text: sbatch reads `#SBATCH`
 lines itself, and a user's newline there would start a new line.
+
+An array's elements share one script (`array_script`), which Slurm runs once per index: the job is
+named for the array (`gl-<array id>`), output goes to `<workdir>/%A_%a.out` (one file per element,
+`<job id>_<index>.out`), and each element's own environment (its workload id, its index, its
+sampler's address and secret) is set by a `case` on SLURM_ARRAY_TASK_ID. The tag and the indexes go
+on sbatch's command line (fabrics.slurm.fabric), so elements whose scripts differ only in their own
+environment (`array_key`) can share one sbatch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fabrics import sampler, templating
-from fabrics.base import JobSpec
+from fabrics.base import JobSpec, TemplateError
 from fabrics.sampler import SAMPLES_URL_ENV
 from fabrics.ssh.scripts import (
+    assignment,
     check_image,
-    exports,
+    environment,
     minutes,
     notebook_lines,
     split_template,
@@ -76,10 +85,25 @@ def tag(job: JobSpec) -> str:
 
 
 def directives(job: JobSpec, options: Options) -> list[str]:
+    """A plain job's directives: its tag (name and comment), its request and its output files."""
+    lines = [f"--job-name={job_name(job)}", f"--comment={tag(job)}", *_request(job, options)]
+    lines += [f"--output={options.workdir}/%j.out", f"--error={options.workdir}/%j.err"]
+    return [f"#SBATCH {line}" for line in lines]
+
+
+def array_directives(job: JobSpec, options: Options) -> list[str]:
+    """An array element's: named for its array, its request, one output file per index (the tag and the indexes
+    go on sbatch's command line)."""
+    lines = [f"--job-name={NAME_PREFIX}{job.array_id}", *_request(job, options)]
+    lines += [f"--output={options.workdir}/%A_%a.out", f"--error={options.workdir}/%A_%a.err"]
+    return [f"#SBATCH {line}" for line in lines]
+
+
+def _request(job: JobSpec, options: Options) -> list[str]:
     gpus = whole(job.per_node.gpus_milli)
     cpus = whole(job.per_node.cpus_milli)
     partition = (options.gpu_partition or options.partition) if gpus else options.partition
-    lines = [f"--job-name={job_name(job)}", f"--comment={tag(job)}"]
+    lines = []
     if partition:
         lines.append(f"--partition={partition}")
     lines += [f"--nodes={job.nodes}", "--ntasks-per-node=1"]
@@ -90,35 +114,77 @@ def directives(job: JobSpec, options: Options) -> list[str]:
     if gpus:
         typed = f"{options.gpu_type}:" if options.gpu_type else ""
         lines.append(f"--gres=gpu:{typed}{gpus}" if options.gpu_request == "gres" else f"--gpus-per-node={typed}{gpus}")
-    if job.array.isdigit():  # one element of a Gridlane array: SLURM_ARRAY_TASK_ID set, as Slurm's own arrays do
-        lines.append(f"--array={job.array}")
-    lines += [
-        f"--time={minutes(job.runtime_limit_s)}",
-        f"--output={options.workdir}/%j.out",
-        f"--error={options.workdir}/%j.err",
-    ]
-    return [f"#SBATCH {line}" for line in lines]
+    lines.append(f"--time={minutes(job.runtime_limit_s)}")
+    return lines
 
 
 def default_template(job: JobSpec) -> str:
     return NOTEBOOK_TEMPLATE if job.kind == "notebook" else DEFAULT_TEMPLATE
 
 
+@dataclass(frozen=True)
+class _Parts:
+    top: str  # the #! line, Gridlane's directives, the template's own
+    env: dict[str, str]
+    rest: str  # the sampler's preamble, a notebook's launcher, the template's script
+
+
+def _parts(template: str, job: JobSpec, options: Options, *, element: bool) -> _Parts:
+    shebang, head, body = split_template(template or default_template(job))
+    check_image(templating.placeholders(body), job)
+    lines = array_directives(job, options) if element else directives(job, options)
+    return _Parts(
+        "".join([shebang, *(line + "\n" for line in lines), *head]),
+        environment(job),
+        "".join(
+            [
+                *sampler.preamble(SAMPLES_URL_ENV in job.env),
+                *notebook_lines(job),
+                templating.render(body, template_values(job)),
+            ]
+        ),
+    )
+
+
 def render(template: str, job: JobSpec, options: Options, *, reveal: bool = False) -> str:
-    """The sbatch script for the job; TemplateError when the template cannot hold this job.
+    """The sbatch script for the job; TemplateError when the template cannot hold this job. An array's element:
+    the script of an array of it alone (`array_script`).
 
     reveal: the script as sent, with its secrets; without, the copy for the record (secrets masked).
     """
-    shebang, head, body = split_template(template or default_template(job))
-    check_image(templating.placeholders(body), job)
-    parts = [
-        shebang,
-        *(line + "\n" for line in directives(job, options)),
-        *head,
-        "# The workload's environment (values quoted, never run):\n",
-        *(line + "\n" for line in exports(job, reveal=reveal)),
-        *sampler.preamble(SAMPLES_URL_ENV in job.env),
-        *notebook_lines(job),
-        templating.render(body, template_values(job)),
-    ]
-    return "".join(parts)
+    if job.array:
+        return array_script(template, [job], options, reveal=reveal)
+    parts = _parts(template, job, options, element=False)
+    env = [f"export {assignment(key, value, reveal=reveal)}\n" for key, value in parts.env.items()]
+    return "".join([parts.top, "# The workload's environment (values quoted, never run):\n", *env, parts.rest])
+
+
+def array_key(template: str, job: JobSpec, options: Options) -> tuple[str, ...]:
+    """What elements of one array must share to go out as one sbatch: their script, less their own environment's
+    values (set per index in `array_script`)."""
+    parts = _parts(template, job, options, element=True)
+    return (job.array_id, parts.top, *parts.env, parts.rest)
+
+
+def array_script(template: str, jobs: Sequence[JobSpec], options: Options, *, reveal: bool = False) -> str:
+    """One script for elements of one array with the same `array_key`: Slurm runs it once per index, and each
+    element's own environment is set by its SLURM_ARRAY_TASK_ID. TemplateError for elements it cannot hold."""
+    if not jobs or any(not job.array.isdigit() for job in jobs):
+        raise TemplateError("an array's script is for its elements, each with its index")
+    parts = [_parts(template, job, options, element=True) for job in jobs]
+    first = parts[0]
+    if any((p.top, list(p.env), p.rest) != (first.top, list(first.env), first.rest) for p in parts):
+        raise TemplateError("these elements' scripts differ: they cannot share one sbatch")
+    shared = {k: v for k, v in first.env.items() if all(p.env[k] == v for p in parts)}
+    own = [k for k in first.env if k not in shared]
+    lines = [first.top, "# The workload's environment (values quoted, never run):\n"]
+    lines += [f"export {assignment(k, v, reveal=reveal)}\n" for k, v in shared.items()]
+    lines.append("# Each element's own: Slurm runs this script once per index, with SLURM_ARRAY_TASK_ID set.\n")
+    lines.append('case "${SLURM_ARRAY_TASK_ID-}" in\n')
+    for job, p in zip(jobs, parts, strict=True):
+        values = " ".join(assignment(k, p.env[k], reveal=reveal) for k in own)
+        lines.append(f"{int(job.array)}) export {values} ;;\n" if own else f"{int(job.array)}) ;;\n")
+    lines.append('*) echo "gridlane: this array has no element ${SLURM_ARRAY_TASK_ID-(none)}" >&2; exit 1 ;;\n')
+    lines.append("esac\n")
+    lines.append(first.rest)
+    return "".join(lines)

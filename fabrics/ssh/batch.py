@@ -19,6 +19,17 @@ holds a value, is not run and reports `found` with those values, a line each. Ot
 command runs with stdout going straight to the record (the job id is on disk the moment the
 submitter prints it) and reports status 0 when the record then holds a value, else 1. A look-up
 that fails ends the script before any step runs, with one `lookup` line instead.
+
+A *group* step submits several keyed members with one command (a Slurm array: one sbatch for many
+elements). Each member is looked up as a keyed step is; those nobody found are the group's tasks, and
+the group's command runs once, its `--array=@tasks` argument replaced by their indexes (`0-4,7`).
+Before it runs, each member's record gets a pointer beside it (`<record>.group`: the group's key,
+its record and the member's task); afterwards the member's record holds `<job id>_<task>`. A look-up
+follows a pointer when a record holds nothing yet: to the group's record (the job id is on disk the
+moment the submitter prints it) or to a look-up line of the group's key naming `<job id>_<task>`. So
+a script that died between the submission and the members' records still leaves every member
+findable, and a later group with another subset of members submits only those still without a job.
+Members report on slots of their own: a group of n members takes n report lines, a plain step one.
 """
 
 from __future__ import annotations
@@ -36,6 +47,18 @@ LOCK_WAIT_S = 300  # a batch of thousands of sbatch calls ends well within this
 KEY = re.compile(r"[A-Za-z0-9._:+-]+")  # what a key may be (lookup lines with other keys are ignored)
 
 
+TASKS = "--array=@tasks"  # in a group step's argv: replaced by the indexes of the members it submits
+
+
+@dataclass(frozen=True)
+class Member:
+    """One of a group step's keyed members: its own key and record, and its index in the group's array."""
+
+    key: str
+    record: str
+    task: int
+
+
 @dataclass(frozen=True)
 class Step:
     argv: Sequence[str]  # a keyed step may have none: then it is only looked up (find without submit)
@@ -43,6 +66,12 @@ class Step:
     key: str | None = None  # a submission's tag: not run when a lookup or its record already names a value
     record: str | None = None  # keyed steps: the file the command's stdout goes to, read by later look-ups
     write_to: str | None = None  # keyed steps: stdin is written to this file first, and argv runs without it
+    members: Sequence[Member] = ()  # a group step: the members it submits together (argv holds TASKS once)
+
+    @property
+    def slots(self) -> int:
+        """Report lines the step takes: one per member for a group, else one."""
+        return len(self.members) or 1
 
 
 @dataclass(frozen=True)
@@ -101,15 +130,71 @@ _gl_recorded() {  # FILE: true when the last non-empty line of FILE is a value (
   while IFS= read -r next || [ -n "$next" ]; do [ -n "$next" ] && _gl_line=$next; done <"$1"
   [[ $_gl_line =~ $_gl_value ]]
 }
-_gl_todo() {  # INDEX KEY RECORD [run]: true when the step is to run, false when its key already has a value
-  local found=${_gl_have[$2]-}
+_gl_known() {  # INDEX KEY RECORD: true when KEY has a job (its values then in _gl_found): a look-up names it, its
+  local found=${_gl_have[$2]-} gkey grec task v  # record holds one, or its group's pointer leads to one
   _gl_rec[$1]=$3
   if _gl_recorded "$3"; then found+="$_gl_line"$'\n'; fi
-  if [ -n "$found" ] || [ "${4-}" != run ]; then
-    _gl_found[$1]=$found
-    return 1
+  if [ -z "$found" ] && [ -s "$3.group" ] && read -r gkey grec task <"$3.group"; then
+    for v in ${_gl_have[$gkey]-}; do [[ $v == *_"$task" ]] && found+="$v"$'\n'; done  # squeue -r: 42_5
+    if [ -z "$found" ] && _gl_recorded "$grec"; then found="${_gl_line%%;*}_$task"$'\n'; fi
   fi
+  _gl_found[$1]=$found
+  [ -n "$found" ]
+}
+_gl_todo() {  # INDEX KEY RECORD [run]: true when the step is to run, false when its key already has a value
+  if _gl_known "$1" "$2" "$3" || [ "${4-}" != run ]; then return 1; fi
+  unset '_gl_found[$1]'
   _gl_ran[$1]=1
+}
+_gl_member() {  # INDEX KEY RECORD TASK: a group's member; one nobody found joins the group's tasks
+  _gl_known "$1" "$2" "$3" && return
+  unset '_gl_found[$1]'
+  _gl_ran[$1]=1
+  _gl_gslots+=("$1")
+  _gl_gtasks+=("$4")
+}
+_gl_group() {  # KEY RECORD: true when members joined: each one's pointer is written, and _gl_array names their tasks
+  local i j t start= prev=
+  [ "${#_gl_gslots[@]}" -gt 0 ] || return 1
+  _gl_array=
+  for j in "${!_gl_gslots[@]}"; do
+    i=${_gl_gslots[$j]} t=${_gl_gtasks[$j]}
+    if ! printf '%s %s %s\n' "$1" "$2" "$t" >"${_gl_rec[$i]}.group" 2>"$_gl_dir/$i.e"; then
+      for i in "${_gl_gslots[@]}"; do
+        echo "gridlane: cannot record the group beside ${_gl_rec[$i]}" >>"$_gl_dir/$i.e"
+      done
+      return 1  # no pointer, no submission: a job nobody could find again is never started
+    fi
+    if [ -n "$prev" ] && [ "$t" -eq $((prev + 1)) ]; then prev=$t; continue; fi
+    if [ -n "$start" ]; then
+      _gl_array+=$start
+      [ "$prev" = "$start" ] || _gl_array+=-$prev
+      _gl_array+=,
+    fi
+    start=$t prev=$t
+  done
+  _gl_array+=$start
+  [ "$prev" = "$start" ] || _gl_array+=-$prev
+}
+_gl_tasks() {  # ARGV...: ARGV with its --array=@tasks as --array=<the group's tasks>, run with this stdin
+  local a=() x
+  for x in "$@"; do
+    [ "$x" = "--array=@tasks" ] && x=--array=$_gl_array
+    a+=("$x")
+  done
+  "${a[@]}"
+}
+_gl_spread() {  # GROUP RECORD: after the group's command: each member's record <job id>_<task>, else its error
+  local id= j i
+  _gl_recorded "$2" && id=${_gl_line%%;*}
+  for j in "${!_gl_gslots[@]}"; do
+    i=${_gl_gslots[$j]}
+    if [ -n "$id" ]; then
+      printf '%s_%s\n' "$id" "${_gl_gtasks[$j]}" >"${_gl_rec[$i]}"
+    else
+      cat -- "$_gl_dir/g$1.e" "$2" >"$_gl_dir/$i.e" 2>/dev/null
+    fi
+  done
 }
 _gl_write() {  # FILE INDEX: this function's stdin into FILE, readable by the account only (a script may hold
   local body  # a notebook's secret); an error goes to the step's stderr
@@ -206,7 +291,12 @@ def script(
     lines += [shlex.join(["_gl_lookup", marker, *argv]) for argv in lookups]
     background = " &" if parallel > 1 else ""
     throttle = f"_gl_throttle {parallel}\n" if parallel > 1 else ""
-    for index, step in enumerate(steps):
+    slot = 0  # report slots: a plain step takes one, a group one per member
+    for number, step in enumerate(steps):
+        index, slot = slot, slot + step.slots
+        if step.members:
+            lines.append(_group(step, index, number, delimiter, background, throttle))
+            continue
         body = step.stdin or ""
         if body and not body.endswith("\n"):
             body += "\n"
@@ -240,8 +330,40 @@ def script(
         else:
             lines.append(f"if {todo}; then {shlex.join(step.argv)} </dev/null {out}{background}\n{throttle}fi")
     lines.append("wait")
-    lines.append(shlex.join(["_gl_report", marker, str(len(steps))]))
+    lines.append(shlex.join(["_gl_report", marker, str(slots(steps))]))
     return "\n".join(lines) + "\n", marker
+
+
+def slots(steps: Sequence[Step]) -> int:
+    """How many outcomes a script of these steps reports: `parse_report`'s count."""
+    return sum(step.slots for step in steps)
+
+
+def _group(step: Step, first: int, number: int, delimiter: str, background: str, throttle: str) -> str:
+    """A group step's lines: its members looked up on slots first, first+1, ...; then, for those nobody found,
+    their pointers and one run of the command (TASKS replaced by their indexes), and their records."""
+    if not step.key or not KEY.fullmatch(step.key) or not step.record or not step.argv or step.write_to:
+        raise ValueError(f"a group step needs a key, a record and a command: {step.key!r}")
+    if list(step.argv).count(TASKS) != 1:
+        raise ValueError(f"a group step's command holds {TASKS} once, where the members' indexes go")
+    tasks = [member.task for member in step.members]
+    if tasks != sorted(set(tasks)) or tasks[0] < 0:
+        raise ValueError("a group's members come in order of their tasks, each task once")
+    lines = ["_gl_gslots=() _gl_gtasks=()"]
+    for offset, member in enumerate(step.members):
+        if not KEY.fullmatch(member.key) or not member.record:
+            raise ValueError(f"a member needs a key of letters, digits and ._:+- and a record: {member.key!r}")
+        lines.append(shlex.join(["_gl_member", str(first + offset), member.key, member.record, str(member.task)]))
+    out = f'>{shlex.quote(step.record)} 2>"$_gl_dir/g{number}.e"'
+    if step.stdin is None:
+        run = [f"_gl_tasks {shlex.join(step.argv)} </dev/null {out}"]
+    else:
+        body = step.stdin if step.stdin.endswith("\n") or not step.stdin else step.stdin + "\n"
+        run = [f"_gl_tasks {shlex.join(step.argv)} <<'{delimiter}' {out}", f"{body}{delimiter}"]
+    spread = shlex.join(["_gl_spread", str(number), step.record])
+    block = "\n".join(["{", *run, spread, "}"])
+    lines.append(f"if {shlex.join(['_gl_group', step.key, step.record])}; then {block}{background}\n{throttle}fi")
+    return "\n".join(lines)
 
 
 def parse_report(output: str, marker: str, count: int) -> Report:

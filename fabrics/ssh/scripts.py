@@ -63,20 +63,27 @@ def split_template(template: str) -> tuple[str, list[str], str]:
     return shebang, head, "".join(lines)
 
 
+def environment(job: JobSpec) -> dict[str, str]:
+    """The job's environment, GRIDLANE_WORKLOAD_ID first; TemplateError for a name that is no shell name."""
+    env = {"GRIDLANE_WORKLOAD_ID": str(job.workload_id), **job.env}
+    for key in env:
+        if not _ENV_NAME.match(key):
+            raise TemplateError(f"{key!r} cannot be an environment variable name")
+    return env
+
+
+def assignment(key: str, value: str, *, reveal: bool = False) -> str:
+    """`NAME='value'`, the value quoted; a secret (the notebook callback's) masked unless `reveal`."""
+    return f"{key}={shlex.quote(value if reveal or key not in SECRET_ENV else MASKED)}"
+
+
 def exports(job: JobSpec, *, reveal: bool = False) -> list[str]:
     """The workload's environment as `export NAME='value'` lines; TemplateError for a bad name.
 
     Secrets (the notebook callback's) are masked unless `reveal`: the script sent to the cluster
     carries them, the copy kept on the workload for the record does not.
     """
-    env = {"GRIDLANE_WORKLOAD_ID": str(job.workload_id), **job.env}
-    for key in env:
-        if not _ENV_NAME.match(key):
-            raise TemplateError(f"{key!r} cannot be an environment variable name")
-    return [
-        f"export {key}={shlex.quote(value if reveal or key not in SECRET_ENV else MASKED)}"
-        for key, value in env.items()
-    ]
+    return [f"export {assignment(key, value, reveal=reveal)}" for key, value in environment(job).items()]
 
 
 def notebook_lines(job: JobSpec) -> list[str]:

@@ -33,6 +33,8 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("attached-values", "#!/bin/bash\n#PBS -Nattached -lwalltime=00:05:00\nx\n", dict(job_name="attached", time_s=300)),
     ("pbspro-array", "#!/bin/bash\n#PBS -J 1-20%5\nx\n", dict(array="1-20%5")),
     ("torque-array", "#!/bin/bash\n#PBS -t 0-9\nx\n", dict(array="0-9")),
+    ("pbspro-array-plain", "#!/bin/bash\n#PBS -J 0-99\nx\n", dict(array="0-99")),
+    ("pbspro-array-step", "#!/bin/bash\n#PBS -J 0-99:2\nx\n", dict(array="0-99:2")),
     ("place-excl", "#!/bin/bash\n#PBS -l select=1:ncpus=4\n#PBS -l place=scatter:excl\nx\n", dict(exclusive=True)),
     (
         "after-first-command-ignored",

@@ -10,6 +10,7 @@ from fabrics.base import FabricConfig, Resources, TemplateError
 from fabrics.slurm import directives, native
 from fabrics.slurm.fabric import SlurmFabric
 from fabrics.slurm.render import Options
+from fabrics.ssh import batch
 from tests.fabrics.slurm.conftest import job
 from tests.fabrics.slurm.test_settings import GOOD
 
@@ -42,10 +43,29 @@ def test_what_the_script_says_itself_is_left_to_it_and_what_the_queue_forces_ove
     ]
 
 
-def test_an_arrays_element_runs_as_a_one_task_array_over_the_scripts_own():
-    assert options("#!/bin/bash\n#SBATCH --array=0-99%10\nx\n", array="7")[-2] == "--array=7"
+def test_an_arrays_element_takes_its_groups_indexes_over_the_scripts_own_array_and_one_file_per_index():
+    argv = options("#!/bin/bash\n#SBATCH --array=0-99%10\nx\n", array="7", array_id="sweep")
+    assert argv[-2] == batch.TASKS  # the indexes of the elements sent together (fabrics.ssh.batch)
+    assert "--output=.gridlane/%A_%a.out" in argv
+    assert "--job-name=gl-sweep" in argv
     with pytest.raises(TemplateError):
         options("#!/bin/bash\nx\n", array="0-9%2")
+
+
+def test_elements_share_one_sbatch_unless_the_script_reads_gridlanes_own_variables():
+    def key(script: str, index: int, **env: str) -> tuple[str, ...]:
+        element_env = {"GRIDLANE_ARRAY_INDEX": str(index), "GRIDLANE_ARRAY_ID": "sweep"} | env
+        spec = job("", script=script, array=str(index), array_id="sweep", env=element_env)
+        return native.array_key(spec)
+
+    plain = "#!/bin/bash\n#SBATCH --array=0-9\necho $SLURM_ARRAY_TASK_ID\n"
+    assert key(plain, 0) == key(plain, 1)
+    assert key(plain, 0) != key(plain, 1, OTHER="x")
+    reads_own = "#!/bin/bash\necho $GRIDLANE_ARRAY_INDEX\n"
+    assert key(reads_own, 0) != key(reads_own, 1)  # each alone, with its own index exported
+    two = [job("", script=plain, array=str(i), array_id="sweep", env={"GRIDLANE_ARRAY_INDEX": str(i)}) for i in (0, 1)]
+    argv = native.array_options(two, directives.read(plain), Options(), "gridlane:g")
+    assert argv[-1] == "--export=ALL"  # the workload ids and indexes differ, so neither goes on the shared line
 
 
 @pytest.mark.parametrize(
