@@ -251,6 +251,7 @@ class Cluster:
         # Jobs with a backoff limit per index: failures per index by Job uid, and the pods already counted.
         self.index_failures: defaultdict[str, defaultdict[int, int]] = defaultdict(lambda: defaultdict(int))
         self.counted: set[str] = set()
+        self.pod_failures: defaultdict[str, int] = defaultdict(int)  # by Job uid: its failed pods, counted once
         self.peaks: dict[str, int] = {}  # label selector -> most live pods at once (watch)
         api.on_create.append(self._created)
         api.pod_logs = self.logs
@@ -411,7 +412,7 @@ class Cluster:
         _count(st, "active", len(active))
         st["ready"] = sum(1 for p in active if _true(p, "Ready"))
         _count(st, "succeeded", len(succeeded))
-        failures = sum(self.index_failures[uid].values()) if per_index is not None else len(failed)
+        failures = self.pod_failures[uid] if per_index is not None else len(failed)
         _count(st, "failed", failures)
         st["terminating"] = 0
         st["uncountedTerminatedPods"] = {}
@@ -476,10 +477,11 @@ class Cluster:
             action, why = _policy_action(rules, pod) if phase == "Failed" else ("Count", "")
             if action == "FailJob":
                 return f"{why} for pod {meta['namespace']}/{meta['name']}"
-            if action == "FailIndex":
-                tally[index] = max(tally[index] + 1, spec["backoffLimitPerIndex"] + 1)
-            elif action == "Count":
+            if action in ("FailIndex", "Count"):  # an ignored failure counts nowhere
+                self.pod_failures[uid] += 1
                 tally[index] += 1
+            if action == "FailIndex":
+                tally[index] = max(tally[index], spec["backoffLimitPerIndex"] + 1)
             if meta.get("deletionTimestamp") and not pod["spec"].get("nodeName"):
                 self.store.remove(pod)  # the pod GC takes a deleted pod no node ever ran
         return ""
