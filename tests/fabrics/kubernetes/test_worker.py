@@ -7,6 +7,7 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
+from fabrics.base import submit_many
 from portal.accounts.models import ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget
 from portal.worker import apply, connections, snapshot, tasks
@@ -308,7 +309,7 @@ def test_an_array_dispatch_that_died_after_create_reconciles_by_the_arrays_label
     assert {w.state for w in loaded} == {State.ADMITTED}
     for w in loaded:
         services.transition(w, State.DISPATCHING, reason="dispatching to k8s")
-    connections.fabric_for(k8s).submit_many([job_spec(w) for w in loaded])
+    submit_many(connections.fabric_for(k8s), [job_spec(w) for w in loaded])
     assert set(Workload.objects.filter(array_parent=parent).values_list("external_id", flat=True)) == {""}
 
     # The restarted worker finds them in the array's Job and follows them: nothing made twice, nothing lost.
