@@ -9,9 +9,15 @@ Both sides use the same official client against the same API double (tests/k8s_d
               manifests Gridlane renders), as a script using the client by hand would
 
 The ratio is gridlane / direct in Jobs per second (>= 0.9 is the goal): what Gridlane's bookkeeping
-costs on top of the bare API calls. Client and double share one process, so on a quiet machine a
-round's rate is JOBS over the process's CPU time; that is the headline, because on a busy machine
-the clock mostly measures the neighbours. The clock's ratio is printed alongside.
+costs on top of the bare API calls.
+
+Arrays, side by side on the same path: ELEMENTS elements of one array, admitted BATCH at a time, placed as
+the worker places them (render, place_many), once as an array (an Indexed Job and its Secret per admitted
+batch) and once as ordinary workloads (a Job each): objects created and elements placed per CPU-second.
+
+Client and double share one process, so on a quiet machine a round's rate is JOBS over the process's CPU
+time; that is the headline, because on a busy machine the clock mostly measures the neighbours. The
+clock's ratio is printed alongside.
 """
 
 from __future__ import annotations
@@ -20,10 +26,11 @@ import statistics
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fabrics.base import FabricConfig, JobSpec, Resources, find_many, submit_many
+from fabrics.base import FabricConfig, JobSpec, Resources, find_many, place_many, submit_many
 from fabrics.kubernetes.render import render
 from fabrics.kubernetes.settings import KubeSettings
 from fabrics.registry import connect
@@ -106,6 +113,62 @@ def one_round(kind: str) -> tuple[float, float]:
         return seconds
 
 
+ELEMENTS = 300
+
+
+def array_round(as_array: bool) -> tuple[float, int]:
+    """CPU seconds to place ELEMENTS elements of one array BATCH at a time, and the objects made on the cluster."""
+    with ApiDouble(namespaces=(NAMESPACE,), simulate=False) as double, tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = double.kubeconfig(Path(tmp) / "kubeconfig", namespace=NAMESPACE)
+        settings = {"kubeconfig": str(kubeconfig), "namespace": NAMESPACE, "gpu_flavor": "h100"}
+        fabric = connect(FabricConfig("bench", "kubernetes", Resources(10**6, 10**6, 10**9), settings))
+        fabric.find(uuid.uuid4())  # connect and warm up outside the clock
+        array_id = str(uuid.uuid4())
+        jobs = [  # one array: the same command, each element its own index
+            replace(
+                job,
+                command="python train.py --seed $GRIDLANE_ARRAY_INDEX",
+                array=str(i),
+                array_id=array_id if as_array else "",
+                env={"GRIDLANE_ARRAY_INDEX": str(i)},
+            )
+            for i, job in enumerate(specs(ELEMENTS))
+        ]
+        cpu = time.process_time()
+        for i in range(0, ELEMENTS, BATCH):
+            batch = jobs[i : i + BATCH]
+            for job in batch:
+                fabric.render(job)  # 1. record intent
+            placed = place_many(fabric, batch, fresh={job.workload_id for job in batch})  # 2. and 3.
+            if not all(isinstance(r, str) for r in placed.values()):
+                raise RuntimeError(f"Gridlane failed to place elements: {placed}")
+        seconds = time.process_time() - cpu
+        return seconds, len(double.objects("jobs", NAMESPACE)) + len(double.objects("secrets", NAMESPACE))
+
+
+def run_arrays() -> dict[str, Any]:
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    made: dict[bool, int] = {}
+    for _ in range(5):
+        for as_array in (False, True):
+            seconds, made[as_array] = array_round(as_array)
+            cpu[as_array].append(seconds)
+    per_cpu_s = {kind: ELEMENTS / statistics.median(seconds) for kind, seconds in cpu.items()}
+    print(f"{ELEMENTS} elements of one array, admitted {BATCH} at a time, medians of 5 interleaved rounds")
+    print(f"  {'':34} {'objects made':>12} {'elements/CPU-s':>15}")
+    for kind, label in ((True, "as an array (Indexed Job + Secret)"), (False, "a Job per element")):
+        print(f"  {label:34} {made[kind]:12d} {per_cpu_s[kind]:15.0f}")
+    print(f"  ratio array/per element: {per_cpu_s[True] / per_cpu_s[False]:.2f}x elements per CPU-second")
+    return {
+        "array_elements": ELEMENTS,
+        "array_objects": made[True],
+        "per_element_objects": made[False],
+        "array_elements_per_cpu_s": round(per_cpu_s[True], 1),
+        "per_element_elements_per_cpu_s": round(per_cpu_s[False], 1),
+        "array_ratio": round(per_cpu_s[True] / per_cpu_s[False], 3),
+    }
+
+
 def run() -> dict[str, Any]:
     one_round("direct")  # the first use of the client imports its models: keep that out of both sides
     wall: dict[str, list[float]] = {"gridlane": [], "direct": []}
@@ -134,7 +197,7 @@ def run() -> dict[str, Any]:
         "direct_jobs_per_cpu_s": round(per_cpu_s["direct"], 1),
         "ratio": round(ratio, 3),
         "wall_ratio": round(wall_ratio, 3),
-    }
+    } | run_arrays()
 
 
 if __name__ == "__main__":

@@ -92,6 +92,8 @@ class KubeClient:
             return self._json(self.batch.create_namespaced_job, ns, body)
         if kind == "services":
             return self._json(self.core.create_namespaced_service, ns, body)
+        if kind == "secrets":
+            return self._json(self.core.create_namespaced_secret, ns, body)
         group, version, plural = CUSTOM[kind]
         return self._json(self.custom.create_namespaced_custom_object, group, version, ns, plural, body)
 
@@ -118,6 +120,10 @@ class KubeClient:
                 self._json(self.batch.delete_namespaced_job, name, ns, propagation_policy="Background")
             elif kind == "services":
                 self._json(self.core.delete_namespaced_service, name, ns, propagation_policy="Background")
+            elif kind == "pods":
+                self._json(self.core.delete_namespaced_pod, name, ns)
+            elif kind == "secrets":
+                self._json(self.core.delete_namespaced_secret, name, ns)
             else:
                 group, version, plural = CUSTOM[kind]
                 call = self.custom.delete_namespaced_custom_object
@@ -143,6 +149,8 @@ class KubeClient:
         ns = self.namespace
         if kind == "services":
             self._json(self.core.patch_namespaced_service, name, ns, patch)
+        elif kind == "secrets":
+            self._json(self.core.patch_namespaced_secret, name, ns, patch)
         else:
             group, version, plural = CUSTOM[kind]
             # Custom resources take JSON merge patches only, never strategic ones.

@@ -5,6 +5,9 @@ kind by label selector for the whole batch, never a call per job. The Job's name
 workload id, so a second create for the same workload meets 409 AlreadyExists and is answered with
 the Job found by its label: a crash anywhere leaves one Job, never two.
 
+An array's elements admitted together run as one Indexed Job instead (fabrics/kubernetes/arrays.py): the
+element's external id is <job>/<completion index>, and the Job is found by the array's label.
+
 The official client is imported on first use, so the web process validates settings and templates
 without loading it.
 """
@@ -15,7 +18,7 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -32,7 +35,7 @@ from fabrics.base import (
     Resources,
     TemplateError,
 )
-from fabrics.kubernetes import dcgm, kueue, kueue_reconcile, parse, render
+from fabrics.kubernetes import arrays, dcgm, kueue, kueue_reconcile, parse, render
 from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
 from fabrics.kubernetes.render import Manifests
 from fabrics.kubernetes.settings import KubeSettings
@@ -94,6 +97,10 @@ class KubernetesFabric(Batched):
     # -- the Fabric protocol ---------------------------------------------------------------------
 
     def render(self, job: JobSpec) -> str:
+        """The Job for this workload; for an array's element, the Job it would run in alone (its siblings admitted
+        with it join the same Job, each at its own completion index, with the same pod template)."""
+        if arrays.eligible(job, self.settings):
+            return render.to_json(arrays.render_group([job], self.settings, self.namespace))
         return render.to_json(self.manifests(job))
 
     def manifests(self, job: JobSpec) -> Manifests:
@@ -117,22 +124,55 @@ class KubernetesFabric(Batched):
         return name
 
     def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
-        """Submit in order; once the API cannot be reached at all, the rest get that error without trying."""
+        """Submit in order, an array's elements given together as one Job; once the API cannot be reached at all,
+        the rest get that error without trying."""
         results: dict[UUID, str | FabricError] = {}
         unreachable: FabricError | None = None
-        for job in jobs:
+        together = [job for job in jobs if arrays.eligible(job, self.settings)]
+        units = [*arrays.groups(together), *([job] for job in jobs if not arrays.eligible(job, self.settings))]
+        for unit in units:
             if unreachable is not None:
-                results[job.workload_id] = unreachable
+                results |= {job.workload_id: unreachable for job in unit}
                 continue
             try:
-                results[job.workload_id] = self.submit(job)
+                if unit[0] in together:
+                    results |= self._submit_group(unit)
+                else:
+                    results[unit[0].workload_id] = self.submit(unit[0])
             except FabricError as error:
-                results[job.workload_id] = error
+                results |= {job.workload_id: error for job in unit}
                 if isinstance(error, KubeError) and error.code == 0:
                     unreachable = error  # no answer at all: the next job would only wait as long
         return results
 
+    def place_many(self, jobs: Sequence[JobSpec], *, fresh: Collection[UUID] = ()) -> dict[UUID, str | FabricError]:
+        """Each job's external id: the one a dispatch that crashed already made (one LIST by workload label, one by
+        array label for elements that are not fresh), else a new one (submit_many)."""
+        together = [job for job in jobs if arrays.eligible(job, self.settings)]
+        alone = [job.workload_id for job in jobs if not arrays.eligible(job, self.settings)]
+        placed: dict[UUID, str | FabricError] = {}
+        try:
+            if alone:
+                placed |= self._find_alone(alone)
+            retried = {job.array_id for job in together if job.workload_id not in fresh}
+            if retried:
+                placed |= self._find_elements(retried, {job.workload_id for job in together}, adopt=True)
+        except FabricError as error:
+            return {job.workload_id: error for job in jobs}
+        rest = [job for job in jobs if job.workload_id not in placed]
+        if rest:
+            placed |= self.submit_many(rest)
+        return placed
+
     def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
+        """By workload label; those it does not find are looked for among the array Jobs (one more LIST)."""
+        found = self._find_alone(workload_ids)
+        missing = set(workload_ids) - set(found)
+        if missing:
+            found |= self._find_elements(None, missing)
+        return found
+
+    def _find_alone(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
         found: dict[UUID, str] = {}
         for job in self._jobs_of(list(workload_ids)):
             labels = job["metadata"].get("labels") or {}
@@ -142,8 +182,55 @@ class KubernetesFabric(Batched):
                 continue
         return found
 
+    def _find_elements(
+        self, array_ids: Collection[str] | None, wanted: Collection[UUID], *, adopt: bool = False
+    ) -> dict[UUID, str]:
+        """Elements' external ids from the array Jobs that hold them (of these arrays, or of every array). adopt:
+        make sure each such Job owns its Secret (a dispatch may have crashed before it did)."""
+        if array_ids is None:
+            jobs = self.client.list_by_label("jobs", arrays.ARRAY_LABEL)
+        else:
+            jobs = self._by_label("jobs", arrays.ARRAY_LABEL, sorted(array_ids))
+        found: dict[UUID, str] = {}
+        for job in jobs:
+            name = job["metadata"]["name"]
+            held = {wid: k for k, wid in enumerate(arrays.elements(job)) if wid in wanted}
+            found |= {wid: arrays.external_id(name, k) for wid, k in held.items()}
+            if adopt and held:
+                self.client.set_owner("secrets", name, _owner(job))
+        return found
+
     def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
-        """One LIST of Jobs and one of pods for the batch (more only for Kueue or Volcano detail)."""
+        """One LIST of Jobs and one of pods for the batch (more only for Kueue or Volcano detail); arrays' elements
+        one LIST of Jobs and one of pods for all their Jobs."""
+        self._pods = {}
+        statuses = self._poll_elements([i for i in ids if arrays.element_of(i) is not None])
+        statuses |= self._poll_jobs([i for i in ids if arrays.element_of(i) is None])
+        return self._with_utilisation(statuses)
+
+    def _poll_elements(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        if not ids:
+            return {}
+        names = sorted({name for i in ids if (found := arrays.element_of(i)) is not None for name, _ in [found]})
+        jobs = {job["metadata"]["name"]: job for job in self._by_label("jobs", arrays.ARRAY_JOB_LABEL, names)}
+        pods: dict[str, list[dict[str, Any]]] = {}
+        for pod in self._by_label("pods", arrays.ARRAY_JOB_LABEL, names):
+            pods.setdefault((pod["metadata"].get("labels") or {}).get(arrays.ARRAY_JOB_LABEL, ""), []).append(pod)
+        statuses: dict[str, JobStatus] = {}
+        for external in ids:
+            name, index = arrays.element_of(external) or ("", 0)
+            job = jobs.get(name)
+            if job is None:
+                statuses[external] = JobStatus(JobState.MISSING)
+                continue
+            mine = [p for p in pods.get(name, []) if _index_of(p) == index]
+            self._pods[external] = mine
+            statuses[external] = arrays.element_status(job, index, mine)
+        return statuses
+
+    def _poll_jobs(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        if not ids:
+            return {}
         by_id = {wid: name for name in ids if (wid := render.workload_id_of(name)) is not None}
         jobs = {job["metadata"]["name"]: job for job in self._jobs_of(list(by_id))}
         pods = self._pods_of(list(by_id))
@@ -154,7 +241,6 @@ class KubernetesFabric(Batched):
         kueue = self._kueue_workloads([job for job in jobs.values() if (job.get("spec") or {}).get("suspend")])
         podgroups = self._podgroups([job for job in jobs.values() if not parse.finished(job)])
         statuses: dict[str, JobStatus] = {}
-        self._pods = {}
         for name in ids:
             job = jobs.get(name)
             if job is None:
@@ -168,7 +254,7 @@ class KubernetesFabric(Batched):
                 podgroup=podgroups.get(name),
                 kueue_workload=kueue.get(job["metadata"].get("uid", "")),
             )
-        return self._with_utilisation(statuses)
+        return statuses
 
     def _with_utilisation(self, statuses: dict[str, JobStatus]) -> dict[str, JobStatus]:
         """Running jobs' GPU utilisation from the site's Prometheus (DCGM), one query for all of them; as they
@@ -189,6 +275,10 @@ class KubernetesFabric(Batched):
 
     def cancel(self, external_id: str) -> None:
         """Delete the Job with background propagation (its pods go with it), and its Service and PodGroup."""
+        element = arrays.element_of(external_id)
+        if element is not None:
+            self._cancel_element(*element)
+            return
         client = self.client
         client.delete("jobs", external_id)
         # Owned by the Job, these go with it; deleting by name also covers a crash before they were owned.
@@ -196,9 +286,30 @@ class KubernetesFabric(Batched):
         if self.settings.volcano:
             client.delete("podgroups", external_id)
 
+    def _cancel_element(self, name: str, index: int) -> None:
+        """Mark the index cancelled on its Job (so its failure reads as a cancel), then delete its pod: a deleted
+        pod fails its index, which a backoff limit of 0 per index never retries. The Job and its Secret go
+        instead once every index is cancelled. Called again each sync until the element has ended."""
+        client = self.client
+        try:
+            job = client.patch_job(name, {"metadata": {"annotations": {f"{arrays.CANCEL}{index}": "true"}}})
+        except KubeError as error:
+            if error.code == 404:
+                return  # the Job is gone: nothing of it runs
+            raise
+        if arrays.all_cancelled(job):
+            client.delete("jobs", name)
+            client.delete("secrets", name)
+            return
+        pods = client.list_by_label("pods", f"{arrays.ARRAY_JOB_LABEL}={name},{render.JOB_INDEX}={index}")
+        for pod in arrays.live_pods(pods, index):
+            client.delete("pods", pod)
+
     def extend(self, external_id: str, ends_at: datetime) -> None:
         """Let the Job run until `ends_at`: its activeDeadlineSeconds counts from its own start time, so the
         new deadline is ends_at less that (one GET, one PATCH). A Job already finished or gone stays so."""
+        if arrays.element_of(external_id) is not None:
+            raise FabricError("an array's elements share their Job's deadline", retryable=False)
         client = self.client
         try:
             job = client.read_job(external_id)
@@ -215,7 +326,15 @@ class KubernetesFabric(Batched):
     def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
         """The end of rank 0's log (the latest attempt), or "" while no container has started."""
         pods = self._pods.get(external_id)
-        if pods is None:
+        element = arrays.element_of(external_id)
+        if pods is None and element is not None:
+            name, index = element
+            pods = [
+                p
+                for p in self.client.list_by_label("pods", f"{arrays.ARRAY_JOB_LABEL}={name}")
+                if _index_of(p) == index
+            ]
+        elif pods is None:
             wid = render.workload_id_of(external_id)
             pods = self._pods_of([wid]).get(external_id, []) if wid else []
         pod = parse.log_pod(pods)
@@ -293,18 +412,49 @@ class KubernetesFabric(Batched):
                 ) from error
             created = existing[0]
         # 3. Let the Job own the others, so deleting it (cancel, TTL) deletes them.
-        if owned:
-            owner = {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": name,
-                "uid": created["metadata"]["uid"],
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-            for kind in owned:
-                client.set_owner(kind, name, owner)
+        for kind in owned:
+            client.set_owner(kind, name, _owner(created))
         return str(name)
+
+    def _submit_group(self, group: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
+        """One Indexed Job for elements of one array (arrays.py): its Secret first (the pods read it as they
+        start), then the Job, which then owns the Secret. A Job of that name made by an earlier attempt answers
+        for the elements it holds; the others wait for the next dispatch (retryable)."""
+        try:
+            manifests = arrays.render_group(group, self.settings, self.namespace)
+        except TemplateError as exc:
+            raise FabricError(f"the Job does not render: {exc}", retryable=False) from exc
+        client = self.client
+        name = manifests.job["metadata"]["name"]
+        secret = manifests.secret or {}  # render_group always makes one
+        try:
+            client.create("secrets", secret)
+        except KubeError as error:
+            if error.reason != "AlreadyExists":
+                raise
+            # Left by an attempt that died before its Job was made (a Job would have been found by its label):
+            # its files may be another group's, so it is made again.
+            client.delete("secrets", name)
+            client.create("secrets", secret)
+        try:
+            created = client.create("jobs", manifests.job)
+        except KubeError as error:
+            if error.reason != "AlreadyExists":
+                raise
+            existing = client.list_by_label("jobs", f"{arrays.ARRAY_JOB_LABEL}={name}")
+            if not existing:
+                raise FabricError(
+                    f"a Job named {name} exists in {client.namespace} but is not Gridlane's", retryable=False
+                ) from error
+            created = existing[0]
+        client.set_owner("secrets", name, _owner(created))
+        held = {wid: k for k, wid in enumerate(arrays.elements(created))}
+        return {
+            job.workload_id: arrays.external_id(name, held[job.workload_id])
+            if job.workload_id in held
+            else FabricError(f"{name} was made by an earlier attempt without this element", retryable=True)
+            for job in group
+        }
 
     def _create_or_keep(self, kind: str, body: dict[str, Any]) -> None:
         try:
@@ -315,11 +465,13 @@ class KubernetesFabric(Batched):
 
     def _by_workload(self, kind: str, workload_ids: Sequence[UUID]) -> list[dict[str, Any]]:
         """Objects of a kind labelled with these workload ids: one LIST per CHUNK ids."""
-        ids = sorted(str(w) for w in workload_ids)
+        return self._by_label(kind, render.WORKLOAD_LABEL, sorted(str(w) for w in workload_ids))
+
+    def _by_label(self, kind: str, label: str, values: Sequence[str]) -> list[dict[str, Any]]:
+        """Objects of a kind whose label has one of these values: one LIST per CHUNK values."""
         items: list[dict[str, Any]] = []
-        for i in range(0, len(ids), CHUNK):
-            selector = f"{render.WORKLOAD_LABEL} in ({','.join(ids[i : i + CHUNK])})"
-            items += self.client.list_by_label(kind, selector)
+        for i in range(0, len(values), CHUNK):
+            items += self.client.list_by_label(kind, f"{label} in ({','.join(values[i : i + CHUNK])})")
         return items
 
     def _jobs_of(self, workload_ids: Sequence[UUID]) -> list[dict[str, Any]]:
@@ -363,3 +515,21 @@ class KubernetesFabric(Batched):
             log.info("%s: Volcano's PodGroups are not readable: %s", self.config.name, error)
             return {}
         return {group["metadata"]["name"]: group for group in groups}
+
+
+def _owner(job: Mapping[str, Any]) -> dict[str, Any]:
+    """An ownerReference to this Job, so the garbage collector deletes what it owns with it."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": job["metadata"]["name"],
+        "uid": job["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _index_of(pod: Mapping[str, Any]) -> int | None:
+    """The completion index of an Indexed Job's pod; None for any other pod."""
+    index = str(((pod.get("metadata") or {}).get("annotations") or {}).get(render.JOB_INDEX))
+    return int(index) if index.isdigit() else None

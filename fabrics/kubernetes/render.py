@@ -25,6 +25,7 @@ import functools
 import hashlib
 import json
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,14 +59,16 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 @dataclass(frozen=True)
 class Manifests:
-    """What submit creates. `service` and `podgroup` are None when the job needs neither."""
+    """What submit creates. `service`, `podgroup` and `secret` are None when the job needs none (the secret: an
+    array's Job, holding each element's own environment, fabrics/kubernetes/arrays.py)."""
 
     job: dict[str, Any]
     service: dict[str, Any] | None = None
     podgroup: dict[str, Any] | None = None
+    secret: dict[str, Any] | None = None
 
     def documents(self) -> list[dict[str, Any]]:
-        return [doc for doc in (self.job, self.service, self.podgroup) if doc is not None]
+        return [doc for doc in (self.job, self.service, self.podgroup, self.secret) if doc is not None]
 
 
 def job_name(workload_id: UUID) -> str:
@@ -386,6 +389,15 @@ def _podgroup(job: JobSpec, name: str, namespace: str, own: dict[str, str], sett
 
 
 def _masked(document: dict[str, Any]) -> dict[str, Any]:
+    if document.get("kind") == "Secret":  # an array's: `export NAME='value'` lines per element
+        files = {}
+        for key, text in (document.get("stringData") or {}).items():
+            lines = []
+            for line in text.splitlines():
+                name = line.removeprefix("export ").partition("=")[0]
+                lines.append(f"export {name}={shlex.quote(notebook.MASKED)}" if name in notebook.SECRET_ENV else line)
+            files[key] = "".join(f"{line}\n" for line in lines)
+        return document | {"stringData": files}
     if document.get("kind") != "Job":
         return document
     copied = copy.deepcopy(document)

@@ -10,6 +10,7 @@ double to them.
         ...
         double.kueue_admit("gridlane", "gl-...")   # what Kueue would do
         double.fail("POST", r"/jobs$", 500)        # the next create answers 500
+        double.watch("app=x"); ...; double.peak("app=x")  # the most live pods with that label at once
 """
 
 from __future__ import annotations
@@ -102,6 +103,13 @@ class ApiDouble:
         with self.store.lock:
             obj = self.store.get(BY_NAME[resource], namespace, name)
             return copy.deepcopy(obj)
+
+    def watch(self, selector: str) -> None:
+        """From now on, track the most live pods matching the label selector at once (`peak`)."""
+        self.cluster.watch(selector)
+
+    def peak(self, selector: str) -> int:
+        return self.cluster.peak(selector)
 
     def kueue_admit(self, namespace: str, job_name: str) -> None:
         self.cluster.kueue_admit(namespace, job_name)

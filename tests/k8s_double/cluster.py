@@ -3,11 +3,13 @@
 One thread steps all of them every tick over the same store the HTTP side serves.
 
 The kubelet runs no containers. It reads a container's argv by this convention:
-    ["/bin/sh", "-c", SCRIPT] (or bash, -lc, with SCRIPT in args): SCRIPT's statements (split on `;`,
-        `&&` and newlines) run in order: `echo WORDS` logs a line ($VAR and ${VAR} expand from the
+    ["/bin/sh", "-c", SCRIPT, NAME, ARGS...] (or bash, -lc, with SCRIPT in args): SCRIPT's statements (split
+        on `;`, `&&` and newlines) run in order: `echo WORDS` logs a line ($VAR and ${VAR} expand from the
         container's env), `sleep N` takes N seconds, `exit N` ends with code N, `false` with 1,
-        `gridlane_notebook ...` (Gridlane's notebook launcher) serves until it is stopped;
-        anything else does nothing. It exits 0 at the end.
+        `export NAME=VALUE ...` sets the environment, `. FILE` runs a file the pod mounts (a Secret's or a
+        ConfigMap's key), `exec "$@"` runs ARGS as the rest of the program, `gridlane_notebook ...`
+        (Gridlane's notebook launcher) serves until it is stopped; anything else does nothing. It exits 0
+        at the end.
     any other argv (e.g. `jupyter lab ...`): a server that runs until it is stopped.
 Images whose name contains `does-not-exist` never pull (ErrImagePull, then ImagePullBackOff).
 A pod no node has room for stays Pending with PodScheduled=False, reason Unschedulable.
@@ -15,6 +17,7 @@ A pod no node has room for stays Pending with PodScheduled=False, reason Unsched
 
 from __future__ import annotations
 
+import base64
 import copy
 import math
 import os
@@ -29,6 +32,7 @@ from decimal import Decimal
 from typing import Any
 
 from tests.k8s_double.objects import BY_NAME, now_rfc3339, quantity
+from tests.k8s_double.selectors import label_selector
 from tests.k8s_double.server import Api, Store
 
 JOBS, PODS, NODES = BY_NAME["jobs.batch"], BY_NAME["pods"], BY_NAME["nodes"]
@@ -67,19 +71,26 @@ class Timers:
 _VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 
-def program(argv: list[str], env: dict[str, str]) -> Program:
-    """What the container does, by the convention in the module docstring."""
+def program(argv: list[str], env: dict[str, str], files: dict[str, str] | None = None) -> Program:
+    """What the container does, by the convention in the module docstring. `env` is changed by `export`."""
     shells = ("sh", "bash")
     if len(argv) < 3 or os.path.basename(argv[0]) not in shells or not re.fullmatch(r"-[a-z]*c", argv[1]):
         return Program([], math.inf)
+    return _script(argv[2], argv[4:], env, files or {}, depth=0)
+
+
+def _script(text: str, positional: list[str], env: dict[str, str], files: dict[str, str], depth: int) -> Program:
     lines: list[tuple[float, str]] = []
     at = 0.0
-    for statement in re.split(r";|&&|\n", argv[2]):
+    for statement in re.split(r";|&&|\n", text):
         try:
             words = shlex.split(statement)
         except ValueError:
             continue
-        words = [_VAR.sub(lambda m: env.get(m[1] or m[2], ""), w) for w in words]
+        expanded: list[str] = []
+        for w in words:
+            expanded += positional if w == "$@" else [_VAR.sub(lambda m: env.get(m[1] or m[2], ""), w)]
+        words = expanded
         if not words:
             continue
         if words[0] == "echo":
@@ -92,6 +103,22 @@ def program(argv: list[str], env: dict[str, str]) -> Program:
             return Program(lines, at, 1)
         elif words[0] == "gridlane_notebook":
             return Program(lines, math.inf)
+        elif words[0] == "export" or re.fullmatch(r"\w+=.*", words[0]):
+            for word in words[1:] if words[0] == "export" else words:
+                name, eq, value = word.partition("=")
+                if eq:
+                    env[name] = value
+        elif words[0] in (".", "source") and len(words) > 1 and depth < 8:
+            if words[1] not in files:
+                return Program([*lines, (at, f"sh: {words[1]}: not found")], at, 2)
+            sourced = _script(files[words[1]], positional, env, files, depth + 1)
+            lines += [(at + t, line) for t, line in sourced.lines]
+            at += sourced.duration
+            if sourced.exit_code or sourced.duration == math.inf:
+                return Program(lines, at, sourced.exit_code)
+        elif words[0] == "exec" and len(words) > 1:
+            rest = program(words[1:], env, files)
+            return Program(lines + [(at + t, line) for t, line in rest.lines], at + rest.duration, rest.exit_code)
     return Program(lines, at, 0)
 
 
@@ -221,6 +248,11 @@ class Cluster:
         self.runs: dict[str, Run] = {}
         self.timers = Timers()
         self.kueue_message = KUEUE_PENDING
+        # Jobs with a backoff limit per index: failures per index by Job uid, and the pods already counted.
+        self.index_failures: defaultdict[str, defaultdict[int, int]] = defaultdict(lambda: defaultdict(int))
+        self.counted: set[str] = set()
+        self.pod_failures: defaultdict[str, int] = defaultdict(int)  # by Job uid: its failed pods, counted once
+        self.peaks: dict[str, int] = {}  # label selector -> most live pods at once (watch)
         api.on_create.append(self._created)
         api.pod_logs = self.logs
 
@@ -262,6 +294,29 @@ class Cluster:
             self._schedule()
             self._kubelet()
             self._collect()
+            self._observe()
+
+    def watch(self, selector: str) -> None:
+        """Count, after every step, the live pods (pending or running) whose labels match; see `peak`."""
+        with self.store.lock:
+            self.peaks.setdefault(selector, 0)
+
+    def peak(self, selector: str) -> int:
+        """The most live pods matching a watched selector there have been at once since `watch`."""
+        with self.store.lock:
+            return self.peaks[selector]
+
+    def _observe(self) -> None:
+        for selector, most in self.peaks.items():
+            matches = label_selector(selector)
+            live = sum(
+                1
+                for pod in self.store.items(PODS)
+                if _live(pod)
+                and not pod["metadata"].get("deletionTimestamp")
+                and matches(pod["metadata"].get("labels") or {})
+            )
+            self.peaks[selector] = max(most, live)
 
     # -- Kueue ---------------------------------------------------------------------------------
 
@@ -341,22 +396,43 @@ class Cluster:
         if not conditions:
             del st["conditions"]
         indexed = spec.get("completionMode") == "Indexed"
+        per_index = spec.get("backoffLimitPerIndex") if indexed else None
         succeeded = [p for p in pods if p["status"].get("phase") == "Succeeded"]
         failed = [p for p in pods if p["status"].get("phase") == "Failed"]
         completions = spec.get("completions", 1)
         done_indexes = {int(p["metadata"]["annotations"][INDEX]) for p in succeeded} if indexed else set()
+        failed_indexes: set[int] = set()
+        fail_job = ""
+        if per_index is not None:
+            fail_job = self._count_index_failures(job, pods)
+            tally = self.index_failures[uid]
+            failed_indexes = {i for i, n in tally.items() if n > per_index} - done_indexes
         for pod in succeeded + failed:  # accounted for: the controller lets go of the pod
             pod["metadata"].pop("finalizers", None)
         _count(st, "active", len(active))
         st["ready"] = sum(1 for p in active if _true(p, "Ready"))
         _count(st, "succeeded", len(succeeded))
-        _count(st, "failed", len(failed))
+        failures = self.pod_failures[uid] if per_index is not None else len(failed)
+        _count(st, "failed", failures)
         st["terminating"] = 0
         st["uncountedTerminatedPods"] = {}
         if indexed and done_indexes:
             st["completedIndexes"] = _ranges(sorted(done_indexes))
-        if len(failed) > spec.get("backoffLimit", 6):
+        if per_index is not None:  # set, if only to "", whenever the Job has a backoff limit per index
+            st["failedIndexes"] = _ranges(sorted(failed_indexes)) if failed_indexes else ""
+        if fail_job:
+            self._fail(job, active, "PodFailurePolicy", fail_job)
+            return
+        if failures > spec.get("backoffLimit", 6):
             self._fail(job, active, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+            return
+        most_failed = spec.get("maxFailedIndexes")
+        if most_failed is not None and len(failed_indexes) > most_failed:
+            message = "Job has exceeded the specified maximal number of failed indexes"
+            self._fail(job, active, "MaxFailedIndexesExceeded", message)
+            return
+        if failed_indexes and len(done_indexes) + len(failed_indexes) >= completions:
+            self._fail(job, active, "FailedIndexes", "Job has failed indexes")
             return
         deadline = spec.get("activeDeadlineSeconds")
         if deadline is not None and time.time() - self.timers.job_started[uid] >= deadline:
@@ -372,8 +448,8 @@ class Cluster:
             return
         parallelism = spec.get("parallelism", 1)
         if indexed:
-            busy = {int(p["metadata"]["annotations"][INDEX]) for p in active} | done_indexes
-            for index in range(completions):
+            busy = {int(p["metadata"]["annotations"][INDEX]) for p in active} | done_indexes | failed_indexes
+            for index in range(completions):  # lowest index first, as the Job controller starts them
                 if len(active) >= parallelism:
                     break
                 if index not in busy:
@@ -382,6 +458,33 @@ class Cluster:
             while len(active) < min(parallelism, completions - len(succeeded)):
                 active.append(self._new_pod(job, None))
         _count(st, "active", len(active))
+
+    def _count_index_failures(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
+        """Count each failed pod of a Job with a backoff limit per index once against its index. A pod being deleted
+        counts as failed (podReplacementPolicy TerminatingOrFailed, the default without a pod failure policy; with
+        one, only once it has failed). A podFailurePolicy rule on exit codes may fail the index at once (FailIndex),
+        not count it (Ignore) or fail the Job (FailJob: its message is returned, else "")."""
+        spec, uid = job["spec"], job["metadata"]["uid"]
+        rules = (spec.get("podFailurePolicy") or {}).get("rules") or []
+        tally = self.index_failures[uid]
+        for pod in pods:
+            phase, meta = pod["status"].get("phase"), pod["metadata"]
+            terminating = meta.get("deletionTimestamp") and phase != "Succeeded"
+            if pod["metadata"]["uid"] in self.counted or not (phase == "Failed" or terminating):
+                continue
+            self.counted.add(meta["uid"])
+            index = int((meta.get("annotations") or {}).get(INDEX, "0"))
+            action, why = _policy_action(rules, pod) if phase == "Failed" else ("Count", "")
+            if action == "FailJob":
+                return f"{why} for pod {meta['namespace']}/{meta['name']}"
+            if action in ("FailIndex", "Count"):  # an ignored failure counts nowhere
+                self.pod_failures[uid] += 1
+                tally[index] += 1
+            if action == "FailIndex":
+                tally[index] = max(tally[index], spec["backoffLimitPerIndex"] + 1)
+            if meta.get("deletionTimestamp") and not pod["spec"].get("nodeName"):
+                self.store.remove(pod)  # the pod GC takes a deleted pod no node ever ran
+        return ""
 
     def _fail(self, job: dict[str, Any], active: list[dict[str, Any]], reason: str, message: str) -> None:
         for pod in active:
@@ -405,6 +508,9 @@ class Cluster:
             prefix = f"{meta['name']}-{index}-"
             labels[INDEX] = str(index)
             annotations[INDEX] = str(index)
+            if job["spec"].get("backoffLimitPerIndex") is not None:
+                failures = self.index_failures[meta["uid"]].get(index, 0)
+                annotations["batch.kubernetes.io/job-index-failure-count"] = str(failures)
             spec["hostname"] = f"{meta['name']}-{index}"
             for container in spec["containers"]:
                 env = container.setdefault("env", [])
@@ -674,9 +780,8 @@ class Cluster:
     def _start(self, pod: dict[str, Any], now: float) -> None:
         container = pod["spec"]["containers"][0]
         env = self._env(pod, container)
-        self.runs[pod["metadata"]["uid"]] = Run(
-            now, program(container.get("command", []) + container.get("args", []), env)
-        )
+        argv = container.get("command", []) + container.get("args", [])
+        self.runs[pod["metadata"]["uid"]] = Run(now, program(argv, env, self._files(pod, container)))
         st = pod["status"]
         st["phase"] = "Running"
         cs = st["containerStatuses"][0]
@@ -693,6 +798,26 @@ class Cluster:
         for ctype in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"):
             _set_condition(conditions, _condition(ctype, "True", probe=False) | {"lastProbeTime": None})
         self.store.touch(pod)
+
+    def _files(self, pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+        """The files the container sees from the Secrets and ConfigMaps its pod mounts: path -> text. (A kubelet
+        would not start the container while a Secret it mounts is missing; here its files are simply absent.)"""
+        sources = {}
+        for volume in pod["spec"].get("volumes") or []:
+            if "secret" in volume:
+                obj = self.store.get(BY_NAME["secrets"], pod["metadata"]["namespace"], volume["secret"]["secretName"])
+                data = {k: base64.b64decode(v).decode() for k, v in ((obj or {}).get("data") or {}).items()}
+            elif "configMap" in volume:
+                obj = self.store.get(BY_NAME["configmaps"], pod["metadata"]["namespace"], volume["configMap"]["name"])
+                data = dict((obj or {}).get("data") or {})
+            else:
+                continue
+            sources[volume["name"]] = data
+        files: dict[str, str] = {}
+        for mount in container.get("volumeMounts") or []:
+            for key, text in sources.get(mount["name"], {}).items():
+                files[f"{mount['mountPath'].rstrip('/')}/{key}"] = text
+        return files
 
     @staticmethod
     def _env(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
@@ -783,6 +908,27 @@ def _qos(pod: dict[str, Any]) -> str:
         for r in resources
     )
     return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _policy_action(rules: list[dict[str, Any]], pod: dict[str, Any]) -> tuple[str, str]:
+    """The action of the first podFailurePolicy rule a failed pod matches on its containers' exit codes, and the
+    words the Job controller uses for it; ("Count", "") (the default) when none matches."""
+    codes = [
+        (cs.get("name"), ((cs.get("state") or {}).get("terminated") or {}).get("exitCode"))
+        for cs in pod["status"].get("containerStatuses") or []
+    ]
+    for at, rule in enumerate(rules):
+        on = rule.get("onExitCodes")
+        if not on:
+            continue
+        values = set(on.get("values") or [])
+        for name, code in codes:
+            if not code or on.get("containerName") not in (None, name):
+                continue
+            if (on.get("operator") == "In") == (code in values):
+                action = str(rule.get("action", "Count"))
+                return action, f"Container {name} failed with exit code {code} matching {action} rule at index {at}"
+    return "Count", ""
 
 
 def _ranges(indexes: list[int]) -> str:

@@ -472,6 +472,8 @@ class Api:
             kueue.default(kind.kind, patched, created=False)
         validation.decode(kind, patched)
         causes = validation.validate(kind, patched) + kueue.immutable(kind.kind, obj, patched)
+        if kind.kind == "Job" and sub is None:
+            causes += validation.job_update(obj, patched)
         if causes:
             raise invalid(kind, obj["metadata"]["name"], causes)
         spec_of = lambda o: {k: v for k, v in o.items() if k not in ("metadata", "status")}  # noqa: E731

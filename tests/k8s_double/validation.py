@@ -174,6 +174,7 @@ def _job(obj: dict[str, Any]) -> Causes:
         )
     if mode == "Indexed" and spec.get("completions") is None:
         causes.append(("spec.completions", "Required value: when completion mode is Indexed"))
+    causes += _per_index(spec, mode)
     template = spec.get("template") or {}
     causes += _labels((template.get("metadata") or {}).get("labels"), "spec.template.metadata.labels")
     pod_spec = template.get("spec") or {}
@@ -188,6 +189,50 @@ def _job(obj: dict[str, Any]) -> Causes:
             )
         )
     causes += _pod_spec(pod_spec, "spec.template.spec")
+    return causes
+
+
+def _per_index(spec: dict[str, Any], mode: str) -> Causes:
+    """backoffLimitPerIndex, maxFailedIndexes and the podFailurePolicy's FailIndex, as the API server checks them."""
+    causes: Causes = []
+    per_index, most = spec.get("backoffLimitPerIndex"), spec.get("maxFailedIndexes")
+    for field, value in (("backoffLimitPerIndex", per_index), ("maxFailedIndexes", most)):
+        if value is not None and (not isinstance(value, int) or value < 0):
+            causes.append((f"spec.{field}", f"Invalid value: {value!r}: must be greater than or equal to 0"))
+    if per_index is not None and mode != "Indexed":
+        causes.append(("spec.backoffLimitPerIndex", "Forbidden: requires indexed completion mode"))
+    if most is not None and per_index is None:
+        causes.append(("spec.maxFailedIndexes", "Required value: must be specified when maxFailedIndexes is specified"))
+    completions = spec.get("completions")
+    if isinstance(most, int) and isinstance(completions, int) and most > completions:
+        causes.append(("spec.maxFailedIndexes", f"Invalid value: {most}: must be less than or equal to completions"))
+    for i, rule in enumerate((spec.get("podFailurePolicy") or {}).get("rules") or []):
+        action = rule.get("action")
+        if action not in ("FailJob", "FailIndex", "Ignore", "Count"):
+            causes.append((f"spec.podFailurePolicy.rules[{i}].action", f'Unsupported value: "{action}"'))
+        elif action == "FailIndex" and per_index is None:
+            causes.append(
+                (
+                    f"spec.podFailurePolicy.rules[{i}].action",
+                    'Invalid value: "FailIndex": requires the backoffLimitPerIndex to be set',
+                )
+            )
+    return causes
+
+
+def job_update(old: dict[str, Any], new: dict[str, Any]) -> Causes:
+    """What may not change on a Job once created: its completion mode, selector, backoff limit per index and pod
+    template; completions only together with parallelism, kept equal (an elastic Indexed Job). Parallelism may."""
+    before, after = old.get("spec") or {}, new.get("spec") or {}
+    causes: Causes = []
+    for field in ("completionMode", "backoffLimitPerIndex", "selector", "template"):
+        if before.get(field) != after.get(field):
+            causes.append((f"spec.{field}", "Invalid value: field is immutable"))
+    if before.get("completions") != after.get("completions"):
+        elastic = after.get("completionMode") == "Indexed" and after.get("completions") == after.get("parallelism")
+        if not elastic:
+            value = after.get("completions")
+            causes.append(("spec.completions", f"Invalid value: {value}: field is immutable"))
     return causes
 
 
@@ -521,7 +566,8 @@ def default(kind: Kind, obj: dict[str, Any]) -> None:
     if kind.kind == "Job" and spec is not None:
         uid = obj["metadata"]["uid"]
         name = obj["metadata"]["name"]
-        spec.setdefault("backoffLimit", 6)
+        # With a backoff limit per index, the Job's own limit defaults to the largest int32: each index has its own.
+        spec.setdefault("backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6)
         spec.setdefault("completionMode", "NonIndexed")
         spec.setdefault("completions", 1)
         spec.setdefault("manualSelector", False)

@@ -392,3 +392,90 @@ def test_injected_faults_answer_with_a_status_then_stop(double):
     double.fail("GET", r"/jobs$", 500)
     assert call(double, "GET", JOBS)[1]["reason"] == "InternalError"
     assert call(double, "GET", JOBS)[0] == 200
+
+
+def test_a_backoff_limit_per_index_fails_indexes_alone_and_the_job_with_failed_indexes(double):
+    body = job_body("perindex", "sleep 0.1; exit $JOB_COMPLETION_INDEX", completionMode="Indexed")
+    del body["spec"]["backoffLimit"]
+    body["spec"] |= {"completions": 3, "parallelism": 3, "backoffLimitPerIndex": 1}
+    code, created = call(double, "POST", JOBS, body)
+    assert code == 201
+    assert created["spec"]["backoffLimit"] == 2147483647  # each index has its own limit
+    done = job_when(double, "perindex", lambda j: any(c["type"] == "Failed" for c in j["status"].get("conditions", [])))
+    failed = next(c for c in done["status"]["conditions"] if c["type"] == "Failed")
+    assert (failed["reason"], failed["message"]) == ("FailedIndexes", "Job has failed indexes")
+    assert (done["status"]["completedIndexes"], done["status"]["failedIndexes"]) == ("0", "1-2")
+    assert done["status"]["failed"] == 4  # indexes 1 and 2 each ran twice: once, and the one retry allowed
+    retries = [p for p in double.objects("pods", "default") if p["metadata"]["annotations"][INDEX_KEY] == "1"]
+    counts = sorted(p["metadata"]["annotations"]["batch.kubernetes.io/job-index-failure-count"] for p in retries)
+    assert counts == ["0", "1"]
+
+
+def test_fail_index_in_a_pod_failure_policy_fails_the_index_without_a_retry(double):
+    body = job_body("failindex", "exit 42", completionMode="Indexed")
+    body["spec"] |= {"completions": 1, "parallelism": 1, "backoffLimitPerIndex": 3}
+    del body["spec"]["backoffLimit"]
+    body["spec"]["podFailurePolicy"] = {
+        "rules": [{"action": "FailIndex", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}}]
+    }
+    assert call(double, "POST", JOBS, body)[0] == 201
+    done = job_when(double, "failindex", lambda j: j["status"].get("failedIndexes") == "0")
+    assert len(double.objects("pods", "default", "job-name=failindex")) == 1
+    assert done["status"]["failed"] == 1
+
+
+def test_a_deleted_pod_fails_its_index_when_each_index_has_a_backoff_limit(double):
+    body = job_body("deleted", "sleep 60", completionMode="Indexed")
+    del body["spec"]["backoffLimit"]  # a backoffLimit of 0 would fail the whole Job at the first failure
+    body["spec"] |= {"completions": 2, "parallelism": 2, "backoffLimitPerIndex": 0}
+    call(double, "POST", JOBS, body)
+    pod = pod_of(double, "deleted", lambda p: p["metadata"]["annotations"][INDEX_KEY] == "1")
+    assert call(double, "DELETE", f"{PODS}/{pod['metadata']['name']}")[0] == 200
+    job = job_when(double, "deleted", lambda j: j["status"].get("failedIndexes") == "1")
+    assert job["status"].get("active") == 1  # index 0 runs on; index 1 is not started again
+    time.sleep(0.2)
+    left = double.objects("pods", "default", "job-name=deleted")
+    assert [p["metadata"]["annotations"][INDEX_KEY] for p in left] == ["0"]
+
+
+def test_per_index_fields_are_validated_as_a_cluster_does(double):
+    body = job_body("bad", "true", backoffLimitPerIndex=1, maxFailedIndexes=1)
+    code, status = call(double, "POST", JOBS, body)
+    assert code == 422
+    assert {c["field"] for c in status["details"]["causes"]} == {"spec.backoffLimitPerIndex"}
+    body = job_body("bad", "true", completionMode="Indexed", completions=2, maxFailedIndexes=1)
+    code, status = call(double, "POST", JOBS, body)
+    assert [c["field"] for c in status["details"]["causes"]] == ["spec.maxFailedIndexes"]
+
+
+def test_parallelism_changes_by_patch_and_completions_only_with_it_on_an_indexed_job(double):
+    body = job_body("elastic", "sleep 60", completionMode="Indexed", completions=2, parallelism=1)
+    call(double, "POST", JOBS, body)
+    patch = double.url + f"{JOBS}/elastic"
+    code, job = _merge_patch(patch, double.token, {"spec": {"parallelism": 2}})
+    assert (code, job["spec"]["parallelism"]) == (200, 2)
+    wait_until(lambda: len(double.objects("pods", "default", "job-name=elastic")) == 2, timeout=60)
+    code, status = _merge_patch(patch, double.token, {"spec": {"completions": 5}})
+    assert code == 422
+    assert status["details"]["causes"][0]["message"] == "Invalid value: 5: field is immutable"
+    code, job = _merge_patch(patch, double.token, {"spec": {"completions": 3, "parallelism": 3}})
+    assert (code, job["spec"]["completions"]) == (200, 3)  # elastic: both together, equal
+    code, status = _merge_patch(patch, double.token, {"spec": {"template": {"metadata": {"labels": {"a": "b"}}}}})
+    assert code == 422
+
+
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+
+
+def _merge_patch(url: str, token: str, body: Any) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        url,
+        method="PATCH",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/merge-patch+json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())

@@ -191,11 +191,15 @@ def test_find_many_is_one_list_call_by_label_selector(fabric, double):
     results = submit_many(fabric, jobs[:3])
     assert all(isinstance(v, str) for v in results.values())
     double.forget_calls()
-    found = find_many(fabric, [j.workload_id for j in jobs])
-    assert found == {j.workload_id: f"gl-{j.workload_id}" for j in jobs[:3]}
+    found = find_many(fabric, jobs_ids := [j.workload_id for j in jobs[:3]])
+    assert found == {wid: f"gl-{wid}" for wid in jobs_ids}
     (listing,) = double.calls()
     assert (listing.method, listing.path) == ("GET", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs")
     assert listing.query["labelSelector"].startswith("gridlane.io/workload-id in (")
+    # Ids it does not find by their own label may be elements of an array's Job: one more LIST, of those.
+    double.forget_calls()
+    assert find_many(fabric, [j.workload_id for j in jobs]) == found
+    assert [c.query["labelSelector"] for c in double.calls()][1:] == ["gridlane.io/array-id"]
     assert fabric.find(jobs[4].workload_id) is None
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
+from fabrics.base import submit_many
 from portal.accounts.models import ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget
 from portal.worker import apply, connections, snapshot, tasks
@@ -224,3 +225,96 @@ def test_a_quarter_gpu_on_whole_gpus_is_refused_at_submit_saying_why(alice, subm
         in (rejected.value.errors["resources.gpus"][0])
     )
     assert double.objects("jobs", NAMESPACE) == []
+
+
+# -- arrays: the elements admitted together are one Indexed Job -------------------------------------------------
+
+
+def elements_of(parent: Workload) -> list[Workload]:
+    return list(Workload.objects.filter(array_parent=parent).order_by("array_index"))
+
+
+def run_array_until(parent: Workload, *states: State, timeout: float = 60) -> Workload:
+    def reached():
+        tasks.cycle()
+        parent.refresh_from_db()
+        return parent.state in states
+
+    wait_until(reached, timeout=timeout, every=0.02)
+    return parent
+
+
+def test_a_20_element_array_at_most_5_at_once_never_runs_more_than_5_pods_and_each_sees_its_index(
+    alice, submit, k8s, double
+):
+    command = 'echo "element $GRIDLANE_ARRAY_INDEX at $JOB_COMPLETION_INDEX"; sleep 0.3'
+    parent = submit(alice, queue="k8s-train", command=command, array="0-19%5")
+    selector = f"gridlane.io/array-id={parent.pk}"
+    double.watch(selector)
+    run_array_until(parent, State.SUCCEEDED)
+    assert double.peak(selector) == 5  # the throttle filled, and never passed, on the cluster itself
+    done = elements_of(parent)
+    assert [w.state for w in done] == [State.SUCCEEDED] * 20
+    for w in done:
+        index = w.external_id.rsplit("/", 1)[1]
+        assert w.log_tail == f"element {w.array_index} at {index}\n"
+    jobs = double.objects("jobs", NAMESPACE, selector)
+    # Far fewer Jobs than elements: the first five admitted together share one, later ones as they were admitted.
+    assert len(jobs) == len({w.external_id.split("/")[0] for w in done}) < 20
+    assert max(j["spec"]["completions"] for j in jobs) == 5
+    assert all(j["spec"]["parallelism"] == j["spec"]["completions"] for j in jobs)
+
+
+def test_a_sparse_arrays_elements_see_their_own_indexes(alice, submit, k8s, double):
+    parent = submit(alice, queue="k8s-train", command='echo "i=$GRIDLANE_ARRAY_INDEX"', array="3-11:4")
+    run_array_until(parent, State.SUCCEEDED)
+    assert [(w.array_index, w.log_tail) for w in elements_of(parent)] == [(3, "i=3\n"), (7, "i=7\n"), (11, "i=11\n")]
+    (job,) = double.objects("jobs", NAMESPACE)
+    assert job["spec"]["completions"] == 3
+
+
+def test_an_elements_failure_fails_that_element_only(alice, submit, k8s, double):
+    parent = submit(alice, queue="k8s-train", command="sleep 0.2; exit $GRIDLANE_ARRAY_INDEX", array="0-2")
+    run_array_until(parent, State.FAILED)
+    done = elements_of(parent)
+    assert [(w.state, w.exit_code) for w in done] == [
+        (State.SUCCEEDED, 0),
+        (State.FAILED, 1),
+        (State.FAILED, 2),
+    ]
+    assert done[1].events.last().reason == "failed (exit code 1)"
+
+
+def test_cancel_of_one_element_then_of_the_array(alice, submit, k8s, double):
+    parent = submit(alice, queue="k8s-train", command="sleep 60", array="0-2")
+    wait_until(lambda: tasks.cycle() and all(w.state == State.RUNNING for w in elements_of(parent)), timeout=60)
+    one = elements_of(parent)[1]
+    services.do_cancel(alice, one)
+    run_until(one, State.CANCELLED, timeout=60)
+    assert [w.state for w in elements_of(parent)] == [State.RUNNING, State.CANCELLED, State.RUNNING]
+    live = [p for p in double.objects("pods", NAMESPACE) if not p["metadata"].get("deletionTimestamp")]
+    assert sorted(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in live) == ["0", "2"]
+    services.do_cancel(alice, parent)
+    run_array_until(parent, State.CANCELLED)
+    assert [w.state for w in elements_of(parent)] == [State.CANCELLED] * 3
+    wait_until(lambda: not double.objects("pods", NAMESPACE), timeout=60)
+
+
+def test_an_array_dispatch_that_died_after_create_reconciles_by_the_arrays_label(alice, submit, k8s, double):
+    parent = submit(alice, queue="k8s-train", command="echo once", array="0-3")
+    # A worker admits the elements, records its intent, creates their Job... and dies before saving the ids.
+    snap, pending = snapshot.build(parent.submitted_at)
+    apply.apply(decide(snap), pending)
+    loaded = list(Workload.objects.select_related("owner", "group", "queue", "target").filter(array_parent=parent))
+    assert {w.state for w in loaded} == {State.ADMITTED}
+    for w in loaded:
+        services.transition(w, State.DISPATCHING, reason="dispatching to k8s")
+    submit_many(connections.fabric_for(k8s), [job_spec(w) for w in loaded])
+    assert set(Workload.objects.filter(array_parent=parent).values_list("external_id", flat=True)) == {""}
+
+    # The restarted worker finds them in the array's Job and follows them: nothing made twice, nothing lost.
+    run_array_until(parent, State.SUCCEEDED)
+    (job,) = double.objects("jobs", NAMESPACE)
+    assert sorted(w.external_id for w in elements_of(parent)) == [f"{job['metadata']['name']}/{k}" for k in range(4)]
+    assert len(double.calls("POST", r"/jobs$")) == 1
+    assert {w.log_tail for w in elements_of(parent)} == {"once\n"}
