@@ -106,44 +106,54 @@ class Provider(Protocol):
 
 @dataclass(frozen=True)
 class ProviderConfig:
-    kind: str  # "ec2"
+    kind: str  # "ec2", "openstack"
     pool: str
     region: str
     credentials: Credentials
-    endpoint_url: str = ""  # empty: the provider's public endpoint for the region
+    endpoint_url: str = ""  # EC2: empty for the region's public endpoint; OpenStack: Keystone's auth URL
     timeout_s: float = 20.0
 
 
-# A credentials reference: "env:PREFIX" (PREFIX_ACCESS_KEY_ID, PREFIX_SECRET_ACCESS_KEY and optionally
-# PREFIX_SESSION_TOKEN in the worker's environment) or "file:NAME" (a file NAME in GRIDLANE_CREDENTIALS_DIR
-# with access_key_id=... and secret_access_key=... lines). The database holds only the reference.
+# A credentials reference: "env:PREFIX" (the provider's names below, after PREFIX_, in the worker's environment)
+# or "file:NAME" (a file NAME in GRIDLANE_CREDENTIALS_DIR with the same names in lower case, one "name = value" a
+# line). The database holds only the reference.
 _REFERENCE = re.compile(r"^(env):([A-Z][A-Z0-9_]{0,63})$|^(file):([A-Za-z0-9][A-Za-z0-9_.-]{0,99})$")
+
+# Per provider: the key id's name, the secret's, and an optional session token's. OpenStack's are an application
+# credential's, as an openrc file names them (OS_APPLICATION_CREDENTIAL_ID ...: give "env:OS").
+NAMES: Mapping[str, tuple[str, str, str]] = {
+    "ec2": ("ACCESS_KEY_ID", "SECRET_ACCESS_KEY", "SESSION_TOKEN"),
+    "openstack": ("APPLICATION_CREDENTIAL_ID", "APPLICATION_CREDENTIAL_SECRET", ""),
+}
 
 
 def check_reference(reference: str) -> None:
     """Raise ValueError unless the reference has one of the two shapes; it never looks at the secret."""
     if not _REFERENCE.match(reference):
         raise ValueError(
-            'Give "env:PREFIX" (PREFIX_ACCESS_KEY_ID and PREFIX_SECRET_ACCESS_KEY in the worker\'s environment) '
-            'or "file:NAME" (a file in GRIDLANE_CREDENTIALS_DIR); never the key itself.'
+            'Give "env:PREFIX" (PREFIX_ACCESS_KEY_ID and PREFIX_SECRET_ACCESS_KEY for EC2, '
+            "PREFIX_APPLICATION_CREDENTIAL_ID and PREFIX_APPLICATION_CREDENTIAL_SECRET for OpenStack, in the worker's "
+            'environment) or "file:NAME" (a file in GRIDLANE_CREDENTIALS_DIR); never the key itself.'
         )
 
 
-def resolve(reference: str, environ: Mapping[str, str] | None = None) -> Credentials:
-    """The credentials a reference names; CloudError(CREDENTIALS) saying what is missing (never the values)."""
+def resolve(reference: str, environ: Mapping[str, str] | None = None, kind: str = "ec2") -> Credentials:
+    """The credentials a reference names for a provider kind; CloudError(CREDENTIALS) saying what is missing
+    (never the values)."""
     env = os.environ if environ is None else environ
+    key_name, secret_name, session_name = NAMES.get(kind, NAMES["ec2"])
     match = _REFERENCE.match(reference)
     if match is None:
         raise CloudError(f"credentials reference {reference!r} has no known shape", kind=ErrorKind.CREDENTIALS)
     if match.group(1):
         prefix = match.group(2)
-        key_id, secret = env.get(f"{prefix}_ACCESS_KEY_ID", ""), env.get(f"{prefix}_SECRET_ACCESS_KEY", "")
+        key_id, secret = env.get(f"{prefix}_{key_name}", ""), env.get(f"{prefix}_{secret_name}", "")
         if not key_id or not secret:
             raise CloudError(
-                f"{prefix}_ACCESS_KEY_ID and {prefix}_SECRET_ACCESS_KEY are not both set in the worker's environment",
+                f"{prefix}_{key_name} and {prefix}_{secret_name} are not both set in the worker's environment",
                 kind=ErrorKind.CREDENTIALS,
             )
-        return Credentials(key_id, secret, env.get(f"{prefix}_SESSION_TOKEN", ""))
+        return Credentials(key_id, secret, env.get(f"{prefix}_{session_name}", "") if session_name else "")
     name = match.group(4)
     folder = env.get("GRIDLANE_CREDENTIALS_DIR", "")
     if not folder:
@@ -157,8 +167,10 @@ def resolve(reference: str, environ: Mapping[str, str] | None = None) -> Credent
         key, sep, value = line.partition("=")
         if sep:
             values[key.strip().lower()] = value.strip()
-    if not values.get("access_key_id") or not values.get("secret_access_key"):
+    key_id, secret = values.get(key_name.lower(), ""), values.get(secret_name.lower(), "")
+    if not key_id or not secret:
         raise CloudError(
-            f"credentials file {name} needs access_key_id and secret_access_key lines", kind=ErrorKind.CREDENTIALS
+            f"credentials file {name} needs {key_name.lower()} and {secret_name.lower()} lines",
+            kind=ErrorKind.CREDENTIALS,
         )
-    return Credentials(values["access_key_id"], values["secret_access_key"], values.get("session_token", ""))
+    return Credentials(key_id, secret, values.get(session_name.lower(), "") if session_name else "")

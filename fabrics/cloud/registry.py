@@ -10,6 +10,7 @@ from fabrics.cloud.base import Provider, ProviderConfig
 
 PROVIDERS: Mapping[str, str] = {
     "ec2": "fabrics.cloud.ec2.Ec2Provider",
+    "openstack": "fabrics.cloud.openstack.OpenStackProvider",
 }
 
 

@@ -117,7 +117,7 @@ def step(now: datetime, pools: list[BurstPool] | None = None) -> dict[str, int]:
 
 
 def connect(pool: BurstPool) -> Provider:
-    credentials = resolve(pool.credentials)
+    credentials = resolve(pool.credentials, kind=pool.provider)
     config = ProviderConfig(pool.provider, pool.name, pool.region, credentials, endpoint_url=pool.endpoint_url)
     return registry.connect(config)
 
@@ -502,7 +502,7 @@ def _refused(pool: BurstPool, inst: Instance, error: CloudError, now: datetime) 
 
 def _about_the_type(error: CloudError) -> bool:
     text = str(error).lower()
-    return "instance type" in text or "instancetype" in text or error.code == "InvalidInstanceType"
+    return "instance type" in text or "instancetype" in text or error.code in ("InvalidInstanceType", "FlavorNotFound")
 
 
 def _terminate_quietly(provider: Provider, instance_id: str) -> None:

@@ -5,6 +5,8 @@ decisions with their reasons."""
 from __future__ import annotations
 
 import re
+import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -16,10 +18,14 @@ from django.utils import timezone
 
 from fabrics.cloud import bootscript
 from fabrics.cloud.base import check_reference
+from fabrics.cloud.openstack import keystone_v3
 from fabrics.cloud.registry import PROVIDERS
 
-INSTANCE_TYPE = re.compile(r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)+$")  # g5.12xlarge, p4d.24xlarge, gpu.a100-4
-ZONE = re.compile(r"^[a-z0-9-]{1,40}$")
+INSTANCE_TYPE = re.compile(r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)+$")  # EC2's: g5.12xlarge, p4d.24xlarge
+FLAVOR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,59}$")  # any provider's: OpenStack flavors are named freely
+ZONE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")  # eu-west-1a; OpenStack's "nova", "AZ-2"
+REGION = ZONE  # eu-west-1; OpenStack's "RegionOne"
+EC2_REGION = re.compile(r"^[a-z0-9-]{1,40}$")
 
 
 def validate_reference(value: str) -> None:
@@ -56,13 +62,16 @@ class BurstPool(models.Model):
     provider = models.CharField(max_length=20, choices=[(k, k) for k in PROVIDERS], default="ec2")
     credentials = models.CharField(
         max_length=120, validators=[validate_reference],
-        help_text='A reference, never the key: "env:PREFIX" (PREFIX_ACCESS_KEY_ID and PREFIX_SECRET_ACCESS_KEY in '
-        'the worker\'s environment) or "file:NAME" (a file in GRIDLANE_CREDENTIALS_DIR).',
+        help_text='A reference, never the key: "env:PREFIX" (EC2: PREFIX_ACCESS_KEY_ID and PREFIX_SECRET_ACCESS_KEY; '
+        "OpenStack: PREFIX_APPLICATION_CREDENTIAL_ID and PREFIX_APPLICATION_CREDENTIAL_SECRET, in the worker's "
+        'environment) or "file:NAME" (a file in GRIDLANE_CREDENTIALS_DIR).',
     )  # fmt: skip
-    region = models.CharField(max_length=40, validators=[RegexValidator(ZONE)])
+    region = models.CharField(max_length=40, validators=[RegexValidator(REGION)])
     zones = models.JSONField(default=list, blank=True, validators=[validate_zones], help_text="Tried in order.")
-    endpoint_url = models.URLField(blank=True, help_text="Empty: the provider's public endpoint for the region.")
-    image = models.CharField(max_length=200, help_text="The machine image instances boot (e.g. ami-...).")
+    endpoint_url = models.URLField(
+        blank=True, help_text="EC2: empty for the region's public endpoint. OpenStack: Keystone's auth URL (.../v3)."
+    )
+    image = models.CharField(max_length=200, help_text="The image instances boot: ami-... on EC2, its id on OpenStack.")
     spot = models.BooleanField(default=False, help_text="Spot instances: cheaper, and the provider may reclaim them.")
     boot_script = models.TextField(
         default=bootscript.DEFAULT, validators=[validate_boot_script],
@@ -107,15 +116,39 @@ class BurstPool(models.Model):
     def clean(self) -> None:
         if not self.zones:  # Django skips field validators for an empty list
             validate_zones(self.zones)
+        errors = dict(self.provider_errors())
         if self.min_instances > self.max_instances:
-            raise ValidationError({"min_instances": "The minimum cannot be above the maximum."})
+            errors["min_instances"] = "The minimum cannot be above the maximum."
+        if errors:
+            raise ValidationError(errors)
+
+    def provider_errors(self) -> Iterator[tuple[str, str]]:
+        """What the chosen provider cannot take, by field."""
+        if self.provider == "ec2" and not EC2_REGION.match(self.region or ""):
+            yield "region", "EC2 regions are lower case, e.g. eu-west-1."
+        if self.provider != "openstack":
+            return
+        if not self.endpoint_url:
+            yield "endpoint_url", 'OpenStack needs Keystone\'s auth URL, e.g. "https://keystone.example:5000/v3".'
+        else:
+            try:
+                keystone_v3(self.endpoint_url)
+            except ValueError as error:
+                yield "endpoint_url", str(error)
+        try:
+            uuid.UUID(self.image or "")
+        except ValueError:
+            yield "image", "Give the image's id (openstack image list shows it): Nova boots an image by its id."
+        if self.spot:
+            yield "spot", "OpenStack has no spot market: switch spot off."
 
 
 class InstanceType(models.Model):
     """An instance type a pool may launch, with what it holds and what it costs."""
 
     pool = models.ForeignKey(BurstPool, on_delete=models.CASCADE, related_name="instance_types")
-    name = models.CharField(max_length=60, validators=[RegexValidator(INSTANCE_TYPE)])
+    name = models.CharField(max_length=60, validators=[RegexValidator(FLAVOR)], help_text="EC2's instance type, or "
+                            "OpenStack's flavor name.")  # fmt: skip
     gpu_model = models.CharField(max_length=40, blank=True, help_text="e.g. a10g, a100-80g")
     gpus = models.PositiveSmallIntegerField(default=1)
     cpus = models.PositiveSmallIntegerField(validators=[MinValueValidator(1)])
@@ -133,6 +166,11 @@ class InstanceType(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        pool = getattr(self, "pool", None)  # None in a new pool's inline: the form checks it once saved
+        if pool is not None and pool.provider == "ec2" and not INSTANCE_TYPE.match(self.name or ""):
+            raise ValidationError({"name": "EC2 instance types look like g5.12xlarge."})
 
     def price(self, spot: bool) -> Decimal:
         return self.price_spot if spot and self.price_spot is not None else self.price_on_demand
