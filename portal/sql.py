@@ -3,6 +3,8 @@ INSERT put inside a larger statement, and related rows read by another query han
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection, models
@@ -28,6 +30,39 @@ def insert_select_sql(obj: models.Model, source: str) -> tuple[str, list[Any]]:
     sql, params = insert_sql(obj)
     head, values = sql.split(" VALUES (", 1)
     return f"{head} SELECT {values.removesuffix(')')} FROM {source}", params  # noqa: S608 (Django-compiled SQL; values are parameters)
+
+
+def copy_insert(objs: Sequence[models.Model]) -> None:
+    """Insert objects of one model with one COPY (PostgreSQL): the fastest road in for a bulk submit's rows,
+    with no statement to build and no parameter per value. Sets each one as saved, as bulk_create does. A
+    violated constraint raises IntegrityError, as an INSERT would. Auto-increment keys are left unset."""
+    model = type(objs[0])
+    fields = [f for f in model._meta.concrete_fields if not isinstance(f, AutoFieldMixin) and not f.generated]
+    # Values go as they are (psycopg adapts each type) except those a field must prepare (JSON).
+    prepared = [isinstance(f, models.JSONField) for f in fields]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    statement = f"COPY {connection.ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN"
+    started = time.monotonic()
+    with connection.cursor() as cursor, connection.wrap_database_errors, cursor.cursor.copy(statement) as copy:
+        for obj in objs:
+            copy.write_row([
+                f.get_db_prep_save(getattr(obj, f.attname), connection) if prep else getattr(obj, f.attname)
+                for f, prep in zip(fields, prepared, strict=True)
+            ])  # fmt: skip
+    if connection.queries_logged:  # counted and shown like any other statement (tests pin statement counts)
+        connection.queries_log.append(
+            {"sql": f"{statement} ({len(objs)} rows)", "time": f"{time.monotonic() - started:.3f}"}
+        )
+    for obj in objs:
+        obj._state.adding, obj._state.db = False, connection.alias
+
+
+def field_of(model: type[models.Model], name: str) -> tuple[str, models.Field[Any, Any]]:
+    """A concrete field by its name or attname, with its column quoted for SQL written by hand."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field) or field.column is None:
+        raise TypeError(f"{model.__name__}.{name} is not a column")
+    return connection.ops.quote_name(field.column), field
 
 
 def prefetched(instance: Any, related: str, rows: list[Any]) -> None:
