@@ -147,7 +147,10 @@ def submit_context(user: Any, slug: str) -> SubmitContext:
     # Each team's caps on the queue's fabrics, and the priority tiers it may use, come in the same statement.
     fabric_ids = [t.fabric_id for t in targets]
     groups, leads = access.submit_entitlement(
-        user, queue, lambda ref: limits.cap_columns(fabric_ids, ref) | tiers.columns(ref)
+        user,
+        queue,
+        lambda ref, now: limits.cap_columns(fabric_ids, ref, now) | tiers.columns(ref),
+        shape=("caps and tiers", *fabric_ids),
     )
     if not groups and not access.is_it(user):
         raise QueueForbidden(f"You may not use the queue {queue.name}.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 import pytest
 
@@ -300,7 +301,7 @@ def test_an_item_of_a_shape_seen_before_gets_the_errors_a_single_submit_gets(api
 def test_items_of_different_shapes_keep_their_own_requests_and_fingerprints(api_as, alice):
     from portal.api.serializers import BulkItemIn
 
-    shapes = [
+    shapes: list[dict[str, Any]] = [
         JOB | {"name": "small", "resources": {"gpus": 0.5}},
         JOB | {"name": "big", "resources": {"gpus": 4, "cpus": 8}, "idempotency_key": "big"},
         JOB | {"name": "small-2", "command": "python other.py", "resources": {"gpus": 0.5}},

@@ -174,3 +174,27 @@ def test_many_move_in_one_statement_and_one_that_moved_on_meanwhile_is_left_alon
     assert {(e.from_state, e.actor, e.reason, e.at) for e in events} == {
         (State.PENDING, alice, "admitted", admitted.admitted_at)
     }
+
+
+def test_a_persons_teams_read_through_the_compiled_query_are_theirs_whoever_asked_first(alice, bob, charlie):
+    """The submit's entitlement query is compiled once per shape and run again with each caller's ids: what
+    it answers is what the query built afresh answers, for each person and queue, in any order."""
+    from portal import access
+    from portal.queues import tiers
+    from portal.queues.models import Queue
+    from portal.workloads import limits
+
+    def columns(ref, now):
+        return limits.cap_columns([], ref, now) | tiers.columns(ref)
+
+    def seen(groups_and_leads):
+        groups, leads = groups_and_leads
+        return [(g.slug, getattr(g, tiers.COLUMN)) for g in groups], leads
+
+    for queue in Queue.objects.order_by("slug"):
+        for user in (alice, charlie, bob, alice):
+            fresh = access.submit_entitlement(user, queue, columns)
+            compiled = access.submit_entitlement(user, queue, columns, shape="test")
+            assert seen(compiled) == seen(fresh)
+    vision = Queue.objects.get(slug="train")
+    assert [g.slug for g in access.submit_entitlement(charlie, vision, columns, shape="test")[0]] != ["vision"]
