@@ -9,14 +9,17 @@ with its own team, queues and quota). Each rule below is one condition per line.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.http import Http404
+from django.utils import timezone
 
+from portal import sql
 from portal.accounts.models import Membership, ResourceGroup, ServiceIdentity
 from portal.queues.models import Queue, QuotaGrant
 from portal.workloads.models import Workload
@@ -152,31 +155,45 @@ def submit_groups(user: Any, queue: Queue) -> QuerySet[ResourceGroup]:
 
 
 def submit_entitlement(
-    user: Any, queue: Queue, columns: Callable[[str], dict[str, Any]] | None = None
+    user: Any,
+    queue: Queue,
+    columns: Callable[[str, datetime], dict[str, Any]] | None = None,
+    shape: Hashable = None,
 ) -> tuple[list[ResourceGroup], frozenset[int]]:
     """What submit_groups says, and which of those teams the user leads (who may use a tier for leads only),
     in one query: the submit path's whole entitlement check. Teams in slug order.
 
-    `columns(ref)`, where given, annotates each team with more values read in that same query (`ref`: how the
-    query names the team's id), e.g. its limits (portal.workloads.limits.cap_columns)."""
-    more = columns or (lambda ref: {})
+    `columns(ref, now)`, where given, annotates each team with more values read in that same query (`ref`: how
+    the query names the team's id; `now`: the time they are read for), e.g. its limits
+    (portal.workloads.limits.cap_columns). `shape`, where given, names what `columns` makes: a person's query is
+    then built and compiled once per shape and run again with their ids and the time (sql.Compiled)."""
+    more = columns or (lambda ref, now: {})
+    now = timezone.now()
     if is_it(user):
-        return list(ResourceGroup.objects.filter(queues=queue).distinct().annotate(**more("pk"))), frozenset()
+        return list(ResourceGroup.objects.filter(queues=queue).distinct().annotate(**more("pk", now))), frozenset()
     service = service_of(user)
     if service is not None:
         if not service.is_active():
             return [], frozenset()
         chosen = ServiceIdentity.allowed_queues.through.objects.filter(serviceidentity_id=service.pk)
-        own = ResourceGroup.objects.filter(pk=service.group_id, queues=queue).annotate(**more("pk"))
+        own = ResourceGroup.objects.filter(pk=service.group_id, queues=queue).annotate(**more("pk", now))
         # Its team's queue, and among its own list when it has one.
         return list(own.filter(~Exists(chosen) | Exists(chosen.filter(queue_id=queue.pk)))), frozenset()
-    extra = more("group_id")
-    memberships = Membership.objects.filter(user=user, group__queues=queue).select_related("group").annotate(**extra)
-    rows = list(memberships.order_by("group__slug"))
-    for m in rows:  # the team's values go with the team
-        for name in extra:
-            setattr(m.group, name, getattr(m, name))
-    return [m.group for m in rows], frozenset(m.group_id for m in rows if m.role == Membership.Role.LEAD)
+
+    def teams(user_id: Any, queue_id: Any, at: datetime) -> QuerySet[ResourceGroup]:
+        # The membership's role comes from the join that filters by it (annotate after filter reuses it).
+        mine = ResourceGroup.objects.filter(queues=queue_id, memberships__user=user_id)
+        return mine.annotate(role=F("memberships__role"), **more("pk", at)).order_by("slug")
+
+    if shape is None:
+        rows = list(teams(user.pk, queue.pk, now))
+    else:
+        rows = list(_MEMBER_TEAMS.run(shape, teams, user.pk, queue.pk, now))
+    return rows, frozenset(g.pk for g in rows if getattr(g, "role", None) == Membership.Role.LEAD)
+
+
+# A person's teams for a queue: the submit path's largest query, built once per shape of its columns.
+_MEMBER_TEAMS = sql.Compiled(ResourceGroup)
 
 
 # --- Service identities (agents) ----------------------------------------------------------------------

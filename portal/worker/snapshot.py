@@ -71,9 +71,9 @@ def job_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]] | None = N
     )
 
 
-def pending_candidates() -> list[tuple[Any, ...]]:
-    """The pending work a cycle considers: in each team's queue and priority tier, the oldest
-    GRIDLANE_CANDIDATES_PER_QUEUE. Within one of those, fair share orders mostly by age (size moves it a
+def pending_candidates(limit: int | None = None) -> list[tuple[Any, ...]]:
+    """The pending work a cycle considers: in each team's queue and priority tier, the oldest `limit`
+    (GRIDLANE_CANDIDATES_PER_QUEUE unless given). Within one of those, fair share orders mostly by age (size moves it a
     little), so the rest wait their turn in the slice; their reason and estimate are refreshed when they
     come into it."""
     # An array's parent is never scheduled: its elements are.
@@ -82,15 +82,17 @@ def pending_candidates() -> list[tuple[Any, ...]]:
             RowNumber(), partition_by=[F("group_id"), F("queue_id"), F("priority")], order_by=F("submitted_at").asc()
         )
     )
-    return list(ranked.filter(place__lte=settings.GRIDLANE_CANDIDATES_PER_QUEUE).values_list(*FIELDS))
+    limit = settings.GRIDLANE_CANDIDATES_PER_QUEUE if limit is None else limit
+    return list(ranked.filter(place__lte=limit).values_list(*FIELDS))
 
 
 def weights() -> model.Weights:
     return model.Weights(**settings.GRIDLANE_PRIORITY_WEIGHTS)
 
 
-def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
-    """The snapshot, and the pending and holding workloads it was built from, by id (for applying decisions)."""
+def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot, dict[str, Row]]:
+    """The snapshot, and the pending and holding workloads it was built from, by id (for applying decisions).
+    `candidates`: the slice of each team's queue and tier it considers (see pending_candidates)."""
     # Each fabric as it is now: what IT declared, lowered to what it last reported (capacity.planned).
     rows = list(Fabric.objects.filter(enabled=True))
     fabrics = {
@@ -102,7 +104,7 @@ def build(now: datetime) -> tuple[model.Snapshot, dict[str, Row]]:
     queues = queue_states(fabrics)
     quotas = with_grants(quota_states(fabrics), active_grants(now, fabrics))
     values = list(Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
-    values += pending_candidates()
+    values += pending_candidates(candidates)
     by_id = {str(v[0]): Row._make((*v[:6], v[-1])) for v in values}
     half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
     usage = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from django.db import connection
 from django.db.models import F
 
 from portal.worker.models import WaitBucket, WorkerStats
@@ -14,16 +15,37 @@ WAIT_BUCKETS = (10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 24 *
 
 
 def count(**increments: float) -> None:
-    """Add to named counters: count(cycles=1, admissions=3)."""
-    for name, value in increments.items():
-        if value:
-            WorkerStats.objects.get_or_create(name=name)
-            WorkerStats.objects.filter(name=name).update(value=F("value") + value)
+    """Add to named counters: count(cycles=1, admissions=3). On PostgreSQL one statement for them all (an
+    admission counts four, after every kick)."""
+    rows = {name: value for name, value in increments.items() if value}
+    if rows and connection.vendor == "postgresql":
+        _upsert(rows, f'{_TABLE}."value" + EXCLUDED."value"')
+        return
+    for name, value in rows.items():
+        WorkerStats.objects.get_or_create(name=name)
+        WorkerStats.objects.filter(name=name).update(value=F("value") + value)
 
 
 def gauge(**values: float) -> None:
+    if values and connection.vendor == "postgresql":
+        _upsert(values, 'EXCLUDED."value"')
+        return
     for name, value in values.items():
         WorkerStats.objects.update_or_create(name=name, defaults={"value": value})
+
+
+_TABLE = f'"{WorkerStats._meta.db_table}"'
+
+
+def _upsert(rows: dict[str, float], new_value: str) -> None:
+    """INSERT each (name, value), or set an existing one's value to `new_value` (SQL over EXCLUDED)."""
+    values = ", ".join(["(%s, %s)"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'INSERT INTO {_TABLE} ("name", "value") VALUES {values} '  # noqa: S608 (our table; values are parameters)
+            f'ON CONFLICT ("name") DO UPDATE SET "value" = {new_value}',
+            [item for pair in rows.items() for item in pair],
+        )
 
 
 def take_request(name: str) -> bool:

@@ -40,6 +40,9 @@ log = logging.getLogger("gridlane.worker")
 ADMIT_WAIT_S = 5.0
 # Rounds one admission may run while each admits a whole slice of candidates (a burst); the rest waits a tick.
 MAX_ROUNDS = 20
+# How a burst's slices grow from round to round, and the largest (decide() stays well under a second on it).
+GROWTH = 4
+MAX_CANDIDATES = 4096
 
 
 def cycle() -> dict[str, Any]:
@@ -107,16 +110,19 @@ def admit(wait_s: float = ADMIT_WAIT_S) -> dict[str, Any]:
         started = time.perf_counter()
         admitted = preempted = rounds = 0
         # A burst larger than a cycle's slice of candidates (GRIDLANE_CANDIDATES_PER_QUEUE per team, queue and
-        # priority) is admitted in rounds back to back, not one slice per kick or tick.
+        # priority) is admitted in rounds back to back, not one slice per kick or tick. A round that admitted
+        # a whole slice showed room for more: the next takes a slice GROWTH times larger (1,000 at once: two).
+        candidates = settings.GRIDLANE_CANDIDATES_PER_QUEUE
         for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 (counted)
             now = timezone.now()
             usage.bring_forward(now)  # each team's decayed GPU use (fair share's U)
-            snap, rows = snapshot.build(now)
+            snap, rows = snapshot.build(now, candidates)
             decisions = decide(snap)
             applied = apply.apply(decisions, rows)
             admitted, preempted = admitted + applied.admitted, preempted + applied.preempted
-            if applied.admitted < settings.GRIDLANE_CANDIDATES_PER_QUEUE:
+            if applied.admitted < candidates:
                 break
+            candidates = min(candidates * GROWTH, MAX_CANDIDATES)
         seconds = time.perf_counter() - started
     stats.count(cycles=rounds, cycle_seconds=seconds, admissions=admitted, preemptions=preempted)
     stats.gauge(last_cycle_seconds=seconds)

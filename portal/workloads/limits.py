@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import OuterRef, Subquery, Sum
@@ -50,12 +51,12 @@ def _column(fabric_id: int | None, limit: str) -> str:
     return f"cap_{fabric_id or 'all'}_{limit}"
 
 
-def cap_columns(fabric_ids: Iterable[int], group_ref: str) -> dict[str, Subquery]:
+def cap_columns(fabric_ids: Iterable[int], group_ref: str, now: datetime | None = None) -> dict[str, Subquery]:
     """Columns to annotate a team's rows with (group_ref: the team's id in that query): its limits on each of
-    these fabrics and team-wide, and the GPUs its temporary grants add there now, so that the submit reads
-    them in the statement that reads its teams."""
+    these fabrics and team-wide, and the GPUs its temporary grants add there at `now` (default: now), so that
+    the submit reads them in the statement that reads its teams."""
     columns = {}
-    now = timezone.now()
+    now = now or timezone.now()
     for fabric_id in [*dict.fromkeys(fabric_ids), None]:
         quota = Quota.objects.filter(group=OuterRef(group_ref))
         quota = quota.filter(fabric_id=fabric_id) if fabric_id is not None else quota.filter(fabric__isnull=True)

@@ -6,12 +6,14 @@ write a WorkloadEvent in the same transaction; a CAS that loses a race changes n
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
 import re
+import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -90,7 +92,10 @@ class SubmitRequest:
     manifest: str = ""  # a Kubernetes batch/v1 Job as the user wrote it (YAML or JSON)
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()
+        # The fields as asdict() gives them (every one is flat), without its deep copy: the same digest.
+        # Decimals as str() beforehand, as default=str would make them, so that the C encoder does it all.
+        values = {f.name: (str(v) if isinstance(v := getattr(self, f.name), Decimal) else v) for f in fields(self)}
+        return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _milli(value: Decimal) -> int | None:
@@ -142,7 +147,10 @@ def submit_context(user: Any, slug: str) -> SubmitContext:
     # Each team's caps on the queue's fabrics, and the priority tiers it may use, come in the same statement.
     fabric_ids = [t.fabric_id for t in targets]
     groups, leads = access.submit_entitlement(
-        user, queue, lambda ref: limits.cap_columns(fabric_ids, ref) | tiers.columns(ref)
+        user,
+        queue,
+        lambda ref, now: limits.cap_columns(fabric_ids, ref, now) | tiers.columns(ref),
+        shape=("caps and tiers", *fabric_ids),
     )
     if not groups and not access.is_it(user):
         raise QueueForbidden(f"You may not use the queue {queue.name}.")
@@ -192,21 +200,8 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
     if array and req.kind in (WorkloadKind.NOTEBOOK, WorkloadKind.VM):
         err("array", "Arrays are training or batch work.")
     name = req.name or (native.name_of(script) if script is not None else "")
-    if not NAME_RE.fullmatch(name):
-        err("name", "Use 1-100 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit.")
-
-    if sum(map(bool, (req.command, req.script, req.manifest))) > 1:
-        err("command", "Give one of a command, a script or a manifest.")
-    elif not (req.command.strip() or req.script.strip() or req.manifest.strip()) and req.kind not in (
-        WorkloadKind.NOTEBOOK,
-        WorkloadKind.VM,
-    ):
-        # Only spaces would "succeed" at once, having run nothing.
-        err(
-            "command", "Give the command to run." if not req.command else "The command is only spaces: give one to run."
-        )
-    for field, value in (("command", req.command), ("script", req.script), ("manifest", req.manifest)):
-        for message in _text_errors(value, field, MAX_COMMAND_BYTES):
+    for field, messages in _name_and_command_errors(req, name).items():
+        for message in messages:
             err(field, message)
     if req.image and not IMAGE_RE.fullmatch(req.image):
         err("image", "That is not a container image reference.")
@@ -291,6 +286,28 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
     )
     _check_fits_somewhere(workload, queue, lambda fabric: limits.cap_read(group, fabric.pk))
     return workload
+
+
+def _name_and_command_errors(req: SubmitRequest, name: str) -> dict[str, list[str]]:
+    """The checks of a submission's name and of what it runs (command, script or manifest) as text: the part of
+    check_submit that differs between the items of a bulk submit of one shape (see check_submit_many)."""
+    errors: dict[str, list[str]] = {}
+    if not NAME_RE.fullmatch(name):
+        errors["name"] = ["Use 1-100 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit."]
+    if sum(map(bool, (req.command, req.script, req.manifest))) > 1:
+        errors["command"] = ["Give one of a command, a script or a manifest."]
+    elif not (req.command.strip() or req.script.strip() or req.manifest.strip()) and req.kind not in (
+        WorkloadKind.NOTEBOOK,
+        WorkloadKind.VM,
+    ):
+        # Only spaces would "succeed" at once, having run nothing.
+        errors["command"] = [
+            "Give the command to run." if not req.command else "The command is only spaces: give one to run."
+        ]
+    for field, value in (("command", req.command), ("script", req.script), ("manifest", req.manifest)):
+        for message in _text_errors(value, field, MAX_COMMAND_BYTES):
+            errors.setdefault(field, []).append(message)
+    return errors
 
 
 def _check_fits_somewhere(workload: Workload, queue: Queue, cap_of: Callable[[Fabric], limits.Cap]) -> None:
@@ -523,6 +540,7 @@ def check_submit_many(
         w.idempotency_key: w for w in Workload.objects.filter(owner=user, idempotency_key__in=list(first_with_key))
     } if first_with_key else {}  # fmt: skip
     checked: list[tuple[Workload, Workload | None]] = []
+    shapes: dict[SubmitRequest, Workload | SubmitRejected] = {}
     for index, (req, key) in enumerate(items):
         if index in errors:
             forbidden_only = False
@@ -544,7 +562,7 @@ def check_submit_many(
         try:
             if isinstance(ctx, Exception):
                 raise ctx
-            workload = check_submit(user, req, ctx)
+            workload = _check_by_shape(user, req, ctx, shapes)
         except QueueForbidden as forbidden:
             errors[index] = {"queue": [str(forbidden)]}
             continue
@@ -557,6 +575,33 @@ def check_submit_many(
     if errors:
         raise BulkRejected(errors, status=403 if forbidden_only else 400)
     return checked
+
+
+def _check_by_shape(
+    user: Any, req: SubmitRequest, ctx: SubmitContext, shapes: dict[SubmitRequest, Workload | SubmitRejected]
+) -> Workload:
+    """check_submit, once per shape: items of a bulk submit that differ only in their name and command are
+    checked as one (queue, team, kind, resources, runtime, tier, room on a fabric, run-as), and each one's name
+    and command on its own. Scripts, manifests and arrays, whose text decides their request, are checked whole."""
+    if req.script or req.manifest or req.array:
+        return check_submit(user, req, ctx)
+    shape = replace(req, name="shape", command="true" if req.command else "")
+    if shape not in shapes:
+        try:
+            shapes[shape] = check_submit(user, shape, ctx)
+        except SubmitRejected as rejected:
+            shapes[shape] = rejected
+    found = shapes[shape]
+    errors = _name_and_command_errors(req, req.name)
+    if isinstance(found, SubmitRejected):
+        shape_errors = {f: m for f, m in found.errors.items() if f not in ("name", "command")}
+        raise SubmitRejected(shape_errors | errors)
+    if errors:
+        raise SubmitRejected(errors)
+    workload = copy.copy(found)  # its own state; the queue, team and owner it refers to are shared
+    workload.pk = uuid.uuid4()
+    workload.name, workload.command, workload.request_fingerprint = req.name, req.command, req.fingerprint()
+    return workload
 
 
 def do_submit_many(checked: list[tuple[Workload, Workload | None]]) -> list[tuple[Workload, bool]]:
@@ -574,8 +619,12 @@ def do_submit_many(checked: list[tuple[Workload, Workload | None]]) -> list[tupl
     events = [_first_event(w) for w in new]
     if new:
         with transaction.atomic():
-            Workload.objects.bulk_create(new, batch_size=BULK_BATCH)
-            WorkloadEvent.objects.bulk_create(events, batch_size=BULK_BATCH)
+            if connection.vendor == "postgresql":
+                sql.copy_insert(new)
+                sql.copy_insert(events)
+            else:
+                Workload.objects.bulk_create(new, batch_size=BULK_BATCH)
+                WorkloadEvent.objects.bulk_create(events, batch_size=BULK_BATCH)
             kick_worker()
     for w, event in zip(new, events, strict=True):
         _remember_events(w, [event])
@@ -673,6 +722,8 @@ def transition_many(
         stamps["admitted_at"] = now
     if old == State.PENDING:
         stamps |= {"pending_reason": "", "pending_reason_code": "", "estimated_start": None, "queue_position": 0}
+    if connection.vendor == "postgresql":
+        return _transition_many_pg(ids, old, new, reason[:500], actor, stamps | fields)
     moved: list[Any] = []
     with transaction.atomic():
         for start in range(0, len(ids), 500):
@@ -689,6 +740,36 @@ def transition_many(
             )
             moved += won
     return moved
+
+
+def _transition_many_pg(
+    ids: list[Any], old: State, new: State, reason: str, actor: Any, values: dict[str, Any]
+) -> list[Any]:
+    """transition_many in one statement on PostgreSQL: a compare-and-swap UPDATE of every row still in `old`
+    (the others are left alone, as the row lock's re-check decides), and their events inserted from what it
+    returned. One round trip for any number of workloads."""
+    qn = connection.ops.quote_name
+    sets, params = [], []
+    for name, value in values.items():
+        column, field = sql.field_of(Workload, name)
+        sets.append(f"{column} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    event = WorkloadEvent._meta
+    columns = ", ".join(
+        sql.field_of(WorkloadEvent, f)[0] for f in ("workload", "at", "actor", "from_state", "to_state", "reason")
+    )
+    statement = (
+        f"WITH won AS (UPDATE {qn(Workload._meta.db_table)} SET {', '.join(sets)} "  # noqa: S608 (our own names; values are parameters)
+        f"WHERE id = ANY(%s::uuid[]) AND state = %s RETURNING id), "
+        f"e AS (INSERT INTO {qn(event.db_table)} ({columns}) SELECT id, %s, %s, %s, %s, %s FROM won) "
+        "SELECT id FROM won"
+    )
+    actor_id = getattr(actor, "pk", actor)
+    with connection.cursor() as cursor:  # one statement: atomic on its own
+        cursor.execute(
+            statement, [*params, [str(pk) for pk in ids], old, values["updated_at"], actor_id, old, new, reason]
+        )
+        return [row[0] for row in cursor.fetchall()]
 
 
 def check_cancel(user: Any, workload: Workload) -> None:

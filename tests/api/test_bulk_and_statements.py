@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 import pytest
 
@@ -245,3 +246,79 @@ def test_a_bulk_submit_counts_once_against_the_rate_limit(api_as, alice, setting
 def test_the_bulk_endpoint_is_in_the_schema(api_as, alice):
     schema = api_as(alice).get("/api/v1/schema/", HTTP_ACCEPT="application/json").json()
     assert "post" in schema["paths"]["/api/v1/workloads/bulk/"]
+
+
+def test_a_thousand_workloads_are_two_copies_in_a_fixed_number_of_statements(
+    api_as, alice, settings, django_assert_num_queries
+):
+    settings.GRIDLANE_KICK_WORKER = True
+    client = api_as(alice)
+    client.get(URL)
+    # token, rate limit, queue with targets and fabrics, the caller's teams, a savepoint, the workloads' COPY,
+    # the events' COPY, the kick, the release: the same for 1 item as for 1,000.
+    with django_assert_num_queries(9) as captured:
+        response = post(client, BULK, {"items": [*items(999), JOB | {"name": "last", "resources": {"gpus": 2}}]})
+    assert response.status_code == 201, response.content
+    copies = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("COPY")]
+    assert copies == [
+        'COPY "workloads_workload" (' + copies[0].split("(", 1)[1].split(")", 1)[0] + ") FROM STDIN (1000 rows)",
+        'COPY "workloads_workloadevent" ("workload_id", "at", "actor_id", "from_state", "to_state", "reason") '
+        "FROM STDIN (1000 rows)",
+    ]
+    stored = Workload.objects.filter(owner=alice)
+    assert stored.count() == 1000
+    assert set(stored.values_list("state", flat=True)) == {"pending"}
+    assert stored.get(name="last").gpus_milli == 2000
+    assert stored.get(name="job-7").gpus_milli == 1000
+    assert WorkloadEvent.objects.filter(workload__owner=alice, reason="submitted", actor=alice).count() == 1000
+
+
+BAD_ITEMS = [
+    JOB | {"name": ""},
+    JOB | {"name": "-starts-with-a-dash"},
+    JOB | {"command": "   "},
+    JOB | {"command": ""},
+    JOB | {"name": "", "resources": {"gpus": -1}},
+    JOB | {"name": "x" * 300, "runtime_limit_minutes": 10**6},
+    JOB | {"command": " ", "priority": "no-such-tier"},
+]
+
+
+@pytest.mark.parametrize("bad", BAD_ITEMS, ids=range(len(BAD_ITEMS)))
+def test_an_item_of_a_shape_seen_before_gets_the_errors_a_single_submit_gets(api_as, alice, bad):
+    """Items are checked once per shape (all but their name and command), each name and command on its own:
+    the errors of a bad item are those the same body gets alone, whether its shape came before or not."""
+    client = api_as(alice)
+    alone = post(client, URL, bad)
+    assert alone.status_code == 400
+    response = post(client, BULK, {"items": [*items(2), bad, JOB | {"name": "after"}, bad]})
+    assert response.status_code == 400
+    errors = response.json()["errors"]["items"]
+    assert errors == {"2": alone.json()["errors"], "4": alone.json()["errors"]}
+    assert Workload.objects.count() == 0
+
+
+def test_items_of_different_shapes_keep_their_own_requests_and_fingerprints(api_as, alice):
+    from portal.api.serializers import BulkItemIn
+
+    shapes: list[dict[str, Any]] = [
+        JOB | {"name": "small", "resources": {"gpus": 0.5}},
+        JOB | {"name": "big", "resources": {"gpus": 4, "cpus": 8}, "idempotency_key": "big"},
+        JOB | {"name": "small-2", "command": "python other.py", "resources": {"gpus": 0.5}},
+        JOB | {"name": "long", "runtime_limit_minutes": 120},
+    ]
+    response = post(api_as(alice), BULK, {"items": shapes})
+    assert response.status_code == 201, response.content
+    stored = {w.name: w for w in Workload.objects.all()}
+    assert [(stored[n].gpus_milli, stored[n].cpus_milli) for n in ("small", "big", "small-2")] == [
+        (500, 1000),
+        (4000, 8000),
+        (500, 1000),
+    ]
+    assert stored["small-2"].command == "python other.py"
+    assert stored["long"].runtime_limit_s == 7200
+    assert len({w.pk for w in stored.values()}) == 4
+    for body in shapes:  # each as a single submit of the same body would have fingerprinted it
+        item = BulkItemIn(data=body)
+        assert item.is_valid()
+        assert stored[body["name"]].request_fingerprint == item.to_request().fingerprint()

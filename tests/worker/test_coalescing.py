@@ -146,3 +146,21 @@ def test_a_burst_larger_than_a_cycles_slice_is_admitted_by_one_kick(hosts, alice
     assert tasks.admit()["admitted"] == 35
     assert tasks.dispatch() == 35
     assert Workload.objects.filter(state=State.DISPATCHING).exclude(external_id="").count() == 35
+
+
+def test_a_thousand_are_admitted_in_two_rounds_in_a_fixed_number_of_statements(
+    hosts, alice, settings, django_assert_num_queries
+):
+    """The slice grows after a round that admitted all of it (256, then 1,024): the statements of an
+    admission depend on the rounds, not on how many workloads each admits."""
+    settings.GRIDLANE_CANDIDATES_PER_QUEUE = 256
+    req = services.SubmitRequest(queue="hosts", kind="batch", name="many", command="true")
+    services.submit_many(alice, [(req, None)] * 1000)
+    WorkerStats.objects.filter(name="cycles").delete()
+    # The lock and its release; per round 13 reads for the snapshot (the usage brought forward among them) and 4
+    # to apply it (a savepoint, the targets, the compare-and-swap update with its events, the release); the
+    # counters and the gauge.
+    with django_assert_num_queries(2 + 2 * 17 + 2):
+        assert tasks.admit()["admitted"] == 1000
+    assert WorkerStats.objects.get(name="cycles").value == 2
+    assert Workload.objects.filter(state=State.ADMITTED).count() == 1000

@@ -154,3 +154,47 @@ def test_submit_and_cancel_wake_the_worker_when_they_commit(transactional_db, al
         services.do_cancel(alice, workload)
         assert sum(1 for _ in listener.notifies(timeout=5, stop_after=1)) == 1
     assert OrmQ.objects.count() == 0  # nothing went through the task queue
+
+
+def test_many_move_in_one_statement_and_one_that_moved_on_meanwhile_is_left_alone(alice, django_assert_num_queries):
+    waiting = [services.submit(alice, request(name=f"w{i}"))[0] for i in range(3)]
+    services.transition(waiting[1], State.CANCELLED, reason="cancelled")  # before the admission lands
+    with django_assert_num_queries(1):  # the compare-and-swap update and its events, in one round trip
+        moved = services.transition_many(
+            [w.pk for w in waiting], State.PENDING, State.ADMITTED, reason="admitted", actor=alice
+        )
+    assert sorted(moved) == sorted([waiting[0].pk, waiting[2].pk])
+    states = dict(Workload.objects.values_list("name", "state"))
+    assert states == {"w0": State.ADMITTED, "w1": State.CANCELLED, "w2": State.ADMITTED}
+    admitted = Workload.objects.get(pk=waiting[0].pk)
+    assert admitted.admitted_at is not None
+    assert admitted.pending_reason == ""
+    events = WorkloadEvent.objects.filter(to_state=State.ADMITTED)
+    assert sorted(e.workload_id for e in events) == sorted(moved)
+    assert {(e.from_state, e.actor, e.reason, e.at) for e in events} == {
+        (State.PENDING, alice, "admitted", admitted.admitted_at)
+    }
+
+
+def test_a_persons_teams_read_through_the_compiled_query_are_theirs_whoever_asked_first(alice, bob, charlie):
+    """The submit's entitlement query is compiled once per shape and run again with each caller's ids: what
+    it answers is what the query built afresh answers, for each person and queue, in any order."""
+    from portal import access
+    from portal.queues import tiers
+    from portal.queues.models import Queue
+    from portal.workloads import limits
+
+    def columns(ref, now):
+        return limits.cap_columns([], ref, now) | tiers.columns(ref)
+
+    def seen(groups_and_leads):
+        groups, leads = groups_and_leads
+        return [(g.slug, getattr(g, tiers.COLUMN)) for g in groups], leads
+
+    for queue in Queue.objects.order_by("slug"):
+        for user in (alice, charlie, bob, alice):
+            fresh = access.submit_entitlement(user, queue, columns)
+            compiled = access.submit_entitlement(user, queue, columns, shape="test")
+            assert seen(compiled) == seen(fresh)
+    vision = Queue.objects.get(slug="train")
+    assert [g.slug for g in access.submit_entitlement(charlie, vision, columns, shape="test")[0]] != ["vision"]
