@@ -3,14 +3,18 @@ Pure: no clock (`now` is an argument), no database, no provider.
 
 1. Drop the demand a burst cannot serve or should not: work over its team's limit on the pool, gangs, work no
    instance type can hold, and work the scheduler expects to start on premises within the pool's `burst_after`
-   (its estimated start, from running work's runtime limits: an instance would boot, bill, and find it gone).
+   or before an instance could boot (its estimated start, from running work's runtime limits: an instance
+   would boot, bill, and find it gone).
 2. Place the rest on capacity that is there or on its way (instances launched, booting, idle), so the same
    demand never launches twice.
 3. Pack what is left, the largest shapes first, onto new instances: for each shape the type whose price per
    workload placed is lowest, so several small workloads share one larger instance where that is cheaper;
-   smaller shapes then fill the room the larger ones left. Within the maximum and both budgets.
-4. Keep the pool's minimum; terminate what never enrolled, what idles past its limit, and everything when the
-   month's budget would be crossed before the next look.
+   smaller shapes then fill the room the larger ones left. Within the maximum and both budgets. Work whose
+   runtime limit is shorter than an instance takes to boot launches nothing: it takes room on instances
+   already there, or waits where it is.
+4. Keep the pool's minimum; terminate what never enrolled, what idles past its limit, what idles with no waiting
+   work for it while the targets tried before the pool have room for all it could take (new work starts
+   there first), and everything when the month's budget would be crossed before the next look.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class Waiting:
     # When the scheduler expects it to start where it waits now (decide()'s estimate); None: no estimate (too far
     # down the line, or nothing running there will free enough), which counts as a long wait.
     expected_start: datetime | None = None
+    runtime: timedelta | None = None  # its runtime limit; None: not known (long enough for any instance)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,9 @@ class Pool:
     # Burst only for work expected to wait longer than this where it waits now: shorter waits end on premises
     # (a launch for them boots, bills, and idles).
     burst_after: timedelta = timedelta(0)
+    # How long an instance takes from launch to enrolled (the worker's median of the pool's recent boots):
+    # work that starts on premises sooner, or ends sooner, is no reason to launch one.
+    boot: timedelta = timedelta(0)
 
 
 @dataclass(frozen=True)
@@ -117,9 +125,11 @@ def plan(
     live: Sequence[Live],
     waiting: Sequence[Waiting],
     headroom: Mapping[int, Resources] | None = None,
+    elsewhere: Sequence[Resources] = (),
 ) -> Plan:
     """What to launch and terminate now. `headroom`: each team's room under its limits on the pool (a team
-    absent from it has no limit there)."""
+    absent from it has no limit there). `elsewhere`: the room free now on each fabric that the pool's queues
+    try before it (none known: idle instances wait out the pool's `max_idle`)."""
     held: list[str] = []
     terminate: list[Terminate] = []
     # Instances that never enrolled within the boot timeout are no capacity at all.
@@ -151,7 +161,15 @@ def plan(
                 wanted.add(inst.id)
                 covered += k
 
-    # 3. New instances for the rest, within the maximum and the budgets.
+    # 3. New instances for the rest, within the maximum and the budgets; none for work shorter than a boot.
+    brief = 0
+    for shape in shapes:
+        long_enough = [j for j in shape.jobs if j.runtime is None or j.runtime >= pool.boot]
+        brief += len(shape.jobs) - len(long_enough)
+        shape.jobs = long_enough
+    if brief:
+        held.append(f"{brief} waiting workloads run for less than an instance takes to boot "
+                    f"({_minutes(pool.boot)} min): not launching for them")  # fmt: skip
     rate = sum(inst.price for inst in alive)
     count = len(alive)
     capacities = [(o, o.capacity) for o in offers]
@@ -212,11 +230,17 @@ def plan(
     keep = len(alive) - pool.min_instances
     for inst in idle:
         since = inst.idle_since or now
-        if keep <= 0 or now - since < pool.max_idle:
+        if keep <= 0:
+            break
+        if now - since >= pool.max_idle:
+            reason = f"idle for {_minutes(now - since)} min, past the pool's limit of {_minutes(pool.max_idle)} min"
+        elif any(inst.free.fits_in(room) for room in elsewhere):
+            # No waiting work fits it (that would have made it wanted), and what arrives next of its size starts
+            # on premises first: waiting out max_idle would only bill.
+            reason = "idle with no waiting work for it, and on premises has room for all it could take"
+        else:
             continue
-        minutes = int((now - since).total_seconds() // 60)
-        limit = int(pool.max_idle.total_seconds() // 60)
-        terminate.append(Terminate(inst.id, f"idle for {minutes} min, past the pool's limit of {limit} min"))
+        terminate.append(Terminate(inst.id, reason))
         keep -= 1
     # The month's budget: stop everything before the next look could cross it.
     live_rate = sum(i.price for i in alive)
@@ -308,9 +332,19 @@ def _key(need: Resources) -> tuple[int, int, int]:
     return need.gpus_milli, _step_up(need.cpus_milli // 1000), _step_up(need.memory_mib // GIB)
 
 
+def _minutes(length: timedelta) -> int:
+    return int(length.total_seconds() // 60)
+
+
+def burst_after(pool: Pool) -> timedelta:
+    """How long work may be expected to wait where it is before it bursts: the pool's `burst_after`, and never
+    less than a boot (an instance launched for it would come up after it started elsewhere)."""
+    return max(pool.burst_after, pool.boot)
+
+
 def starts_soon(now: datetime, pool: Pool, job: Waiting) -> bool:
-    """Whether the work is expected to start where it waits within the pool's `burst_after`: no burst for it."""
-    return job.expected_start is not None and job.expected_start - now <= pool.burst_after
+    """Whether the work is expected to start where it waits within `burst_after(pool)`: no burst for it."""
+    return job.expected_start is not None and job.expected_start - now <= burst_after(pool)
 
 
 def _shapes(
@@ -374,7 +408,7 @@ def _shapes(
         held.append(f"{gangs} waiting gangs (several nodes at once) do not burst: an instance's agent runs one "
                     "node's work, so a gang waits for capacity where all its nodes start together")  # fmt: skip
     if soon:
-        minutes = int(pool.burst_after.total_seconds() // 60)
+        minutes = _minutes(burst_after(pool))
         held.append(f"{soon} waiting workloads are expected to start where they wait within {minutes} min: "
                     "not bursting for them")  # fmt: skip
     shapes = sorted(groups.values(), key=lambda s: (s.need.gpus_milli, s.need.cpus_milli, s.need.memory_mib),

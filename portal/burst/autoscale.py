@@ -5,7 +5,8 @@
    instances nobody recorded and terminate them after a grace period.
 2. Follow each instance's agent: enrolled, busy, idle.
 3. Retry launches whose intent was recorded but that never reached the provider.
-4. Decide (scheduler.burst.plan) on the work that waits for capacity by the scheduler's own reasons.
+4. Decide (scheduler.burst.plan) on the work that waits for capacity by the scheduler's own reasons, with the
+   room free on the fabrics its queues try first and how long the pool's instances take to boot.
 5. Terminate, then launch: intent first (the row and its launch id), then the provider, falling back to the
    next zone and type on capacity errors.
 
@@ -23,7 +24,7 @@ from decimal import Decimal
 from typing import Any, NoReturn
 
 from django.conf import settings
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, F, Max, Q, Sum
 
 from fabrics.base import Resources
 from fabrics.cloud import bootscript, registry
@@ -33,7 +34,7 @@ from portal.agents import services as agents
 from portal.agents.models import AgentHost, Claim
 from portal.burst import enrollment
 from portal.burst.models import BurstPool, Cooldown, Decision, Instance, InstanceType
-from portal.queues.models import Fabric, Queue, Quota
+from portal.queues.models import Fabric, Queue, QueueTarget, Quota
 from portal.worker import capacity
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
@@ -54,6 +55,7 @@ LIVE = (Instance.State.PENDING, Instance.State.BOOTING, Instance.State.ENROLLED,
 MAX_DEMAND = 10_000  # the oldest waiting workloads looked at per pool and step
 CAPACITY_COOLDOWN = timedelta(minutes=10)  # a type with no capacity in a zone is not tried there for this long
 INVALID_COOLDOWN = timedelta(hours=1)  # a type the provider does not know, in any zone
+BOOT_SAMPLE = 20  # the pool's most recent boots that its expected boot time is the median of
 MONTH_HORIZON = timedelta(minutes=15)  # launches and running instances are counted this far ahead against the month
 
 
@@ -147,7 +149,7 @@ def run(pool: BurstPool, now: datetime) -> Counter[str]:
         plan = burst.plan(now, pool_values(pool, now), offers(pool, types, cooling), [
             burst.Live(str(i.pk), i.instance_type, i.state, float(i.price_per_hour), rooms.get(i.pk, capacity_of(i)),
                        i.requested_at, i.idle_since) for i in live
-        ], waiting, headroom)  # fmt: skip
+        ], waiting, headroom, room_before(pool, now))  # fmt: skip
         for held in plan.held:
             note(pool, Decision.Action.HOLD, held)
         # 5. Terminate, then launch.
@@ -323,13 +325,14 @@ def demand(pool: BurstPool) -> tuple[list[burst.Waiting], dict[int, Resources]]:
                                 queue__targets__fabric_id=pool.fabric_id)
         .order_by("submitted_at")
         .values_list("id", "group_id", "group__slug", "gpus_milli", "cpus_milli", "memory_mib", "nodes", "submitted_at",
-                     "estimated_start")
+                     "estimated_start", "runtime_limit_s")
     )[:MAX_DEMAND]  # fmt: skip
     # estimated_start: the scheduler's own estimate of when it starts where it waits now (the last admission's).
     waiting = [
-        burst.Waiting(str(pk), group_id, slug, Resources(gpus, cpus, memory), since, nodes, expected)
-        for pk, group_id, slug, gpus, cpus, memory, nodes, since, expected in rows
-    ]
+        burst.Waiting(str(pk), group_id, slug, Resources(gpus, cpus, memory), since, nodes, expected,
+                      timedelta(seconds=limit))
+        for pk, group_id, slug, gpus, cpus, memory, nodes, since, expected, limit in rows
+    ]  # fmt: skip
     used = {
         row["group_id"]: Resources(row["g"] or 0, row["c"] or 0, row["m"] or 0)
         for row in Workload.objects.filter(fabric_id=pool.fabric_id, state__in=ACTIVE)
@@ -346,6 +349,40 @@ def demand(pool: BurstPool) -> tuple[list[burst.Waiting], dict[int, Resources]]:
         )
         headroom[quota.group_id] = limit - used.get(quota.group_id, Resources())
     return waiting, headroom
+
+
+def room_before(pool: BurstPool, now: datetime) -> list[Resources]:
+    """The room free now on each fabric that a queue bursting to the pool tries before it (capacity to plan with,
+    less the work holding it). None while work admitted to the pool waits for an agent to take it: an idle
+    instance may be where it lands, so none ends before its max idle time."""
+    if Claim.objects.filter(fabric_id=pool.fabric_id, state=Claim.ClaimState.CLAIMABLE).exists():
+        return []
+    targets = QueueTarget.objects.filter(queue__targets__fabric_id=pool.fabric_id).values_list("queue_id", "fabric_id")
+    before: set[int] = set()
+    reached: set[int] = set()  # queues whose targets reached the pool
+    for queue_id, fabric_id in targets:  # in each queue's order
+        if fabric_id == pool.fabric_id:
+            reached.add(queue_id)
+        elif queue_id not in reached:
+            before.add(fabric_id)
+    fabrics = list(Fabric.objects.filter(pk__in=before, enabled=True))
+    held = {
+        row["fabric_id"]: Resources(row["g"] or 0, row["c"] or 0, row["m"] or 0)
+        for row in Workload.objects.filter(fabric__in=fabrics, state__in=ACTIVE)
+        .values("fabric_id")
+        .annotate(g=Sum(F("gpus_milli") * F("nodes")), c=Sum(F("cpus_milli") * F("nodes")),
+                  m=Sum(F("memory_mib") * F("nodes")))
+    }  # fmt: skip
+    rooms = [capacity.planned(f, now) - held.get(f.pk, Resources()) for f in fabrics]
+    return [r for r in rooms if min(r.gpus_milli, r.cpus_milli, r.memory_mib) >= 0]
+
+
+def expected_boot(pool: BurstPool) -> timedelta:
+    """The median time the pool's last BOOT_SAMPLE instances took from launch to enrolled; 0 before any did."""
+    booted = Instance.objects.filter(pool=pool, launched_at__isnull=False, enrolled_at__isnull=False)
+    recent = booted.order_by("-enrolled_at").values_list("launched_at", "enrolled_at")[:BOOT_SAMPLE]
+    boots = sorted(enrolled - launched for launched, enrolled in recent if launched and enrolled)
+    return max(timedelta(0), boots[len(boots) // 2]) if boots else timedelta(0)
 
 
 def offers(pool: BurstPool, types: Sequence[InstanceType], cooling: Cooling) -> list[burst.Offer]:
@@ -383,6 +420,7 @@ def pool_values(pool: BurstPool, now: datetime) -> burst.Pool:
         month_spent=float(spent(pool, month_start(now), now)),
         horizon=MONTH_HORIZON,
         burst_after=timedelta(minutes=pool.burst_after_minutes),
+        boot=expected_boot(pool),
     )
 
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from datetime import timedelta
 from decimal import Decimal
 
@@ -254,3 +255,37 @@ def test_bad_pool_settings_are_refused_with_a_clear_error(burst_pool, field, val
     setattr(burst_pool, field, value)
     with pytest.raises(ValidationError, match=message.replace("{", "\\{").replace("}", "\\}")):
         burst_pool.full_clean()
+
+
+def test_the_plan_hears_each_waiting_workloads_runtime_limit(alice, submit, burst_pool):
+    waiting_for_capacity(alice, submit)
+    (waiting,), _ = autoscale.demand(burst_pool)
+    assert waiting.runtime == timedelta(minutes=60)  # the queue's default runtime
+
+
+def test_the_room_before_the_pool_is_what_on_premises_has_free_and_none_while_work_waits_for_an_agent(
+    alice, submit, burst_pool
+):
+    from fabrics.base import Resources
+    from portal.agents.models import Claim
+
+    onprem = Fabric.objects.get(name="onprem")  # declared with one GPU, never asked: planned as declared
+    now = timezone.now()
+    assert autoscale.room_before(burst_pool, now) == [Resources(1000, 64_000, 256 * 1024)]
+    work = submit(alice, queue="burstable", gpus=1, cpus=2, memory_gb=8, name="on-premises")
+    Workload.objects.filter(pk=work.pk).update(state=State.RUNNING, fabric=onprem)
+    assert autoscale.room_before(burst_pool, now) == [Resources(0, 62_000, 248 * 1024)]
+    # Work admitted to the pool that no agent took yet may land on an idle instance: none may end early.
+    Workload.objects.filter(pk=work.pk).update(state=State.PENDING, fabric=None)
+    Claim.objects.create(run_id=uuid.uuid4(), workload=work, fabric=burst_pool.fabric, queue="burstable")
+    assert autoscale.room_before(burst_pool, now) == []
+
+
+def test_the_expected_boot_is_the_median_of_the_pools_recent_boots(burst_pool):
+    assert autoscale.pool_values(burst_pool, timezone.now()).boot == timedelta(0)  # none booted yet
+    launched = timezone.now() - timedelta(hours=1)
+    for i, minutes in enumerate((2, 3, 9)):
+        Instance.objects.create(pool=burst_pool, instance_type="g5.xlarge", host_name=f"h{i}", requested_at=launched,
+                                launched_at=launched, enrolled_at=launched + timedelta(minutes=minutes),
+                                state=Instance.State.GONE)  # fmt: skip
+    assert autoscale.pool_values(burst_pool, timezone.now()).boot == timedelta(minutes=3)

@@ -199,3 +199,80 @@ def test_a_gang_is_never_admitted_to_an_agent_fabric_it_waits_where_all_its_node
     assert decided.admit == (Admit("one", 1),)  # the single-node job takes half the cluster; the gang needs all
     (waiting,) = decided.waiting
     assert (waiting.job_id, waiting.reason.code) == ("gang", reasons.GANG_DOES_NOT_FIT)
+
+
+BOOT = timedelta(minutes=3)
+
+
+def runs_for(job: Waiting, minutes: int | None) -> Waiting:
+    return replace(job, runtime=None if minutes is None else timedelta(minutes=minutes))
+
+
+@pytest.mark.parametrize(
+    ("runtime_min", "want_launched"),
+    [
+        (None, True),  # no runtime limit known: long enough for any instance
+        (2, False),  # over before an instance would be up
+        (3, True),  # as long as a boot
+        (120, True),
+    ],
+)
+def test_work_shorter_than_a_boot_launches_no_instance(runtime_min: int | None, want_launched: bool):
+    (job,) = gpu_jobs("vision", 1)
+    p = plan(NOW, replace(POOL, boot=BOOT), [XLARGE], [], [runs_for(job, runtime_min)])
+    assert [launch.workload_ids for launch in p.launch] == ([("vision-0",)] if want_launched else [])
+    if not want_launched:
+        assert p.held == ("1 waiting workloads run for less than an instance takes to boot (3 min): not launching "
+                          "for them",)  # fmt: skip
+
+
+def test_work_shorter_than_a_boot_still_takes_room_on_an_instance_already_up():
+    short = [runs_for(j, 1) for j in gpu_jobs("vision", 2)]
+    p = plan(NOW, replace(POOL, boot=BOOT), [XLARGE], [instance("idle", idle_min=1)], short)
+    assert (p.covered, p.launch, p.terminate) == (1, (), ())
+    assert p.held == ("1 waiting workloads run for less than an instance takes to boot (3 min): not launching "
+                      "for them",)  # fmt: skip
+
+
+def test_work_expected_to_start_on_premises_before_an_instance_could_boot_does_not_burst():
+    # The pool's burst_after is shorter than its boots: a launch would come up after the work started elsewhere.
+    pool = replace(POOL, burst_after=timedelta(minutes=1), boot=timedelta(minutes=5))
+    soon, late = (expected(j, m) for j, m in zip(gpu_jobs("vision", 2), (4, 6), strict=True))
+    p = plan(NOW, pool, [XLARGE], [], [soon, late])
+    assert [launch.workload_ids for launch in p.launch] == [(late.id,)]
+    assert p.held == ("1 waiting workloads are expected to start where they wait within 5 min: not bursting for them",)
+
+
+ROOM = Resources(8000, 64_000, 256 * GIB)  # free on premises now
+
+
+@pytest.mark.parametrize(
+    ("elsewhere", "waiting", "min_instances", "want_terminated"),
+    [
+        ((ROOM,), 0, 0, True),  # nothing waits for it, and on premises takes what arrives next
+        ((Resources(), ROOM), 0, 0, True),  # one of the fabrics tried before the pool has room
+        ((), 0, 0, False),  # no room known elsewhere: it waits out max_idle for work that arrives
+        ((Resources(500, 64_000, 256 * GIB),), 0, 0, False),  # on premises cannot take all it could
+        ((ROOM,), 1, 0, False),  # waiting work lands on it
+        ((ROOM,), 0, 1, False),  # the pool's minimum
+    ],
+)
+def test_an_idle_instance_ends_before_max_idle_when_no_work_needs_it_and_on_premises_has_room(
+    elsewhere: tuple[Resources, ...], waiting: int, min_instances: int, want_terminated: bool
+):
+    pool = replace(POOL, min_instances=min_instances, max_idle=timedelta(minutes=10))
+    idle = instance("idle", idle_min=2)
+    p = plan(NOW, pool, [XLARGE], [idle], gpu_jobs("vision", waiting), elsewhere=elsewhere)
+    assert [(t.id, t.reason) for t in p.terminate] == (
+        [("i-1", "idle with no waiting work for it, and on premises has room for all it could take")]
+        if want_terminated
+        else []
+    )
+
+
+def test_an_early_end_keeps_a_busy_instance_and_one_that_waiting_work_fills():
+    busy = instance("busy", free=False, id="i-1")
+    wanted = instance("idle", idle_min=2, id="i-2")
+    spare = instance("idle", idle_min=1, id="i-3")
+    p = plan(NOW, POOL, [XLARGE], [busy, wanted, spare], gpu_jobs("vision", 1), elsewhere=(ROOM,))
+    assert (p.covered, [t.id for t in p.terminate]) == (1, ["i-3"])
