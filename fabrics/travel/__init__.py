@@ -18,7 +18,8 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from fabrics.travel.node import CODE_DIGEST_ENV, FAILED, GIT_URL_ENV, REQUIREMENTS_ENV
+from fabrics.travel.node import CODE_DIGEST_ENV, FAILED, GIT_URL_ENV
+from fabrics.travel.node import REQUIREMENTS_ENV as REQUIREMENTS_ENV  # for the fabrics that read it
 
 PROGRAM = (Path(__file__).with_name("node.py")).read_text(encoding="utf-8")
 BATCH_WORKDIR = '"$HOME/.gridlane/work/$GRIDLANE_WORKLOAD_ID"'  # shell words, expanded on the node

@@ -111,19 +111,22 @@ def fetch_bundle(url: str, secret: str, digest: str, cache: Path) -> Path:
 
 def check_members(archive: tarfile.TarFile, max_bytes: int | None = None) -> list[tarfile.TarInfo]:
     """The archive's members when every one stays inside the directory it is unpacked into: a relative path
-    without `..`, a file, a directory or a link whose target stays inside too. Refused naming the first that
-    does not, or when the files add up to more than max_bytes."""
-    members, total = [], 0
+    without `..` that passes through no link, a file, a directory or a link whose target stays inside too.
+    Refused naming the first that does not, or when the files add up to more than max_bytes."""
+    members, total, links = [], 0, set()
     for member in archive:
         name = member.name
-        parts = name.split("/")
+        parts = name.rstrip("/").split("/")
         if name.startswith("/") or "\\" in name or ".." in parts or "\x00" in name or not name.strip("/."):
             raise Refused(f"{name!r} in the bundle would land outside its directory")
+        if any("/".join(parts[: i + 1]) in links for i in range(len(parts) - 1)):
+            raise Refused(f"{name!r} in the bundle passes through a link")
         if member.issym() or member.islnk():
             link = member.linkname
             inside = posixpath.normpath(posixpath.join(posixpath.dirname(name), link) if member.issym() else link)
             if link.startswith("/") or inside == ".." or inside.startswith("../"):
                 raise Refused(f"{name!r} in the bundle links outside its directory ({link})")
+            links.add("/".join(parts))
         elif not (member.isfile() or member.isdir()):
             raise Refused(f"{name!r} in the bundle is neither a file, a directory nor a link")
         total += member.size if member.isfile() else 0
@@ -134,17 +137,11 @@ def check_members(archive: tarfile.TarFile, max_bytes: int | None = None) -> lis
 
 
 def extract(path: Path, dest: Path) -> None:
-    """Unpack a checked .tar or .tar.gz into dest. Files through a link are refused: a link is made only
-    after the members are checked, and a member may not pass through one (tarfile's data filter, where this
-    Python has it, checks the same again)."""
+    """Unpack a .tar or .tar.gz into dest once every member is checked (check_members; tarfile's data filter,
+    where this Python has it, checks the same again)."""
     try:
         with tarfile.open(path) as archive:
             members = check_members(archive)
-            links = {m.name.rstrip("/") for m in members if m.issym() or m.islnk()}
-            for member in members:
-                parents = member.name.split("/")[:-1]
-                if any("/".join(parents[: i + 1]) in links for i in range(len(parents))):
-                    raise Refused(f"{member.name!r} in the bundle passes through a link")
             if hasattr(tarfile, "data_filter"):
                 archive.extractall(dest, members=members, filter="data")
             else:  # an older Python: the checks above are the guard
