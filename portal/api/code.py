@@ -35,7 +35,7 @@ CAP_HEADER = "Gridlane-Code-Max-Bytes"
 class BundleParser(BaseParser):
     """Names the body's type for the schema; the view reads the stream itself (request.data is never read)."""
 
-    media_type = "application/gzip"
+    media_type = "*/*"
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         return {}
@@ -44,7 +44,7 @@ class BundleParser(BaseParser):
 @extend_schema(
     summary="A team's code bundle, by its sha256: look it up (HEAD), fetch it (GET) or upload it (PUT)",
     parameters=[OpenApiParameter("group", OpenApiTypes.STR, description="The team (default: your only one)")],
-    request={"application/gzip": OpenApiTypes.BINARY},
+    request={"application/octet-stream": OpenApiTypes.BINARY},  # the .tar.gz (sent as application/gzip too)
     responses={
         200: OpenApiResponse(description="The team has it (GET: its bytes)."),
         201: OpenApiResponse(description="Uploaded and kept."),

@@ -61,6 +61,8 @@ def check_digest(digest: str) -> None:
 def team_for(user: Any, slug: str | None) -> ResourceGroup:
     """The team a bundle request is for: the one named, else the user's only team; Rejected otherwise."""
     teams = access.code_groups(user)
+    if slug and "\x00" in slug:  # no slug holds one, and PostgreSQL refuses one in a query
+        raise Rejected({"group": ["That is not a team's name."]})
     if slug:
         team = teams.filter(slug=slug).first()
         if team is None:
