@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from fabrics.agent import agent as agent_program
 from fabrics.agent.client import Api, ApiError
+from gridlane_cli import bundle
 from gridlane_cli.config import config_path, resolve
 
+CAP_HEADER = "Gridlane-Code-Max-Bytes"  # the portal's size cap for code, on its answers about bundles
 BULK = 1000  # the most workloads the API takes in one bulk request
 
 
@@ -59,6 +63,22 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--array", help="an array: one element per index, e.g. 0-99%%10 ($GRIDLANE_ARRAY_INDEX in each)"
     )
+    code = submit.add_mutually_exclusive_group()
+    code.add_argument(
+        "--code", metavar="DIR",
+        help="run the command in a copy of this directory, as .gitignore leaves it (uploaded to your team's bundles "
+        "unless the portal has this exact tree already)",
+    )  # fmt: skip
+    code.add_argument(
+        "--git", metavar="URL@COMMIT",
+        help="run the command in this git repository at this commit (its full sha), e.g. "
+        "https://git.example.org/ml/train.git@<40 hex digits>",
+    )  # fmt: skip
+    submit.add_argument(
+        "--requirements", metavar="FILE",
+        help="a requirements file: its packages are installed into a virtual environment on the node (built once "
+        "per node for the same requirements) that comes first on the command's PATH",
+    )  # fmt: skip
 
     ls = commands.add_parser("ls", help="list workloads")
     ls.add_argument("--state")
@@ -111,7 +131,45 @@ def submit_body(args: argparse.Namespace, stdin: Any = None) -> dict[str, Any]:
         body["group"] = args.group
     if args.array:
         body["array"] = args.array
+    if args.git:
+        url, _, commit = args.git.rpartition("@")
+        if not url or not re.fullmatch(r"[0-9a-f]{40}", commit):
+            raise SystemExit("gridlane: give --git URL@COMMIT, the commit as its full 40-hex sha")
+        body["code"] = {"git": url, "commit": commit}
+    if args.requirements:
+        try:
+            body["requirements"] = Path(args.requirements).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise SystemExit(f"gridlane: cannot read {args.requirements}: {error}") from error
     return body
+
+
+def upload_code(api: Api, directory: str, group: str | None) -> str:
+    """Pack the directory and upload it unless the team has it already; its sha256. ApiError when refused."""
+    try:
+        packed = bundle.pack(directory)
+    except OSError as error:
+        raise ApiError(0, f"cannot pack {directory}: {error}") from None
+    with packed.file:
+        where = f"code/{packed.digest}/" + (f"?{urllib.parse.urlencode({'group': group})}" if group else "")
+        status, headers = api.send("HEAD", where)
+        if status == 200:
+            print(f"gridlane: code {packed.digest[:12]} is on the portal already", file=sys.stderr)
+            return packed.digest
+        if status != 404:
+            raise ApiError(status, "the portal takes no code for that team: give --group (one of your teams)")
+        cap = int(headers.get(CAP_HEADER) or 0)
+        if cap and max(packed.size, packed.unpacked) > cap:
+            raise ApiError(413, f"{directory} comes to {_mb(packed.unpacked)} ({_mb(packed.size)} packed); this site "
+                           f"takes code up to {_mb(cap)}: leave large files out with .gitignore")  # fmt: skip
+        api.send("PUT", where, packed.file.read(), "application/gzip")
+    print(f"gridlane: uploaded code {packed.digest[:12]}: {len(packed.files)} files, {_mb(packed.size)}",
+          file=sys.stderr)  # fmt: skip
+    return packed.digest
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
 
 
 def read_jsonl(path: str) -> list[dict[str, Any]]:
@@ -160,7 +218,10 @@ def run(args: argparse.Namespace, api: Api) -> int:
     if args.command == "submit":
         if not args.queue:
             raise ApiError(0, "give --queue (or --from-file)")
-        out = api.post("workloads/", submit_body(args))
+        body = submit_body(args)
+        if args.code:
+            body["code"] = {"digest": upload_code(api, args.code, args.group)}
+        out = api.post("workloads/", body)
         if not args.json:
             print(out["id"])
             return 0

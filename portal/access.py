@@ -196,6 +196,18 @@ def submit_entitlement(
 _MEMBER_TEAMS = sql.Compiled(ResourceGroup)
 
 
+def code_groups(user: Any) -> QuerySet[ResourceGroup]:
+    """The teams whose code bundles the user may upload, look up and fetch (portal.code): a person's own teams,
+    an agent's team while it is active, and any team for IT (who may submit for any team)."""
+    if is_it(user):
+        return ResourceGroup.objects.all()
+    service = service_of(user)
+    if service is not None:
+        own = ResourceGroup.objects.filter(pk=service.group_id)
+        return own if service.is_active() else own.none()
+    return ResourceGroup.objects.filter(memberships__user=user).distinct()
+
+
 # --- Service identities (agents) ----------------------------------------------------------------------
 
 

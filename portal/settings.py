@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "portal.whatif",
     "portal.notify",
     "portal.connect",
+    "portal.code",
     "portal.api",
 ]
 
@@ -267,6 +268,11 @@ GRIDLANE_PRIORITY_WEIGHTS = {
 }
 # Per team, queue and priority tier, how many of the oldest pending workloads one cycle considers.
 GRIDLANE_CANDIDATES_PER_QUEUE = int(os.environ.get("GRIDLANE_CANDIDATES_PER_QUEUE", "256"))
+# Code that travels with jobs (portal.code): where uploaded bundles are kept, and the most a bundle may hold,
+# packed or unpacked (a bigger one is refused with 413).
+GRIDLANE_CODE_DIR = Path(os.environ.get("GRIDLANE_CODE_DIR", VAR_DIR / "code"))
+GRIDLANE_CODE_MAX_MB = float(os.environ.get("GRIDLANE_CODE_MAX_MB", "100"))
+
 GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS = float(os.environ.get("GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS", "24"))
 # Where the local fabric keeps its job folders unless a fabric's settings say otherwise.
 GRIDLANE_LOCAL_FABRIC_ROOT = Path(os.environ.get("GRIDLANE_LOCAL_FABRIC_ROOT", VAR_DIR / "local-fabric"))

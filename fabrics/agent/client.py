@@ -40,6 +40,24 @@ class Api:
             raise ApiError(0, f"cannot reach {self.base}: {error}") from None
         return json.loads(raw) if raw else None
 
+    def send(self, method: str, path: str, data: bytes | None = None, content_type: str = "") -> tuple[int, Any]:
+        """A request with raw bytes (a code bundle): the status and headers of the answer, whatever the status;
+        ApiError (status 0) only when the API cannot be reached."""
+        request = urllib.request.Request(self.base + path.lstrip("/"), data=data, method=method)  # noqa: S310
+        request.add_header("Authorization", f"Bearer {self.token}")
+        if content_type:
+            request.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                response.read()
+                return response.status, response.headers
+        except urllib.error.HTTPError as error:
+            if method != "HEAD" and error.code >= 400:
+                raise ApiError(error.code, _message(error.read())) from None
+            return error.code, error.headers
+        except (urllib.error.URLError, OSError) as error:
+            raise ApiError(0, f"cannot reach {self.base}: {error}") from None
+
     def get(self, path: str) -> Any:
         return self.call("GET", path)
 

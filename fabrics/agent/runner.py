@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fabrics import travel
 from fabrics.agent import gpus as gpu_query
 from fabrics.agent import keys
 from fabrics.agent.client import Api, ApiError
@@ -57,14 +57,28 @@ class Job:
 
 
 def command_line(payload: Mapping[str, Any], jobdir: Path) -> list[str]:
-    """The argv that runs the job: in its image through podman or apptainer when one is given
-    and the runtime exists, else bash in a virtual environment when requirements are given."""
+    """The argv that runs the job: in its image through podman or apptainer when one is given and the runtime
+    exists, else bash. Code and packages that travel with it (fabrics.travel) are made ready in its folder
+    first: on this host, before a container starts (which sees the folder as /work); packages go into a virtual
+    environment only without an image (one built here would not run in the image's Python)."""
+    env = {str(k): str(v) for k, v in dict(payload.get("env", {})).items()}
     command = str(payload.get("command", ""))
+    image = str(payload.get("image", ""))
+    if image and env.get(travel.REQUIREMENTS_ENV, "").strip():
+        refusal = "gridlane: requirements with an image: install them in the image, or submit without one"
+        return ["/bin/sh", "-c", 'echo "$0" >&2; exit 90', refusal]
+    argv = _command_line(payload, jobdir, command, image)
+    if not travel.wanted(env):
+        return argv
+    # The preamble, then the job's own argv as it would have run ("$@"), in the same process group.
+    return ["/bin/bash", "-c", "".join(travel.preamble(env)) + 'exec "$@"\n', "gridlane", *argv]
+
+
+def _command_line(payload: Mapping[str, Any], jobdir: Path, command: str, image: str) -> list[str]:
     if payload.get("kind") == "notebook" and not command.strip():
         # The host's Jupyter (Gridlane's own dependency, in the agent's Python) through the launcher every
         # fabric's notebooks use: it reports where it listens, and opens through the portal (fabrics.ssh.notebook).
         return ["bash", "-c", notebook.FUNCTION + 'gridlane_notebook "$0" -m jupyterlab', sys.executable]
-    image = str(payload.get("image", ""))
     if image:
         if shutil.which("podman"):
             return [
@@ -83,13 +97,6 @@ def command_line(payload: Mapping[str, Any], jobdir: Path) -> list[str]:
         if shutil.which("apptainer"):
             return ["apptainer", "exec", "--pwd", "/work", "-B", f"{jobdir}/work:/work", f"docker://{image}",
                     "/bin/sh", "-c", command]  # fmt: skip
-    requirements = payload.get("env", {}).get("GRIDLANE_REQUIREMENTS", "")
-    if requirements:
-        venv = jobdir / "venv"
-        quoted = shlex.quote(str(venv))
-        setup = f"python3 -m venv {quoted} && {quoted}/bin/pip install -q -r requirements.txt"
-        (jobdir / "work" / "requirements.txt").write_text(str(requirements))
-        command = f"{setup} && . {shlex.quote(str(venv))}/bin/activate && {command}"
     return ["/bin/bash", "-c", command]
 
 

@@ -16,6 +16,8 @@ annotations.
     Kueue           the template's kueue.x-k8s.io/queue-name label goes on the Job, created suspended; on a
                     Kueue-owned fabric the label names the team's LocalQueue (gl-<team>) instead
     Volcano         schedulerName volcano and a PodGroup (minMember = nodes) the pods belong to
+    code, packages  an init container in the job's image fetches the code and builds the venv into an emptyDir
+                    at /gridlane; the job runs in /gridlane/work with the venv first on PATH (fabrics.travel)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from uuid import UUID
 
 import yaml
 
+from fabrics import travel
 from fabrics.base import JobSpec, TemplateError
 from fabrics.kubernetes import manifest
 from fabrics.kubernetes.settings import KubeSettings
@@ -235,6 +238,8 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
         main["env"].append({"name": "GRIDLANE_NOTEBOOK_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     main["resources"] = _resources(given.get("resources") or {}, job, settings)
     containers[index] = main
+    if travel.wanted(job.env):
+        _travel(pod, main, notebook)
     pod["restartPolicy"] = "Never"
     if gang:
         pod["subdomain"] = name
@@ -312,6 +317,29 @@ def _env(template_env: list[dict[str, Any]], job: JobSpec, name: str) -> list[di
             rank = {"fieldRef": {"fieldPath": f"metadata.annotations['{JOB_INDEX}']"}}
             env[key] = {"name": key, "valueFrom": rank}
     return list(env.values())
+
+
+def _travel(pod: dict[str, Any], main: dict[str, Any], notebook: bool) -> None:
+    """Code and packages that travel with the job (fabrics.travel): an init container in the job's own image (so
+    its python3 builds a venv the job's Python can run) fills an emptyDir, and the job runs in it, with the venv
+    first on PATH. The init container gets the job's environment, which says what to fetch and with what."""
+    mount = {"name": travel.VOLUME, "mountPath": travel.MOUNT}
+    pod["volumes"] = [*(pod.get("volumes") or []), {"name": travel.VOLUME, "emptyDir": {}}]
+    main["volumeMounts"] = [*(main.get("volumeMounts") or []), mount]
+    main["workingDir"] = f"{travel.MOUNT}/work"
+    if notebook:
+        main["command"] = [*main["command"][:-1], travel.ACTIVATE + main["command"][-1]]
+    else:
+        main["args"] = [travel.ACTIVATE + main["args"][0]]
+    init = {
+        "name": travel.INIT_NAME,
+        "image": main["image"],
+        # sh -c SCRIPT NAME PROGRAM: the script runs the program ($1) with the image's python3.
+        "command": ["/bin/sh", "-c", travel.INIT_SCRIPT, travel.INIT_NAME, travel.PROGRAM],
+        "env": copy.deepcopy(main["env"]),
+        "volumeMounts": [dict(mount)],
+    }
+    pod["initContainers"] = [*(pod.get("initContainers") or []), init]
 
 
 def _resources(template: Mapping[str, Any], job: JobSpec, settings: KubeSettings) -> dict[str, Any]:
@@ -401,7 +429,8 @@ def _masked(document: dict[str, Any]) -> dict[str, Any]:
     if document.get("kind") != "Job":
         return document
     copied = copy.deepcopy(document)
-    for container in copied["spec"]["template"]["spec"].get("containers") or []:
+    pod = copied["spec"]["template"]["spec"]
+    for container in [*(pod.get("containers") or []), *(pod.get("initContainers") or [])]:
         for entry in container.get("env") or []:
             if entry.get("name") in notebook.SECRET_ENV and "value" in entry:
                 entry["value"] = notebook.MASKED

@@ -24,7 +24,7 @@ from typing import Any
 from uuid import UUID
 
 import fabrics
-from fabrics import jupyter, templating
+from fabrics import jupyter, templating, travel
 from fabrics.base import Capacity, Endpoint, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
 from fabrics.local.supervisor import DEADLINE, group_alive, signal_group, write_atomic
 
@@ -111,7 +111,8 @@ class LocalFabric:
     def render(self, job: JobSpec) -> str:
         template = job.template or (NOTEBOOK_TEMPLATE if job.kind == "notebook" else DEFAULT_TEMPLATE)
         self.check_template(template)
-        return templating.render(template, template_values(job))
+        # Code and packages that travel with it are made ready in its folder (work/) before the template runs.
+        return travel.with_preamble(templating.render(template, template_values(job)), job.env)
 
     def prepare(self, job: JobSpec) -> Path:
         """Write the job's directory without starting it; `submit` is prepare plus a supervisor."""

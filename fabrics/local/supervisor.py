@@ -137,6 +137,8 @@ INHERITED = (
     "LC_ALL",
     "TZ",
     "TMPDIR",
+    "XDG_CACHE_HOME",  # where code and packages that travel with jobs are cached (fabrics.travel.node)
+    "GRIDLANE_CACHE",
     "GRIDLANE_LOCAL_KILL_GRACE_S",
 )
 

@@ -19,7 +19,7 @@ import shlex
 from dataclasses import dataclass
 from uuid import UUID
 
-from fabrics import sampler, templating
+from fabrics import sampler, templating, travel
 from fabrics.base import JobSpec
 from fabrics.sampler import SAMPLES_URL_ENV
 from fabrics.ssh.scripts import check_image, exports, notebook_lines, split_template, template_values, whole
@@ -105,6 +105,7 @@ def render(template: str, job: JobSpec, options: Options, *, reveal: bool = Fals
         *sampler.preamble(SAMPLES_URL_ENV in job.env),
         "# Output and exit status where Gridlane finds them, named by the PBS job id:\n",
         *(line + "\n" for line in records(options)),
+        *travel.preamble(job.env, travel.BATCH_WORKDIR),  # after records: its output lands in the job's
         *notebook_lines(job),
         templating.render(body, template_values(job)),
     ]

@@ -3,7 +3,8 @@
 The script is, in order: the template's `#!` line (or bash); Gridlane's `#SBATCH` directives for
 the request (job name and comment carry the workload id, the tag `find` looks for); the template's
 own leading `#SBATCH` lines, which come later and so win (IT pins an account, a QOS, a partition);
-the workload's environment as quoted `export`s; for a notebook, the `gridlane_notebook` launcher
+the workload's environment as quoted `export`s; the code and packages that travel with it (fabrics.travel:
+made ready in ~/.gridlane/work/<run id>, where the rest runs); for a notebook, the `gridlane_notebook` launcher
 (fabrics.ssh.notebook); then the rest of the template, with every placeholder shell-quoted.
 Directive values are numbers or IT's checked words, never a user's text: sbatch reads `#SBATCH`
 lines itself, and a user's newline there would start a new line.
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fabrics import sampler, templating
+from fabrics import sampler, templating, travel
 from fabrics.base import JobSpec, TemplateError
 from fabrics.sampler import SAMPLES_URL_ENV
 from fabrics.ssh.scripts import (
@@ -139,6 +140,7 @@ def _parts(template: str, job: JobSpec, options: Options, *, element: bool) -> _
         "".join(
             [
                 *sampler.preamble(SAMPLES_URL_ENV in job.env),
+                *travel.preamble(job.env, travel.BATCH_WORKDIR),
                 *notebook_lines(job),
                 templating.render(body, template_values(job)),
             ]

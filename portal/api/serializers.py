@@ -57,6 +57,15 @@ class WorkloadIn(serializers.Serializer[Any]):
     array = serializers.CharField(
         allow_blank=True, default="", max_length=200, help_text="An array: one element per index, e.g. 0-99%10."
     )
+    code = serializers.JSONField(
+        required=False, allow_null=True, default=None,
+        help_text='Code that travels with the command: {"digest": "<sha256>"} of a bundle the team uploaded '
+        '(PUT /api/v1/code/<sha256>/), or {"git": "<https or ssh URL>", "commit": "<40 hex digits>"}.',
+    )  # fmt: skip
+    requirements = serializers.CharField(
+        allow_blank=True, default="", trim_whitespace=False,
+        help_text="A requirements file's text (up to 64 KiB): a virtual environment built and cached on the node.",
+    )  # fmt: skip
 
     def to_request(self) -> SubmitRequest:
         raw = self.initial_data.get("resources") if isinstance(self.initial_data, dict) else None
@@ -86,6 +95,8 @@ def request_of(d: dict[str, Any], raw_resources: Any, **text: str) -> SubmitRequ
         resources_given=given,
         array=d["array"],
         manifest=text.get("manifest", d["manifest"]),
+        code=d.get("code"),
+        requirements=d["requirements"],
     )
 
 
@@ -267,9 +278,11 @@ class WorkloadDetailOut(WorkloadOut):
     events = EventOut(many=True, read_only=True)
     command = serializers.CharField()
     script = serializers.CharField()
+    code = serializers.JSONField(help_text="The code that travels with it ({} for none).")
+    requirements = serializers.CharField()
 
     class Meta(WorkloadOut.Meta):
-        fields = [*WorkloadOut.Meta.fields, "command", "script", "events"]
+        fields = [*WorkloadOut.Meta.fields, "command", "script", "code", "requirements", "events"]
         read_only_fields = fields
 
 

@@ -3,7 +3,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
 from portal.accounts.api import MeView, TokenViewSet
-from portal.api import callbacks, usage
+from portal.api import callbacks, code, usage
 from portal.api.views import QueueViewSet, WorkloadViewSet
 
 router = DefaultRouter(trailing_slash=True)
@@ -18,6 +18,8 @@ urlpatterns = [
     path("agent/", include("portal.agents.urls")),
     path("workloads/<uuid:pk>/endpoint/", callbacks.endpoint, name="workload-endpoint"),  # from a notebook's job
     path("workloads/<uuid:pk>/samples/", callbacks.samples, name="workload-samples"),  # from a job's sampler
+    path("workloads/<uuid:pk>/code/", code.workload_code, name="workload-code"),  # from a job, before its command
+    path("code/<str:digest>/", code.bundle, name="code-bundle"),
     path("groups/<slug:slug>/usage/", usage.group_usage, name="group-usage"),
     path("", include(router.urls)),
 ]

@@ -19,6 +19,7 @@ from django.db.models import Case, Q, Value, When
 
 from fabrics.base import Fabric, FabricError, JobSpec, TierHints, place_many
 from portal.accounts import posix
+from portal.code import services as code_travel
 from portal.queues import tiers
 from portal.queues.models import Fabric as FabricRow
 from portal.usage import samples as usage_samples
@@ -46,8 +47,8 @@ def job_spec(w: Workload, tier: TierHints | None = None) -> JobSpec:
         runtime_limit_s=w.runtime_limit_s,
         image=w.image,
         # Notebooks on a batch cluster: where to report their server; jobs with a sampler: where to post
-        # samples; an array's element: its index.
-        env=notebook_endpoint.job_env(w) | usage_samples.job_env(w) | _array_env(w),
+        # samples; an array's element: its index; code or packages that travel with it: where to get them.
+        env=notebook_endpoint.job_env(w) | usage_samples.job_env(w) | _array_env(w) | code_travel.job_env(w),
         template=w.target.template if w.target else "",
         script=w.script,  # a user's own sbatch/qsub script: byte for byte, with what the target forces
         forced=dict((w.target.native or {}).get("forced") or {}) if w.target and w.script else {},

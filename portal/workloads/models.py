@@ -46,6 +46,10 @@ class Workload(models.Model):
     array_index = models.PositiveIntegerField(null=True, blank=True)
     array_throttle = models.PositiveIntegerField(null=True, blank=True)
     image = models.CharField(max_length=300, blank=True)
+    # Code that travels with it (portal.code): {"digest": sha256} of its team's bundle, or {"git": url, "commit": sha};
+    # {} for none. And a requirements file's text, built into a virtual environment on the node.
+    code = models.JSONField(default=dict, blank=True)
+    requirements = models.TextField(blank=True)
     # The request, per node, in integer units (milli-GPUs, milli-CPUs, MiB) so sums never drift.
     gpus_milli = models.PositiveIntegerField(default=0)
     cpus_milli = models.PositiveIntegerField(default=1000)
@@ -135,6 +139,16 @@ class Workload(models.Model):
         if len(tail.encode("utf-8", "replace")) >= LOG_TAIL_CUT_BYTES and "\n" in tail:
             return "\u2026 (earlier output: see the full output)\n" + tail[tail.index("\n") + 1 :]
         return tail
+
+    @property
+    def code_label(self) -> str:
+        """The code that travels with it in a few words, for its page; "" for none."""
+        code = self.code if isinstance(self.code, dict) else {}
+        if code.get("digest"):
+            return f"bundle sha256:{code['digest']}"
+        if code.get("git"):
+            return f"{code['git']} at commit {code.get('commit', '')}"
+        return ""
 
     @property
     def interactive(self) -> bool:

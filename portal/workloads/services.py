@@ -29,6 +29,7 @@ from fabrics import native as fabric_native
 from fabrics.registry import connect, fabric_class
 from portal import access, sql, words
 from portal.accounts import audit, posix
+from portal.code import services as code_travel
 from portal.queues import tiers
 from portal.queues.models import DEFAULT_TIER, Fabric, Queue, QueueTarget, WorkloadKind
 from portal.worker import wake
@@ -90,6 +91,8 @@ class SubmitRequest:
     resources_given: tuple[str, ...] = ()  # the resources the caller named (beside a script they must agree)
     array: str = ""  # e.g. "0-99%10": one parent, one workload per index, at most 10 running at once
     manifest: str = ""  # a Kubernetes batch/v1 Job as the user wrote it (YAML or JSON)
+    code: Any = None  # {"digest": sha256} of the team's bundle, or {"git": url, "commit": sha} (portal.code)
+    requirements: str = ""  # a requirements file's text: a virtual environment built on the node
 
     def fingerprint(self) -> str:
         # The fields as asdict() gives them (every one is flat), without its deep copy: the same digest.
@@ -205,6 +208,14 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
             err(field, message)
     if req.image and not IMAGE_RE.fullmatch(req.image):
         err("image", "That is not a container image reference.")
+    code = code_travel.check(req.code, req.requirements, errors)
+    if code or req.requirements:
+        if req.script or req.manifest:
+            err("code", "Code and requirements travel with a command; a batch script or Job manifest brings its own.")
+        elif req.kind == WorkloadKind.VM:
+            err("code", "A VM lease runs no command for code to travel with.")
+    if code and group is not None:
+        code_travel.check_owned(code, group, errors)
 
     gpus_milli = _milli(req.gpus)
     if req.gpus < 0 or req.gpus > MAX_GPUS_PER_NODE:
@@ -272,6 +283,8 @@ def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = 
         script=req.script or req.manifest,
         native_kind=script.kind if script is not None else "",
         image=req.image,
+        code=code,
+        requirements=req.requirements,
         gpus_milli=gpus_milli,
         cpus_milli=cpus_milli,
         memory_mib=memory_mib,
@@ -420,7 +433,8 @@ def submit(user: Any, req: SubmitRequest, idempotency_key: str | None = None) ->
 
 
 ELEMENT_FIELDS = (
-    "owner", "group", "queue", "kind", "command", "script", "native_kind", "image", "gpus_milli", "cpus_milli",
+    "owner", "group", "queue", "kind", "command", "script", "native_kind", "image", "code", "requirements",
+    "gpus_milli", "cpus_milli",
     "memory_mib", "nodes", "runtime_limit_s", "priority", "array", "array_throttle",
 )  # fmt: skip
 

@@ -455,9 +455,15 @@ def _pod_spec(spec: dict[str, Any], field: str) -> Causes:
         volumes.add(name)
     if not containers:
         causes.append((f"{field}.containers", "Required value"))
-    for i, container in enumerate(containers):
-        where = f"{field}.containers[{i}]"
+    # Init containers are checked as containers are, and no two of either share a name.
+    listed = [(f"{field}.containers[{i}]", c) for i, c in enumerate(containers)]
+    listed += [(f"{field}.initContainers[{i}]", c) for i, c in enumerate(spec.get("initContainers") or [])]
+    seen: set[str] = set()
+    for where, container in listed:
         cname = container.get("name", "")
+        if cname in seen:
+            causes.append((f"{where}.name", f'Duplicate value: "{cname}"'))
+        seen.add(cname)
         if not cname or len(cname) > 63 or not DNS_LABEL.match(cname):
             causes.append(
                 (f"{where}.name", f'Invalid value: "{cname}": a lowercase RFC 1123 label must consist of ...')
