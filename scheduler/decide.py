@@ -4,7 +4,7 @@ rest waits. Pure: no clock (`now` is in the snapshot), no database, no fabric.
 The line is walked in two passes. First the work each team is owed: jobs that fit within their team's
 unused reservation on a target. They start on free capacity, or take borrowed capacity back by preemption,
 or else hold what they need so that nobody behind them takes it as it frees up. Then everything else, which
-borrows what is left, in priority order, with backfill around the head of the line.
+borrows what is left, in priority order, with backfill around the first work waiting on each fabric.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from scheduler import reasons
-from scheduler.backfill import Shadow, shadow
+from scheduler.backfill import Plan
 from scheduler.estimates import Profile
 from scheduler.ledger import Amount, Ledger, add, amount, fits, need_on, sub
 from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting
@@ -48,8 +48,9 @@ def decide(snapshot: Snapshot) -> Decisions:
     #    An array's elements past its % limit wait, whatever is free.
     rest = [job for job in line if not cycle.throttled(job) and not cycle.owed(job)]
     borrowers = [job for job in rest if not snapshot.parents or not cycle.owed(job, department=True)]
-    # 3. The rest borrows what is left, in line order, with backfill around the head; a tier that may preempt
-    #    takes borrowed capacity from lower tiers where nothing ahead of it waits for it (preemption.py).
+    # 3. The rest borrows what is left, in line order, with backfill around the first work waiting on each fabric
+    #    (backfill.py); a tier that may preempt takes borrowed capacity from lower tiers where nothing ahead of it
+    #    waits for it (preemption.py).
     for job in borrowers:
         if not cycle.throttled(job):
             cycle.consider(job)
@@ -69,7 +70,7 @@ class _Cycle:
                 self.running[job.fabric_id].append(job)
                 if may_preempt(snapshot, job):
                     self.preemptible[job.fabric_id].append(job)
-        self.shadows: dict[int, Shadow] = {}  # fabric -> the head of the line's reservation there
+        self.plans: dict[int, Plan] = {}  # fabric -> the reservations of the first work waiting there (backfill.py)
         # The tiers whose work may preempt borrowed work of lower ones (the old classes never may).
         self.preempting = {slug: t for slug, t in snapshot.tiers.items() if t.may_preempt}
         self.admitted: list[Admit] = []
@@ -168,7 +169,7 @@ class _Cycle:
             return
         for fid, blocked in zip(_targets(job, queue, self.s), why, strict=True):
             if blocked.fabric_id is not None:
-                self._maybe_head(job, fid, need_on(job, self.ledger.sharing[fid]))
+                self._reserve(job, fid, need_on(job, self.ledger.sharing[fid]))
         self.waiting[job.id] = why[0]  # the first target's reason: where it would go first
 
     def _try(self, job: Job, fid: int) -> _Why | None:
@@ -193,9 +194,9 @@ class _Cycle:
         held = ledger.held[fid]
         if not fits(need, sub(free, held)):
             return _Why(reasons.held_for_reservations(fabric.name, held), None)
-        head = self.shadows.get(fid)
-        if head is not None and not head.admits(self.now, job.runtime_limit_s, need):
-            return _Why(reasons.behind_higher_priority(fabric.name, head.start), fid)
+        plan = self.plans.get(fid)
+        if plan is not None and not plan.admits(job.runtime_limit_s, need):
+            return _Why(reasons.behind_higher_priority(fabric.name, plan.first or self.now), fid)
         self._admit(job, fid, need)
         return None
 
@@ -311,7 +312,7 @@ class _Cycle:
         if tier is None:
             return False
         for fid, blocked in zip(_targets(job, queue, self.s), why, strict=True):
-            if blocked.code not in _SHORT_OF_CAPACITY or fid in self.shadows:
+            if blocked.code not in _SHORT_OF_CAPACITY or fid in self.plans:
                 continue
             need = need_on(job, self.ledger.sharing[fid])
             if self._reclaim(job, fid, need, below=tier.rank):
@@ -334,14 +335,14 @@ class _Cycle:
         out.sort(key=lambda r: r[0])
         return out
 
-    def _maybe_head(self, job: Job, fid: int, need: Amount) -> None:
-        """The first job blocked by capacity on a fabric becomes its head: later work may not delay it."""
-        if fid in self.shadows:
-            return
-        free = sub(self.ledger.free(fid), self.ledger.held[fid])
-        head = shadow(job.id, need, free, self._releases(fid))
-        if head is not None:
-            self.shadows[fid] = head
+    def _reserve(self, job: Job, fid: int, need: Amount) -> None:
+        """Work blocked on a fabric reserves its earliest start there (while the fabric's plan has room for more
+        reservations): later work may not delay it."""
+        plan = self.plans.get(fid)
+        if plan is None:
+            free = sub(self.ledger.free(fid), self.ledger.held[fid])
+            plan = self.plans[fid] = Plan(self.now, free, self._releases(fid))
+        plan.reserve(job.runtime_limit_s, need)
 
     # -- the result -----------------------------------------------------------------------------------
     def decisions(self, line: list[Job]) -> Decisions:

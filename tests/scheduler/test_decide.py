@@ -374,6 +374,20 @@ CASES = [
         want_reasons={"head-0": r.NO_CAPACITY, "long-1": r.BEHIND_HIGHER_PRIORITY},
     ),
     Case(
+        "backfill reserves for the first few waiting, not only the head: a long job that fits beside the head's "
+        "start but would push back the second one's waits, a short one runs",
+        fabrics=[fabric(POOL, 5)],
+        running=running_on(POOL, gpu_jobs(FRAUD, 1, 2, runtime_s=600, name="ends-soon"))
+        + running_on(POOL, gpu_jobs(FRAUD, 1, 2, runtime_s=1200, name="ends-later")),
+        pending=gpu_jobs(VISION, 1, 2, name="head", age_s=300)
+        + gpu_jobs(NLP, 1, 3, name="second", age_s=200)
+        + gpu_jobs(VISION, 1, 1, name="long", age_s=100, runtime_s=7200)
+        + gpu_jobs(VISION, 1, 1, name="short", runtime_s=300),
+        want_admitted={"short-0"},  # at 1200 s the head holds 2 of 5 and the second needs the other 3
+        want_reasons={"head-0": r.NO_CAPACITY, "second-0": r.NO_CAPACITY, "long-0": r.BEHIND_HIGHER_PRIORITY},
+        want_start_in={"head-0": 600, "second-0": 1200},
+    ),
+    Case(
         "routing: when the first target is full the work goes to the second",
         fabrics=[fabric(POOL, 1), fabric(SPARE, 2)],
         pending=gpu_jobs(VISION, 3, queue=BOTH),
