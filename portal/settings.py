@@ -260,8 +260,9 @@ GRIDLANE_CYCLE_SECONDS = float(os.environ.get("GRIDLANE_CYCLE_SECONDS", "2"))
 # How often the periodic cycle asks each fabric for its capacity (nodes up, agents online). The scheduler plans
 # with the lower of that and IT's declaration while the answer is at most three times this old.
 GRIDLANE_CAPACITY_SECONDS = float(os.environ.get("GRIDLANE_CAPACITY_SECONDS", "30"))
-# Fair share: the weights of P = age*ln(1+wait) + share*(1-U/L) + qos*Q - size*(gpus/cluster_gpus), e.g.
-# GRIDLANE_PRIORITY_WEIGHTS="age=1,share=4,qos=3,size=1", and the half-life over which past use (U) fades.
+# Fair share: the weights of P = age*ln(1+wait) + share*(1-U/L) + qos*Q - size*(gpus/cluster_gpus)
+# - runtime*ln(1+limit_s), e.g. GRIDLANE_PRIORITY_WEIGHTS="age=1,share=4,qos=3,size=1,runtime=0.75", and the
+# half-life over which past use (U) fades.
 GRIDLANE_PRIORITY_WEIGHTS = {
     k.strip(): float(v)
     for k, v in (p.split("=", 1) for p in os.environ.get("GRIDLANE_PRIORITY_WEIGHTS", "").split(",") if "=" in p)

@@ -4,7 +4,7 @@ rest waits. Pure: no clock (`now` is in the snapshot), no database, no fabric.
 The line is walked in two passes. First the work each team is owed: jobs that fit within their team's
 unused reservation on a target. They start on free capacity, or take borrowed capacity back by preemption,
 or else hold what they need so that nobody behind them takes it as it frees up. Then everything else, which
-borrows what is left, in priority order, with backfill around the head of the line.
+borrows what is left, in priority order, with backfill around the first work waiting on each fabric.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from scheduler import reasons
-from scheduler.backfill import Shadow, shadow
+from scheduler.backfill import Plan
 from scheduler.estimates import Profile
-from scheduler.ledger import Amount, Ledger, add, amount, fits, need_on, sub
+from scheduler.ledger import ZERO, Amount, Ledger, add, amount, fits, need_on, sub
 from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting
 from scheduler.preemption import idle, may_preempt, victims
 from scheduler.priority import ordered
@@ -46,12 +46,13 @@ def decide(snapshot: Snapshot) -> Decisions:
     # 2. What each team is owed: work within its unused reservation goes first, whatever its priority; then
     #    work within its department's unused reservation (a team's own floor before what sister teams share).
     #    An array's elements past its % limit wait, whatever is free.
-    rest = [job for job in line if not cycle.throttled(job) and not cycle.owed(job)]
-    borrowers = [job for job in rest if not snapshot.parents or not cycle.owed(job, department=True)]
-    # 3. The rest borrows what is left, in line order, with backfill around the head; a tier that may preempt
-    #    takes borrowed capacity from lower tiers where nothing ahead of it waits for it (preemption.py).
+    rest = [job for job in line if not (job.array_throttle and cycle.throttled(job)) and not cycle.owed(job)]
+    borrowers = [job for job in rest if not cycle.owed(job, department=True)] if cycle.departments_owe() else rest
+    # 3. The rest borrows what is left, in line order, with backfill around the first work waiting on each fabric
+    #    (backfill.py); a tier that may preempt takes borrowed capacity from lower tiers where nothing ahead of it
+    #    waits for it (preemption.py).
     for job in borrowers:
-        if not cycle.throttled(job):
+        if not (job.array_throttle and cycle.throttled(job)):
             cycle.consider(job)
     # 4. Estimate when the waiting work could start, in line order.
     return cycle.decisions(line)
@@ -69,7 +70,7 @@ class _Cycle:
                 self.running[job.fabric_id].append(job)
                 if may_preempt(snapshot, job):
                     self.preemptible[job.fabric_id].append(job)
-        self.shadows: dict[int, Shadow] = {}  # fabric -> the head of the line's reservation there
+        self.plans: dict[int, Plan] = {}  # fabric -> the reservations of the first work waiting there (backfill.py)
         # The tiers whose work may preempt borrowed work of lower ones (the old classes never may).
         self.preempting = {slug: t for slug, t in snapshot.tiers.items() if t.may_preempt}
         self.admitted: list[Admit] = []
@@ -79,6 +80,10 @@ class _Cycle:
         self.waiting: dict[str, _Why] = {}
         self.array_active: defaultdict[str, int] = defaultdict(int)  # array -> its elements holding capacity
         self.healthy_targets: dict[str, list[tuple[int, Amount]]] = {}  # job -> (fabric, its need there), in order
+        # Each fabric's size: what it holds in all when everything is up (work beyond it can never run there).
+        self.sizes = {
+            fid: self.ledger.capacity[fid] if f.size is None else amount(f.size) for fid, f in snapshot.fabrics.items()
+        }
         self.by_limit: dict[tuple[int, int | None], list[tuple[datetime, Amount]]] | None = None
         for job in snapshot.running:
             if job.array_id:
@@ -102,7 +107,16 @@ class _Cycle:
                 if self.s.fabrics[fid].healthy
             ]
         if department:
-            targets = [(fid, need) for fid, need in targets if ledger.owed_within(job.group_id, fid, need) is not None]
+            lineage = ledger.lineage(job.group_id)
+            if self.preempted:  # a team's use may have come down since the first pass: every level again
+                targets = [(f, need) for f, need in targets if ledger.owed_within(job.group_id, f, need) is not None]
+            elif len(lineage) == 1:
+                return False  # no department, and the first pass found the team's own floor full
+            else:  # the team's own level only filled up since the first pass found it full: the levels above
+                above = lineage[1:]
+                targets = [
+                    (f, need) for f, need in targets if any(ledger.within_reservation(d, f, need) for d in above)
+                ]
         else:
             owed_to_agent = self._owed_to_agent(job)
             targets = [
@@ -142,9 +156,22 @@ class _Cycle:
         self.waiting[job.id] = _Why(reasons.no_capacity(self._name(fid), free, need), fid)
         return True
 
+    def departments_owe(self) -> bool:
+        """Whether the department pass can find anything owed: a department has unused reservation left on a
+        fabric, or something was preempted (a team's own floor may have room again)."""
+        if not self.s.parents:
+            return False
+        if self.preempted:
+            return True
+        ledger = self.ledger
+        departments = set(self.s.parents.values())
+        return any(ledger.within_reservation(d, fid, ZERO) for d in departments for fid in self.s.fabrics)
+
     def _owed_to_agent(self, job: Job) -> bool:
         """An agent identity's GPU work within the agent's own reservation is owed to it, even when its
         teammates already fill the team's reservation (the team's limits still hold)."""
+        if not self.s.owner_reservations:
+            return False
         reserved = self.s.owner_reservations.get(job.owner_id, 0)
         gpus = job.per_node.gpus_milli * job.nodes
         return bool(reserved) and gpus > 0 and self.ledger.owner_used[job.owner_id] + gpus <= reserved
@@ -152,23 +179,24 @@ class _Cycle:
     # -- pass 2: borrowing ---------------------------------------------------------------------------
     def consider(self, job: Job) -> None:
         queue = self.s.queues.get(job.queue_id)
-        if queue is None or not _targets(job, queue, self.s):
+        targets = _targets(job, queue, self.s) if queue is not None else ()
+        if not targets:
             slug = queue.slug if queue else str(job.queue_id)
             self.waiting[job.id] = _Why(reasons.no_target(slug), None)
             return
         # Routing: the first target that can hold all of it now.
         why = []
-        for fid in _targets(job, queue, self.s):
+        for fid in targets:
             outcome = self._try(job, fid)
             if outcome is None:
                 return
             why.append(outcome)
         # A tier that may preempt: the first target where lower tiers' borrowed work can make room.
-        if self.preempting and self._tier_preempts(job, queue, why):
+        if self.preempting and self._tier_preempts(job, targets, why):
             return
-        for fid, blocked in zip(_targets(job, queue, self.s), why, strict=True):
+        for fid, blocked in zip(targets, why, strict=True):
             if blocked.fabric_id is not None:
-                self._maybe_head(job, fid, need_on(job, self.ledger.sharing[fid]))
+                self._reserve(job, fid, need_on(job, self.ledger.sharing[fid]))
         self.waiting[job.id] = why[0]  # the first target's reason: where it would go first
 
     def _try(self, job: Job, fid: int) -> _Why | None:
@@ -178,13 +206,14 @@ class _Cycle:
         need = need_on(job, fabric.gpu_sharing)
         if not fabric.healthy:
             return _Why(reasons.fabric_unavailable(fabric.name), None)
-        size = ledger.capacity[fid] if fabric.size is None else amount(fabric.size)
+        size = self.sizes[fid]
         if not fits(need, size):
             return _Why(reasons.too_big(fabric.name, size, need), None)
         limited = self._limit_reason(job, fid, need)
         if limited is not None:
             return limited
-        free = ledger.free(fid)
+        capacity, used = ledger.capacity[fid], ledger.used[fid]
+        free = (capacity[0] - used[0], capacity[1] - used[1], capacity[2] - used[2])
         if not fits(need, free):
             if job.nodes > 1:
                 args = (fabric.name, job.nodes, free, need)
@@ -193,9 +222,9 @@ class _Cycle:
         held = ledger.held[fid]
         if not fits(need, sub(free, held)):
             return _Why(reasons.held_for_reservations(fabric.name, held), None)
-        head = self.shadows.get(fid)
-        if head is not None and not head.admits(self.now, job.runtime_limit_s, need):
-            return _Why(reasons.behind_higher_priority(fabric.name, head.start), fid)
+        plan = self.plans.get(fid)
+        if plan is not None and not plan.admits(job.runtime_limit_s, need):
+            return _Why(reasons.behind_higher_priority(fabric.name, plan.first or self.now), fid)
         self._admit(job, fid, need)
         return None
 
@@ -304,14 +333,14 @@ class _Cycle:
         return True
 
     # -- tier preemption (preemption.py) ----------------------------------------------------------------
-    def _tier_preempts(self, job: Job, queue: QueueState, why: list[_Why]) -> bool:
+    def _tier_preempts(self, job: Job, targets: tuple[int, ...], why: list[_Why]) -> bool:
         """Admit the job by preempting borrowed work of lower tiers, on the first target where only capacity
         holds it back and no work ahead of it in line waits for that capacity. True when it was admitted."""
         tier = self.preempting.get(job.priority)
         if tier is None:
             return False
-        for fid, blocked in zip(_targets(job, queue, self.s), why, strict=True):
-            if blocked.code not in _SHORT_OF_CAPACITY or fid in self.shadows:
+        for fid, blocked in zip(targets, why, strict=True):
+            if blocked.code not in _SHORT_OF_CAPACITY or fid in self.plans:
                 continue
             need = need_on(job, self.ledger.sharing[fid])
             if self._reclaim(job, fid, need, below=tier.rank):
@@ -334,14 +363,14 @@ class _Cycle:
         out.sort(key=lambda r: r[0])
         return out
 
-    def _maybe_head(self, job: Job, fid: int, need: Amount) -> None:
-        """The first job blocked by capacity on a fabric becomes its head: later work may not delay it."""
-        if fid in self.shadows:
-            return
-        free = sub(self.ledger.free(fid), self.ledger.held[fid])
-        head = shadow(job.id, need, free, self._releases(fid))
-        if head is not None:
-            self.shadows[fid] = head
+    def _reserve(self, job: Job, fid: int, need: Amount) -> None:
+        """Work blocked on a fabric reserves its earliest start there (while the fabric's plan has room for more
+        reservations): later work may not delay it."""
+        plan = self.plans.get(fid)
+        if plan is None:
+            free = sub(self.ledger.free(fid), self.ledger.held[fid])
+            plan = self.plans[fid] = Plan(self.now, free, self._releases(fid))
+        plan.reserve(job.runtime_limit_s, need)
 
     # -- the result -----------------------------------------------------------------------------------
     def decisions(self, line: list[Job]) -> Decisions:

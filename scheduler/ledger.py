@@ -60,9 +60,10 @@ class Ledger:
         self.queue_used: defaultdict[tuple[int, int], int] = defaultdict(int)  # (queue, fabric) -> GPUs (milli)
         self.reserved: dict[tuple[int, int | None], Amount] = {}
         self.limit: dict[tuple[int, int | None], Amount] = {}
-        for key, quota in snapshot.quotas.items():
-            self.reserved[key] = amount(quota.reservation)
-            self.limit[key] = amount(quota.limit)
+        for key, quota in snapshot.quotas.items():  # amount() inlined: one per quota, there may be thousands
+            r, cap = quota.reservation, quota.limit
+            self.reserved[key] = (r.gpus_milli, r.cpus_milli, r.memory_mib)
+            self.limit[key] = (cap.gpus_milli, cap.cpus_milli, cap.memory_mib)
         self.sharing = {fid: f.gpu_sharing for fid, f in snapshot.fabrics.items()}
         self.lineages: dict[int, tuple[int, ...]] = {}  # group -> (group, its department, ...)
         self.parents = snapshot.parents

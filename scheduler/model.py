@@ -35,12 +35,14 @@ def ranks(tiers: Mapping[str, TierState]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Weights:
-    """P = age*ln(1+wait_s) + share*(1 - U/L) + qos*Q - size*(gpus/cluster_gpus); configurable per deployment."""
+    """P = age*ln(1+wait_s) + share*(1 - U/L) + qos*Q - size*(gpus/cluster_gpus) - runtime*ln(1+limit_s);
+    configurable per deployment (priority.py says why each term is there)."""
 
     age: float = 1.0
     share: float = 4.0
     qos: float = 3.0
     size: float = 1.0
+    runtime: float = 0.75
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 
 from scheduler.decide import decide
 from scheduler.model import UNLIMITED, Decisions, FabricState, Job, QueueState, Quota, Snapshot, Weights
-from scheduler.priority import allocations, average_gpus, decay
+from scheduler.priority import DecayedUse, allocations
 from scheduler.simulate import Clock, Item, Observer
 
 HOUR = 3600.0
@@ -177,8 +177,7 @@ class _Snapshots:
 
     def __init__(self, site: Site) -> None:
         self.site = site
-        self.decayed: dict[int, float] = {}
-        self.last: datetime | None = None
+        self.use = DecayedUse(site.half_life_s)
         weights = {t.id: t.fair_share_weight for t in site.teams.values()}
         self.parents = {t.id: t.parent_id for t in site.teams.values() if t.parent_id is not None}
         self.shares = allocations(site.quotas, site.fabrics, weights, departments=frozenset(self.parents.values()))
@@ -188,22 +187,8 @@ class _Snapshots:
 
     def __call__(self, now: datetime, pending: tuple[Job, ...], running: tuple[Job, ...]) -> Snapshot:
         site = self.site
-        # 1. Each team's decayed use, brought forward with what runs now (portal/worker/usage.py: a team seen in
-        #    use for the first time starts from nothing, its first interval uncounted).
-        if self.last is not None:
-            in_use: defaultdict[int, int] = defaultdict(int)
-            for job in running:
-                in_use[job.group_id] += job.per_node.gpus_milli * job.nodes
-            elapsed = max(0.0, (now - self.last).total_seconds())
-            for g, value in self.decayed.items():
-                self.decayed[g] = decay(value, self.last, now, site.half_life_s) + in_use.get(g, 0) / 1000 * elapsed
-            for g in in_use:
-                self.decayed.setdefault(g, 0.0)
-        else:
-            for job in running:
-                self.decayed.setdefault(job.group_id, 0.0)
-        self.last = now
-        usage = {g: average_gpus(v, now, now, site.half_life_s) for g, v in self.decayed.items()}
+        # 1. Each team's decayed use, brought forward with what runs now (as portal/worker/usage.py does).
+        usage = self.use.at(now, running)
         # 2. The slice of the line the worker reads, and its running work newest first (Workload's ordering:
         #    backfill breaks ties between equal runtime limits in that order).
         return Snapshot(

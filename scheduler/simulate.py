@@ -9,8 +9,10 @@ The trace has no teams: a task belongs to group crc32(name) % N, so the split is
 
 The pool is one fabric of G GPUs (GPUs only: the trace's CPU and memory requests are not simulated).
 Each group reserves (reserve_fraction * G / N) GPUs, and the queue allows preemption, so that a
-reservation is a floor. Users ask for a runtime limit of 1.5x what their task really takes (at least a
-minute): backfill plans with the limit, tasks end at their real runtime. A preempted task starts over.
+reservation is a floor. Each cycle's snapshot carries the groups' decayed GPU use and their allocations, as
+the worker's does (a half-life of FAIR_SHARE_HALF_LIFE_S, the worker's default), so fair share acts here too.
+Users ask for a runtime limit of 1.5x what their task really takes (at least a minute): backfill plans with
+the limit, tasks end at their real runtime. A preempted task starts over.
 
 Policies: `fifo` starts tasks strictly in arrival order and stops at the first that does not fit;
 `gridlane` is decide() itself; `kueue` and `slurm` are those schedulers' policies, written from their
@@ -36,11 +38,13 @@ from scheduler.decide import decide
 from scheduler.ledger import need_on
 from scheduler.model import Decisions, FabricState, Job, QueueState, Quota, Snapshot, Weights
 from scheduler.peers import PEERS, Policy, named
+from scheduler.priority import DecayedUse, allocations
 
 EPOCH = datetime(2023, 1, 1, tzinfo=UTC)
 POOL = 1
 QUEUE = 1
 BIG = 10**12  # CPUs and memory are not simulated
+FAIR_SHARE_HALF_LIFE_S = 24 * 3600.0  # GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS' default
 
 
 @dataclass(frozen=True)
@@ -285,9 +289,12 @@ def simulate(tasks: list[Task], *, policy: str | Policy, groups: int, gpus: int,
         for t in tasks
     ]  # fmt: skip
 
+    shares = allocations(quotas, fabrics, dict.fromkeys(range(groups), 1))
+    use = DecayedUse(FAIR_SHARE_HALF_LIFE_S)
+
     def snapshot_of(now: datetime, pending: tuple[Job, ...], running: tuple[Job, ...]) -> Snapshot:
         return Snapshot(now=now, fabrics=fabrics, queues=queues, pending=pending, running=running, quotas=quotas,
-                        weights=Weights())  # fmt: skip
+                        usage=use.at(now, running), shares=shares, weights=Weights())  # fmt: skip
 
     measure = _Measure(groups, capacity, reserved)
     clock = Clock(items, EPOCH, decide_fn, snapshot_of, measure, cycle_seconds=cycle_seconds)

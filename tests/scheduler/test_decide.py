@@ -246,6 +246,20 @@ CASES = [
         want_admitted={"vision-0"},
     ),
     Case(
+        "of two jobs submitted together, the one with the shorter runtime limit goes first",
+        fabrics=[fabric(POOL, 1)],
+        pending=gpu_jobs(VISION, 1, name="long", runtime_s=8 * 3600) + gpu_jobs(VISION, 1, name="short", runtime_s=600),
+        want_admitted={"short-0"},
+        want_reasons={"long-0": r.NO_CAPACITY},
+    ),
+    Case(
+        "a long job that has waited an hour goes before fresh short work: age still lifts it",
+        fabrics=[fabric(POOL, 1)],
+        pending=gpu_jobs(VISION, 1, name="long", age_s=3600, runtime_s=8 * 3600)
+        + gpu_jobs(FRAUD, 1, name="short", runtime_s=600),
+        want_admitted={"long-0"},
+    ),
+    Case(
         "reserved but idle capacity is lent: vision fills the pool while fraud has no work",
         fabrics=[fabric(POOL, 8)],
         pending=gpu_jobs(VISION, 8),
@@ -360,7 +374,7 @@ CASES = [
         running=running_on(POOL, gpu_jobs(FRAUD, 2, 1, runtime_s=600, name="ends-soon")),
         pending=gpu_jobs(VISION, 1, 4, name="head", age_s=100)
         + gpu_jobs(VISION, 1, 2, name="short", runtime_s=300)
-        + gpu_jobs(VISION, 1, 2, name="long", runtime_s=7200),
+        + gpu_jobs(VISION, 1, 2, name="long", age_s=50, runtime_s=7200),  # old enough to come before the short one
         want_admitted={"short-0"},
         want_reasons={"head-0": r.NO_CAPACITY, "long-0": r.BEHIND_HIGHER_PRIORITY},
         want_start_in={"head-0": 600},
@@ -372,6 +386,20 @@ CASES = [
         pending=gpu_jobs(VISION, 1, 5, name="head", age_s=100) + gpu_jobs(VISION, 2, 1, name="long", runtime_s=7200),
         want_admitted={"long-0"},  # at the head's start 6 are free, it needs 5: one GPU may run long, not two
         want_reasons={"head-0": r.NO_CAPACITY, "long-1": r.BEHIND_HIGHER_PRIORITY},
+    ),
+    Case(
+        "backfill reserves for the first few waiting, not only the head: a long job that fits beside the head's "
+        "start but would push back the second one's waits, a short one runs",
+        fabrics=[fabric(POOL, 5)],
+        running=running_on(POOL, gpu_jobs(FRAUD, 1, 2, runtime_s=600, name="ends-soon"))
+        + running_on(POOL, gpu_jobs(FRAUD, 1, 2, runtime_s=1200, name="ends-later")),
+        pending=gpu_jobs(VISION, 1, 2, name="head", age_s=300)
+        + gpu_jobs(NLP, 1, 3, name="second", age_s=200)
+        + gpu_jobs(VISION, 1, 1, name="long", age_s=100, runtime_s=7200)
+        + gpu_jobs(VISION, 1, 1, name="short", runtime_s=300),
+        want_admitted={"short-0"},  # at 1200 s the head holds 2 of 5 and the second needs the other 3
+        want_reasons={"head-0": r.NO_CAPACITY, "second-0": r.NO_CAPACITY, "long-0": r.BEHIND_HIGHER_PRIORITY},
+        want_start_in={"head-0": 600, "second-0": 1200},
     ),
     Case(
         "routing: when the first target is full the work goes to the second",

@@ -274,6 +274,25 @@ def test_backfill_never_delays_the_head(s: Snapshot) -> None:
 
 
 @SETTINGS
+@given(snapshots(reservations=False, preemptible=False))
+def test_backfill_never_delays_the_starts_it_reserved(s: Snapshot) -> None:
+    """On one fabric, each of the first RESERVED jobs waiting for capacity keeps its estimated start whether the
+    line behind it is there or not: what backfill starts now fits around every start it reserved."""
+    from scheduler.backfill import RESERVED
+    from scheduler.priority import ordered
+
+    s = replace(s, fabrics={1: s.fabrics[1]}, queues={q.id: replace(q, fabric_ids=(1,)) for q in s.queues.values()})
+    d = decide(s)
+    line = [j.id for j in ordered(s)]
+    blocked = (NO_CAPACITY, "gang_does_not_fit", BEHIND_HIGHER_PRIORITY)
+    waiting = sorted((w for w in d.waiting if w.reason.code in blocked), key=lambda w: line.index(w.job_id))
+    for w in waiting[:RESERVED]:
+        place = line.index(w.job_id)
+        alone = replace(s, pending=tuple(j for j in s.pending if line.index(j.id) <= place))
+        assert {v.job_id: v for v in decide(alone).waiting}[w.job_id].estimated_start == w.estimated_start
+
+
+@SETTINGS
 @given(snapshots(preemptible=True))
 def test_a_reservation_is_honoured_within_one_cycle_when_preemption_is_allowed(s: Snapshot) -> None:
     reservations_honoured(s)

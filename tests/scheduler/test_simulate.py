@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scheduler import decide
+from scheduler.model import Decisions, Snapshot
 from scheduler.simulate import read_trace, report, simulate
 
 COLUMNS = ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase",
@@ -62,3 +64,18 @@ def test_the_command_line_prints_json_per_group_and_overall(tmp_path):
     assert set(data["groups"]) == {"0", "1", "2"}
     for key in ("mean_wait_s", "p95_wait_s", "utilisation", "reservation_violations", "gang_violations"):
         assert key in data["overall"]
+
+
+def test_the_simulated_teams_carry_their_decayed_use_into_fair_share(tmp_path):
+    """As the worker's snapshots do: a team that has run work has use (U) and every team an allocation (L)."""
+    tasks = read_trace(str(write_trace(tmp_path / "t.csv", n=60)), groups=2)
+    seen: list[Snapshot] = []
+
+    def recording(snapshot: Snapshot) -> Decisions:
+        seen.append(snapshot)
+        return decide(snapshot)
+
+    simulate(tasks, policy=recording, groups=2, gpus=8)
+    assert seen[0].usage == {}  # nothing has run yet
+    assert seen[-1].shares == {0: 2.0, 1: 2.0}  # half the pool reserved, the rest shared by weight: 2 GPUs each
+    assert any(s.usage.get(0, 0) > 0 and s.usage.get(1, 0) > 0 for s in seen)
