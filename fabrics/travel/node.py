@@ -129,6 +129,10 @@ def check_members(archive: tarfile.TarFile, max_bytes: int | None = None) -> lis
             links.add("/".join(parts))
         elif not (member.isfile() or member.isdir()):
             raise Refused(f"{name!r} in the bundle is neither a file, a directory nor a link")
+        if member.isdir():  # the job's user enters every folder and reads every file, whatever the archive says
+            member.mode = 0o755
+        elif member.isfile():
+            member.mode = 0o755 if member.mode & 0o100 else 0o644
         total += member.size if member.isfile() else 0
         if max_bytes is not None and total > max_bytes:
             raise Refused(f"the bundle unpacks to more than {max_bytes // (1024 * 1024)} MiB")

@@ -11,7 +11,7 @@ VARIABLE = re.compile(r"\b(?:GRIDLANE_[A-Z0-9_]+|DATABASE_URL)\b")
 # The README also names variables that are not the server's: the command line's and the jobs' own.
 NOT_THE_SERVERS = {"GRIDLANE_JOB_DIR", "GRIDLANE_WORKLOAD_ID", "GRIDLANE_URL", "GRIDLANE_TOKEN",
                    "GRIDLANE_ENDPOINT_URL", "GRIDLANE_ENDPOINT_SECRET", "GRIDLANE_CONNECT_PREFIX",
-                   "GRIDLANE_CACHE"}  # fmt: skip
+                   "GRIDLANE_CACHE", "GRIDLANE_ARRAY_INDEX", "GRIDLANE_ARRAY_ID"}  # fmt: skip
 
 
 def in_readme() -> set[str]:

@@ -33,12 +33,14 @@ def tiny_wheel(folder: Path, name: str = "tinypkg", value: str = "42") -> Path:
     return wheel
 
 
-def archive(members: list[tuple[str, str, str]]) -> bytes:
-    """A .tar.gz of (name, kind, content-or-link-target) members: kind is file, dir, symlink, hardlink or fifo."""
+def archive(members: list[tuple[str, str, str]], mode: int = 0o644) -> bytes:
+    """A .tar.gz of (name, kind, content-or-link-target) members: kind is file, dir, symlink, hardlink or fifo;
+    each with `mode` (tarfile's default: 0o644, a folder no one but root may enter)."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz") as tar:
         for name, kind, value in members:
             info = tarfile.TarInfo(name)
+            info.mode = mode
             data = value.encode()
             if kind == "file":
                 info.size = len(data)

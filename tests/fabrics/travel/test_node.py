@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import stat
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -110,6 +111,14 @@ def test_an_archive_that_reaches_outside_its_folder_is_refused_before_anything_l
         node.extract(path, dest)
     assert list(dest.iterdir()) == []
     assert not (tmp_path / "evil.py").exists()
+
+
+def test_folders_and_files_unpack_readable_by_the_jobs_user_whatever_modes_the_archive_says(tmp_path):
+    path = tmp_path / "b.tar.gz"
+    path.write_bytes(archive([("pkg", "dir", ""), ("pkg/__init__.py", "file", "VALUE = 7\n")], mode=0o600))
+    node.extract(path, tmp_path / "out")
+    assert stat.S_IMODE((tmp_path / "out" / "pkg").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "out" / "pkg" / "__init__.py").stat().st_mode) == 0o644
 
 
 def test_requirements_build_one_venv_per_node_even_when_two_jobs_start_together(tmp_path, monkeypatch):
