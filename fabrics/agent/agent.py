@@ -24,6 +24,7 @@ from fabrics.agent import runner
 from fabrics.agent.client import Api, ApiError
 
 CLAIM_WAIT_S = 20.0
+MAX_CLAIMS = 256  # the most the server hands out in one answer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -131,14 +132,16 @@ class Agent:
     def _loop(self) -> None:
         while not self.stopping.is_set():
             with self.lock:
-                full = len(self.jobs) >= self.args.slots
-            if full:
+                free = self.args.slots - len(self.jobs)
+            if free <= 0:
                 self.changed.wait(1.0)
                 self.changed.clear()
                 continue
             try:
+                # As many claims as there are free slots, in one round trip.
                 payload = self.api.post(
-                    "agent/claim/", {"host": self.name, "queues": self.queues, "wait": CLAIM_WAIT_S},
+                    "agent/claim/", {"host": self.name, "queues": self.queues, "wait": CLAIM_WAIT_S,
+                                     "max": min(free, MAX_CLAIMS)},
                     timeout=CLAIM_WAIT_S + 15,
                 )  # fmt: skip
             except ApiError as error:
@@ -148,8 +151,8 @@ class Agent:
                     print(f"agent {self.name}: claim failed, retrying: {error}", file=sys.stderr, flush=True)
                     self.stopping.wait(1.0)
                 continue
-            if payload:
-                self._start(payload)
+            for claim in (payload or {}).get("claims", [payload] if payload else []):
+                self._start(claim)
 
     def _start(self, payload: dict[str, Any]) -> None:
         job = runner.Job(payload)

@@ -76,6 +76,7 @@ TEMPLATE_NAMES = frozenset(
     }
 )
 CLAIM_TIMEOUT_S = 5.0  # how long submit waits for the supervisor to claim the job
+CLAIM_PER_JOB_S = 0.02  # and longer for a batch, whose supervisors start one after another
 CLAIM_POLL_S = 0.02
 SUPERVISOR_LOST = "the local supervisor exited without recording a result"
 SOURCE_ROOT = Path(fabrics.__file__).resolve().parents[1]  # so the supervisor imports uninstalled
@@ -131,26 +132,53 @@ class LocalFabric:
         return jobdir
 
     def submit(self, job: JobSpec) -> str:
-        external_id = str(job.workload_id)
-        jobdir = self._jobdir(job.workload_id)
-        if (jobdir / "started").exists():
-            return external_id  # a supervisor owns it already; submitting again is a no-op
+        outcome = self.submit_many([job])[job.workload_id]
+        if isinstance(outcome, FabricError):
+            raise outcome
+        return outcome
+
+    def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
+        """Prepare every job, start their supervisors from one launcher (one interpreter forks them all, where a
+        launcher per job cost a Python start-up each), and wait for their claims together. A job not claimed in
+        time is a retryable error: the next dispatch finds it by its `started` record, or starts it again (a
+        second supervisor loses the claim to the first)."""
+        results: dict[UUID, str | FabricError] = {}
+        waiting: dict[UUID, Path] = {}
+        for job in jobs:
+            jobdir = self._jobdir(job.workload_id)
+            if (jobdir / "started").exists():
+                results[job.workload_id] = str(job.workload_id)  # a supervisor owns it already: a no-op
+                continue
+            try:
+                self.prepare(job)
+            except TemplateError as exc:
+                results[job.workload_id] = FabricError(f"the job script does not render: {exc}", retryable=False)
+                continue
+            except OSError as exc:
+                results[job.workload_id] = FabricError(f"cannot start the local job: {exc}", retryable=True)
+                continue
+            waiting[job.workload_id] = jobdir
+        if not waiting:
+            return results
         try:
-            self.prepare(job)
-            supervisor = spawn_supervisor(jobdir)
-        except TemplateError as exc:
-            raise FabricError(f"the job script does not render: {exc}", retryable=False) from exc
+            launcher = spawn_supervisors(list(waiting.values()))
         except OSError as exc:
-            raise FabricError(f"cannot start the local job: {exc}", retryable=True) from exc
-        deadline = time.monotonic() + CLAIM_TIMEOUT_S
-        while not (jobdir / "started").exists():
-            code = supervisor.poll()
-            if (code is not None and code != 0) or time.monotonic() >= deadline:
-                log = _tail_bytes(jobdir / "supervisor.log", 2000).decode("utf-8", "replace").strip()
-                raise FabricError(f"the local supervisor did not start the job: {log}", retryable=True)
+            return results | {wid: FabricError(f"cannot start the local job: {exc}", retryable=True) for wid in waiting}
+        # The launcher forks a supervisor per job and exits; each supervisor claims its job within milliseconds.
+        deadline = time.monotonic() + CLAIM_TIMEOUT_S + CLAIM_PER_JOB_S * len(waiting)
+        while waiting:
+            for wid in [wid for wid, jobdir in waiting.items() if (jobdir / "started").exists()]:
+                results[wid] = str(wid)
+                del waiting[wid]
+            code = launcher.poll()
+            if not waiting or (code is not None and code != 0) or time.monotonic() >= deadline:
+                break
             time.sleep(CLAIM_POLL_S)
-        supervisor.poll()  # reap the launcher, which exits as soon as the supervisor forks away
-        return external_id
+        launcher.poll()  # reap the launcher, which exits as soon as it has forked every supervisor
+        for wid, jobdir in waiting.items():
+            log = _tail_bytes(jobdir / "supervisor.log", 2000).decode("utf-8", "replace").strip()
+            results[wid] = FabricError(f"the local supervisor did not start the job: {log}", retryable=True)
+        return results
 
     def find(self, workload_id: UUID) -> str | None:
         """The job's id once a supervisor has claimed it; None before that."""
@@ -320,12 +348,18 @@ def template_values(job: JobSpec) -> dict[str, object]:
 
 def spawn_supervisor(jobdir: Path) -> subprocess.Popen[bytes]:
     """Start a supervisor for the job; the process returned forks it away and exits at once."""
+    return spawn_supervisors([jobdir])
+
+
+def spawn_supervisors(jobdirs: Sequence[Path]) -> subprocess.Popen[bytes]:
+    """Start a supervisor for each job; the process returned forks them away and exits once it has. Each
+    supervisor's output goes to its own job's supervisor.log; the launcher's (before it forks) to the first's."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SOURCE_ROOT), env.get("PYTHONPATH", "")) if p)
-    with open(jobdir / "supervisor.log", "ab") as log:
+    with open(jobdirs[0] / "supervisor.log", "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "fabrics.local.supervisor", str(jobdir)],
-            cwd=jobdir,
+            [sys.executable, "-m", "fabrics.local.supervisor", *(str(d) for d in jobdirs)],
+            cwd=jobdirs[0],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,

@@ -1,10 +1,11 @@
-"""Runs one local job and records how it ended: `python -m fabrics.local.supervisor JOBDIR`.
+"""Runs local jobs and records how each ended: `python -m fabrics.local.supervisor JOBDIR [JOBDIR ...]`.
 
-The job directory holds what `LocalFabric.prepare` wrote (job.sh, job.json, work/). The
-supervisor claims the job by linking `started` into place, so of any number of supervisors
-started for one job exactly one runs it. It then runs job.sh in its own process group, stops
-the whole group at the runtime limit or on cancel, and writes result.json. A `deadline` file
-(an aware ISO time, rewritten atomically when a lease is extended) moves the limit while it runs.
+Each job directory holds what `LocalFabric.prepare` wrote (job.sh, job.json, work/); each job gets a
+supervisor process of its own (forked from this one). The supervisor claims the job by linking `started`
+into place, so of any number of supervisors started for one job exactly one runs it. It then runs job.sh
+in its own process group, stops the whole group at the runtime limit or on cancel, and writes result.json.
+A `deadline` file (an aware ISO time, rewritten atomically when a lease is extended) moves the limit while
+it runs.
 
 Exit codes in result.json follow the shell: a job killed by signal N is recorded as 128 + N.
 """
@@ -294,18 +295,38 @@ def supervise(jobdir: Path) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m fabrics.local.supervisor JOBDIR", file=sys.stderr)
+    if not argv:
+        print("usage: python -m fabrics.local.supervisor JOBDIR [JOBDIR ...]", file=sys.stderr)
         return 2
-    jobdir = Path(os.path.abspath(argv[0]))
-    if not jobdir.is_dir():
-        print(f"no job directory {jobdir}", file=sys.stderr)
+    jobdirs = [Path(os.path.abspath(a)) for a in argv]
+    missing = [str(d) for d in jobdirs if not d.is_dir()]
+    if missing:
+        print(f"no job directory {', '.join(missing)}", file=sys.stderr)
         return 2
-    # Fork once more so the supervisor is reparented away from the portal, which then need not
-    # reap it; the parent exits at once and the caller waits for the claim instead.
-    if os.fork() != 0:
-        os._exit(0)
-    return supervise(jobdir)
+    # Fork a supervisor per job so each is reparented away from the portal, which then need not reap
+    # them; this process exits once it has, and the caller waits for the claims instead. One interpreter
+    # starts a whole batch's supervisors: a fork costs a millisecond, a Python start-up a hundred.
+    for jobdir in jobdirs:
+        if os.fork() == 0:
+            if len(jobdirs) > 1:
+                _log_to(jobdir / "supervisor.log")
+                os.chdir(jobdir)
+            code = 1
+            try:
+                code = supervise(jobdir)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+    os._exit(0)
+
+
+def _log_to(path: Path) -> None:
+    """Point this process's stdout and stderr at its own job's log."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 if __name__ == "__main__":

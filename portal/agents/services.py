@@ -100,31 +100,53 @@ def host_lost(host: AgentHost) -> bool:
 def try_claim(host: AgentHost, queues: list[str]) -> Claim | None:
     """Take the oldest claimable work of the first queue that has some that fits; None when there is none, and
     for a host given up as lost (a long poll still open for an agent whose machine is gone) until it heartbeats."""
-    if host_lost(host):
-        return None
-    for queue in queues:
-        with transaction.atomic():
+    got = try_claim_many(host, queues, 1)
+    return got[0] if got else None
+
+
+# How many claimable rows one look at a queue considers: enough to skip what does not fit the host's GPUs.
+LOOK_AHEAD = 20
+
+
+def try_claim_many(host: AgentHost, queues: list[str], limit: int) -> list[Claim]:
+    """Take up to `limit` claims at once, oldest work first from each queue in the order given, as many as fit
+    the host's free GPUs: one transaction and one UPDATE for all of them (an agent with free slots takes a
+    burst's work in one round trip, not one per job). Empty when there is none, and for a host given up as lost."""
+    if limit < 1 or host_lost(host):
+        return []
+    taken: list[Claim] = []
+    free = _free_gpus_milli(host)
+    with transaction.atomic():
+        for queue in queues:
             candidates = Claim.objects.filter(
                 fabric_id=host.fabric_id, queue=queue, state=Claim.ClaimState.CLAIMABLE, cancel_requested=False
             ).order_by("created_at", "workload__submitted_at", "pk")  # claims made in one batch: oldest work first
             if connection.features.has_select_for_update_skip_locked:
-                candidates = candidates.select_for_update(skip_locked=True)
-            free = _free_gpus_milli(host)
-            for claim in candidates[:20]:
+                candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+            for claim in candidates[: limit - len(taken) + LOOK_AHEAD]:
                 if claim.gpus_milli > free:
                     continue
-                now = timezone.now()
-                won = Claim.objects.filter(pk=claim.pk, state=Claim.ClaimState.CLAIMABLE).update(
-                    state=Claim.ClaimState.RUNNING, host=host, started_at=now
-                )
-                if won != 1:
-                    continue  # another agent got there first
-                claim.state, claim.host, claim.started_at = Claim.ClaimState.RUNNING, host, now
-                if claim.spec.get("lease_s"):
-                    claim.lease_ends_at = now + timedelta(seconds=int(claim.spec["lease_s"]))
-                    Claim.objects.filter(pk=claim.pk).update(lease_ends_at=claim.lease_ends_at)
-                return claim
-    return None
+                taken.append(claim)
+                free -= claim.gpus_milli
+                if len(taken) == limit:
+                    break
+            if len(taken) == limit:
+                break
+        if not taken:
+            return []
+        now = timezone.now()
+        mine = Claim.objects.filter(pk__in=[c.pk for c in taken], state=Claim.ClaimState.CLAIMABLE)
+        if mine.update(state=Claim.ClaimState.RUNNING, host=host, started_at=now) != len(taken):
+            # Without row locks (SQLite) another agent may have taken some since we looked: keep what we won.
+            won = set(Claim.objects.filter(pk__in=[c.pk for c in taken], host=host, started_at=now)
+                      .values_list("pk", flat=True))  # fmt: skip
+            taken = [c for c in taken if c.pk in won]
+        for claim in taken:
+            claim.state, claim.host, claim.started_at = Claim.ClaimState.RUNNING, host, now
+            if claim.spec.get("lease_s"):
+                claim.lease_ends_at = now + timedelta(seconds=int(claim.spec["lease_s"]))
+                Claim.objects.filter(pk=claim.pk).update(lease_ends_at=claim.lease_ends_at)
+    return taken
 
 
 def claim_payload(claim: Claim) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from portal.queues.models import Fabric
 
 MAX_WAIT_S = 20.0
 CLAIM_EVERY_S = 0.05
+MAX_CLAIMS = 256  # claims one long poll may take at once
 
 
 def _fabric(request: Request) -> Fabric:
@@ -100,7 +101,10 @@ def heartbeat(request: Request) -> Response:
 @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
 @api_view(["POST"])
 def claim(request: Request) -> Response:
-    """Hold the request up to `wait` seconds (at most 20) and answer the moment work is claimable: 204 if none."""
+    """Hold the request up to `wait` seconds (at most 20) and answer the moment work is claimable: 204 if none.
+
+    With `max` (1-MAX_CLAIMS: the agent's free slots) the answer is `{"claims": [...]}`, up to that many taken
+    at once; without it, one claim as the object itself (what agents before batching expect)."""
     fabric = _fabric(request)
     host = _host(request, fabric)
     if host.state == AgentHost.HostState.LOST:
@@ -112,11 +116,16 @@ def claim(request: Request) -> Response:
         wait = min(MAX_WAIT_S, max(0.0, float(_body(request).get("wait", MAX_WAIT_S))))
     except (TypeError, ValueError):
         raise ValidationError({"wait": ["Give the seconds to wait as a number."]}) from None
+    most = _body(request).get("max")
+    if most is not None and (type(most) is not int or not 1 <= most <= MAX_CLAIMS):
+        raise ValidationError({"max": [f"Give a whole number of claims from 1 to {MAX_CLAIMS}."]})
     deadline = time.monotonic() + wait
     while True:
-        got = services.try_claim(host, [str(q) for q in queues])
-        if got is not None:
-            return Response(services.claim_payload(got))
+        got = services.try_claim_many(host, [str(q) for q in queues], most or 1)
+        if got:
+            if most is None:
+                return Response(services.claim_payload(got[0]))
+            return Response({"claims": [services.claim_payload(c) for c in got]})
         if time.monotonic() >= deadline:
             return Response(status=204)
         time.sleep(CLAIM_EVERY_S)

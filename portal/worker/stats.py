@@ -63,3 +63,20 @@ def observe_wait(group_id: int, w: Workload) -> None:
     WaitBucket.objects.filter(group_id=group_id, le=le).update(
         count=F("count") + 1, total_seconds=F("total_seconds") + wait
     )
+
+
+def observe_waits(started: list[Workload]) -> None:
+    """observe_wait for many starts: one update per team and bucket they fall in, not one per start."""
+    sums: dict[tuple[int, float], tuple[int, float]] = {}
+    for w in started:
+        if w.started_at is None:
+            continue
+        wait = max(0.0, (w.started_at - w.submitted_at).total_seconds())
+        key = (w.group_id, next(b for b in WAIT_BUCKETS if wait <= b))
+        n, total = sums.get(key, (0, 0.0))
+        sums[key] = (n + 1, total + wait)
+    for (group_id, le), (n, total) in sums.items():
+        WaitBucket.objects.get_or_create(group_id=group_id, le=le)
+        WaitBucket.objects.filter(group_id=group_id, le=le).update(
+            count=F("count") + n, total_seconds=F("total_seconds") + total
+        )

@@ -63,7 +63,7 @@ def _sync_fabric(row: FabricRow, workloads: list[Workload], budget: jupyter.Budg
         _set_health(row, healthy=False, detail=str(error))
         return 0
     _set_health(row, healthy=True, detail="")
-    changed = 0
+    changed = _record_starts(row, workloads, statuses)
     for w in workloads:
         status = statuses.get(w.external_id, JobStatus(JobState.UNDETERMINED))
         if w.external_id and status.state in (JobState.RUNNING, JobState.QUEUED):
@@ -95,6 +95,24 @@ def _update_tail(tail: str, w: Workload) -> None:
     if tail != w.log_tail:
         Workload.objects.filter(pk=w.pk).update(log_tail=tail)
         w.log_tail = tail
+
+
+def _record_starts(row: FabricRow, workloads: list[Workload], statuses: dict[str, JobStatus]) -> int:
+    """Every dispatching workload whose job has started (or run and ended between two polls) is running, all in
+    one statement: a burst's thousand starts are not a thousand transactions. `_follow` then takes each further
+    (an ended job's end) from its new state. Returns how many started."""
+    starts = []
+    for w in workloads:
+        status = statuses.get(w.external_id)
+        if status is None or w.state != State.DISPATCHING:
+            continue
+        if status.state == JobState.RUNNING or status.state.finished:
+            starts.append((w, status.started_at, status.host))
+    if not starts:
+        return 0
+    started = services.start_many(starts, reason=f"running on {row.name}")
+    stats.observe_waits(started)
+    return len(started)
 
 
 def _follow(row: FabricRow, w: Workload, status: JobStatus, budget: jupyter.Budget | None = None) -> int:

@@ -786,6 +786,58 @@ def _transition_many_pg(
         return [row[0] for row in cursor.fetchall()]
 
 
+def start_many(starts: list[tuple[Workload, datetime | None, str]], *, reason: str) -> list[Workload]:
+    """dispatching -> running for many workloads at once (a sync that found a batch's jobs started), each with
+    its own start time (None: now) and host; on PostgreSQL one statement (a compare-and-swap UPDATE of the rows
+    still dispatching, and their events from what it returned), elsewhere `transition` each. Returns those
+    moved, their fields set; the others had moved on (a cancel) and are left alone. Leases take `transition`
+    (their end follows from the start)."""
+    now = timezone.now()
+
+    def one(w: Workload, at: datetime | None, host: str) -> bool:
+        return transition(w, State.RUNNING, reason=reason, started_at=at, host=host, pending_reason="",
+                          estimated_start=None)  # fmt: skip
+
+    plain = [(w, at or now, host) for w, at, host in starts if not w.lease_s and w.state == State.DISPATCHING]
+    moved = [w for w, at, host in starts if (w.lease_s or w.state != State.DISPATCHING) and one(w, at, host)]
+    if not plain:
+        return moved
+    if connection.vendor != "postgresql":
+        return moved + [w for w, at, host in plain if one(w, at, host)]
+    qn = connection.ops.quote_name
+    col = {name: sql.field_of(Workload, name)[0] for name in ("state", "updated_at", "started_at", "host",
+                                                               "pending_reason", "estimated_start")}  # fmt: skip
+    events = ", ".join(
+        sql.field_of(WorkloadEvent, f)[0] for f in ("workload", "at", "actor", "from_state", "to_state", "reason")
+    )
+    table = qn(Workload._meta.db_table)
+    statement = (
+        f"WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::timestamptz[], %s::text[]) AS v(id, started, host)), "  # noqa: S608 (our own names; values are parameters)
+        f"won AS (UPDATE {table} w SET {col['state']} = %s, {col['updated_at']} = %s, {col['started_at']} = v.started, "
+        f"{col['host']} = v.host, {col['pending_reason']} = '', {col['estimated_start']} = NULL "
+        f"FROM v WHERE w.id = v.id AND w.{col['state']} = %s RETURNING w.id), "
+        f"e AS (INSERT INTO {qn(WorkloadEvent._meta.db_table)} ({events}) "
+        f"SELECT id, %s, NULL, %s, %s, %s FROM won) "
+        "SELECT id FROM won"
+    )
+    params: list[Any] = [
+        [str(w.pk) for w, _, _ in plain],
+        [at for _, at, _ in plain],
+        [host for _, _, host in plain],
+        State.RUNNING, now, State.DISPATCHING,
+        now, State.DISPATCHING, State.RUNNING, reason[:500],
+    ]  # fmt: skip
+    with connection.cursor() as cursor:  # one statement: atomic on its own
+        cursor.execute(statement, params)
+        won = {str(row[0]) for row in cursor.fetchall()}
+    for w, at, host in plain:
+        if str(w.pk) in won:
+            w.state, w.updated_at, w.started_at, w.host = State.RUNNING, now, at, host
+            w.pending_reason, w.estimated_start = "", None
+            moved.append(w)
+    return moved
+
+
 def check_cancel(user: Any, workload: Workload) -> None:
     if not access.can_manage(user, workload):
         raise PermissionDenied("Only the owner, a team lead or IT may cancel this workload.")

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -333,3 +334,50 @@ def test_capacity_is_healthy_for_a_writable_root_and_not_for_a_file(fabric, tmp_
     (tmp_path / "file").write_text("")
     blocked = LocalFabric(FabricConfig("x", "local", Resources(), {"root": str(tmp_path / "file" / "jobs")}))
     assert not blocked.capacity().healthy
+
+
+def test_a_batch_starts_every_supervisor_from_one_launcher_and_each_job_runs_once(fabric, tmp_path, monkeypatch):
+    from fabrics.local import fabric as local
+
+    launches = []
+    real = local.spawn_supervisors
+
+    def counted(jobdirs):
+        launches.append(len(jobdirs))
+        return real(jobdirs)
+
+    monkeypatch.setattr(local, "spawn_supervisors", counted)
+    specs = [job(f"echo {i} >> {tmp_path}/ran-{i}") for i in range(8)]
+    placed = fabric.submit_many(specs)
+    assert placed == {s.workload_id: str(s.workload_id) for s in specs}
+    assert launches == [8]
+    for i, spec in enumerate(specs):
+        assert finished(fabric, str(spec.workload_id)).state is JobState.SUCCEEDED
+        assert (tmp_path / f"ran-{i}").read_text() == f"{i}\n"
+    assert fabric.submit_many(specs) == placed  # all claimed already: nothing is started again
+    assert launches == [8]
+
+
+def test_one_bad_template_in_a_batch_fails_that_job_alone(fabric):
+    good, bad = job("true"), job("true", template="#!/bin/bash\necho $nosuchname\n")
+    placed = fabric.submit_many([good, bad])
+    assert placed[good.workload_id] == str(good.workload_id)
+    refused = placed[bad.workload_id]
+    assert isinstance(refused, FabricError)
+    assert not refused.retryable
+
+
+def test_a_batch_whose_supervisors_never_claim_is_retryable_and_the_retry_runs_each_once(fabric, tmp_path, monkeypatch):
+    from fabrics.local import fabric as local
+
+    monkeypatch.setattr(local, "CLAIM_TIMEOUT_S", 0.0)
+    monkeypatch.setattr(local, "CLAIM_PER_JOB_S", 0.0)
+    monkeypatch.setattr(local, "spawn_supervisors", lambda jobdirs: subprocess.Popen(["true"]))  # a launcher lost
+    specs = [job(f"echo ran >> {tmp_path}/ran-{i}") for i in range(3)]
+    assert all(isinstance(o, FabricError) and o.retryable for o in fabric.submit_many(specs).values())
+    monkeypatch.undo()
+    assert all(fabric.find(s.workload_id) is None for s in specs)  # nothing ran: the next dispatch submits again
+    fabric.submit_many(specs)
+    for i, spec in enumerate(specs):
+        assert finished(fabric, str(spec.workload_id)).state is JobState.SUCCEEDED
+        assert (tmp_path / f"ran-{i}").read_text() == "ran\n"

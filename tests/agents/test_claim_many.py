@@ -1,0 +1,87 @@
+"""An agent with free slots takes a burst's work in one round trip, and the worker records those starts at once."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from portal.agents.models import Claim
+from portal.worker import tasks
+from portal.worker.models import WaitBucket
+from portal.workloads.models import Workload, WorkloadEvent
+
+
+@pytest.fixture
+def agent(hosts):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {hosts['token']}")
+    host = {"host": "host-1", "queues": ["gpu-a"], "gpus": 2, "cpus": 8, "memory_mib": 65536}
+    assert client.post("/api/v1/agent/register/", host, format="json").status_code == 200
+    return client
+
+
+def claim(client, **body):
+    return client.post("/api/v1/agent/claim/", {"host": "host-1", "wait": 0, **body}, format="json")
+
+
+def test_five_claimable_taken_three_then_two_oldest_first_then_none(alice, submit, agent):
+    names = [f"job-{i}" for i in range(5)]
+    for name in names:
+        submit(alice, queue="gpu-a", kind="batch", name=name, gpus=0)
+    tasks.cycle()
+    first, second = claim(agent, max=3), claim(agent, max=3)
+    assert [c["name"] for c in first.json()["claims"]] == names[:3]
+    assert [c["name"] for c in second.json()["claims"]] == names[3:]
+    assert claim(agent, max=3).status_code == 204
+    assert set(Claim.objects.values_list("state", "host__name")) == {("running", "host-1")}
+
+
+def test_a_burst_claimed_at_once_starts_in_one_sync_with_an_event_and_a_wait_each(alice, submit, agent):
+    for i in range(6):
+        submit(alice, queue="gpu-a", kind="batch", name=f"job-{i}", gpus=0)
+    tasks.cycle()
+    assert len(claim(agent, max=10).json()["claims"]) == 6
+    with CaptureQueriesContext(connection) as queries:
+        tasks.sync_fabrics()
+    starts = [q for q in queries.captured_queries if "unnest" in q["sql"]]
+    assert len(starts) == 1  # one statement for the six starts
+    assert set(Workload.objects.values_list("state", "host")) == {("running", "host-1")}
+    assert WorkloadEvent.objects.filter(to_state="running", reason="running on hosts").count() == 6
+    assert sum(WaitBucket.objects.values_list("count", flat=True)) == 6
+
+
+def test_a_workload_cancelled_meanwhile_is_not_started_by_the_batch(alice, submit, agent):
+    kept, cancelled = (submit(alice, queue="gpu-a", kind="batch", name=n, gpus=0) for n in ("kept", "gone"))
+    tasks.cycle()
+    claim(agent, max=2)
+    Workload.objects.filter(pk=cancelled.pk).update(state="cancelling")
+    tasks.sync_fabrics()
+    assert Workload.objects.get(pk=kept.pk).state == "running"
+    assert not WorkloadEvent.objects.filter(workload_id=cancelled.pk, to_state="running").exists()
+
+
+def test_only_what_fits_the_hosts_free_gpus_is_taken(alice, submit, agent):
+    for i in range(3):
+        submit(alice, queue="gpu-a", kind="batch", name=f"gpu-{i}", gpus=1)
+    tasks.cycle()
+    assert [c["name"] for c in claim(agent, max=3).json()["claims"]] == ["gpu-0", "gpu-1"]  # the host has two
+    assert claim(agent, max=3).status_code == 204
+
+
+def test_without_max_the_answer_is_one_claim_as_before(alice, submit, agent):
+    for i in range(2):
+        submit(alice, queue="gpu-a", kind="batch", name=f"job-{i}", gpus=0)
+    tasks.cycle()
+    answer = claim(agent).json()
+    assert answer["name"] == "job-0"
+    assert "claims" not in answer
+    assert Claim.objects.filter(state="claimable").count() == 1
+
+
+@pytest.mark.parametrize("bad", [0, -1, 257, "3", 2.5, True])
+def test_max_must_be_a_whole_number_from_1_to_256(agent, bad):
+    answer = claim(agent, max=bad)
+    assert answer.status_code == 400
+    assert "max" in answer.json()["errors"]
