@@ -30,14 +30,16 @@ import sys, zlib, psycopg
 conn = psycopg.connect(sys.argv[1], autocommit=True)
 for name in sys.argv[2:]:
     assert conn.execute("SELECT pg_try_advisory_lock(%s)", [zlib.crc32(name.encode())]).fetchone()[0]
-print("held", flush=True)
+print("held", conn.info.backend_pid, flush=True)
 sys.stdin.read()
 """
 
 
-def others_hold_advisory_locks() -> bool:
+def holds_advisory_locks(pid: int) -> bool:
+    """Whether that server process still holds advisory locks (only its own: pg_locks lists every database's,
+    and another test run or worker on the same server holds its own)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid()")
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s", [pid])
         return bool(cursor.fetchone()[0])
 
 
@@ -50,7 +52,9 @@ def test_the_first_cycle_after_a_worker_dies_holding_the_locks_does_all_the_wait
                               stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     try:
         assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "held"
+        said, pid = holder.stdout.readline().split()
+        assert said == "held"
+        assert holds_advisory_locks(int(pid))
         # While it lives, its locks hold: a cycle admits nothing and dispatches nothing.
         assert tasks.admit(wait_s=0) == {"skipped": True}
         assert tasks.dispatch() == 0
@@ -58,7 +62,7 @@ def test_the_first_cycle_after_a_worker_dies_holding_the_locks_does_all_the_wait
 
         holder.send_signal(signal.SIGKILL)  # as the OOM killer would: no goodbye
         holder.wait(timeout=30)
-        wait_until(lambda: not others_hold_advisory_locks())  # the server notices the dead session
+        wait_until(lambda: not holds_advisory_locks(int(pid)))  # the server notices the dead session
     finally:
         if holder.poll() is None:
             holder.kill()
