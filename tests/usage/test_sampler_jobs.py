@@ -8,6 +8,7 @@ system would run it on a node: the test cluster has no GPU, and what matters is 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -144,13 +145,20 @@ def test_a_local_job_is_sampled_beside_its_command_and_ends_as_it_would_alone(
     alice, submit, portal, tmp_path, monkeypatch
 ):
     w = running_on("local", alice, submit, root=str(tmp_path / "jobs"))
-    standin.install(tmp_path / "bin", [[30, 40], [100, 100]])
+    calls = standin.install(tmp_path / "bin", [[30, 40], [100, 100]])
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")  # the supervisor inherits it
     monkeypatch.setenv(GRACE_ENV, "0.3")
     fabric = LocalFabric(
         FabricConfig("local", "local", Resources(8000, 32000, 64000), {"root": str(tmp_path / "jobs")})
     )
-    spec = job_spec(w)
+    # The command lasts until the sampler has read the GPUs a third time (so the second reading is kept, however
+    # slowly a busy machine starts the sampler), then ends as COMMAND does.
+    count = shlex.quote(str(calls))
+    until_read = (
+        f'i=0; until [ "$(cat {count} 2>/dev/null || echo 0)" -ge 3 ] || [ $i -ge 1200 ]; '
+        "do sleep 0.05; i=$((i + 1)); done"
+    )
+    spec = replace(job_spec(w), command=COMMAND.replace("sleep 3", until_read))
     external_id = fabric.submit(spec)
     status = wait_until(lambda: (s := fabric.poll([external_id])[external_id]).state.finished and s, timeout=60)
     assert (status.state, status.exit_code) == (JobState.FAILED, 3)
