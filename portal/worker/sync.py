@@ -66,7 +66,7 @@ def _sync_fabric(row: FabricRow, workloads: list[Workload], budget: jupyter.Budg
     changed = _record_starts(row, workloads, statuses)
     for w in workloads:
         status = statuses.get(w.external_id, JobStatus(JobState.UNDETERMINED))
-        if w.external_id and status.state in (JobState.RUNNING, JobState.QUEUED):
+        if w.external_id and status.state == JobState.RUNNING:  # a job still queued has written nothing yet
             _update_tail(fabric_tail(row, w), w)
         changed += _follow(row, w, status, budget)
     return changed

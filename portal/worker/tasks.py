@@ -13,13 +13,18 @@
     notify    outbox of people's notifications, handed to sender threads     skipped while another collects
 
 A kick (a submit, a cancel) runs admit and dispatch at once, without waiting for a slow fabric's sync; the
-periodic cycle runs them all. Stale status can only make admit see more in use than there is, never less.
+periodic cycle runs them all. A cancel's kick syncs right after (that is where its job is stopped); a stream of
+submits' kicks syncs at most once every FOLLOW_UP_SYNC_S (see FollowUp). Stale status can only make admit see
+more in use than there is, never less.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -84,10 +89,43 @@ def kicked() -> dict[str, Any]:
     return admit() | follow_up()
 
 
-def follow_up() -> dict[str, Any]:
-    """After a kick's admission: dispatch what it admitted, then bring status in (where a cancelled job is
-    stopped on its fabric)."""
-    return {"dispatched": dispatch(), "synced": sync_fabrics()}
+def follow_up(sync: bool = True) -> dict[str, Any]:
+    """After a kick's admission: dispatch what it admitted, then (with `sync`) bring status in (where a cancelled
+    job is stopped on its fabric)."""
+    return {"dispatched": dispatch(), "synced": sync_fabrics() if sync else 0}
+
+
+# A kick that only brought new work (wake.ADMIT: a submit) syncs after its dispatch at most this often. A sync
+# polls every fabric for all its live work, so one per submit made a burst of N submits cost N polls of a
+# backlog that grows with N; this keeps the prompt start of a lone submit (its sync is long due) at one poll a
+# second under a stream, the periodic cycle syncing as ever.
+FOLLOW_UP_SYNC_S = 1.0
+
+
+class FollowUp:
+    """The worker's follow-up thread's memory between kicks: whether a kick since its last round asked for a
+    sync (`ask`, from the listener's thread), and when it last synced. `run` dispatches, and syncs when asked to
+    or when the last sync is FOLLOW_UP_SYNC_S old."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.synced_at = -math.inf
+        self._asked = False
+        self._lock = threading.Lock()
+
+    def ask(self, sync: bool) -> None:
+        with self._lock:
+            self._asked = self._asked or sync
+
+    def run(self) -> dict[str, Any]:
+        with self._lock:
+            asked, self._asked = self._asked, False
+        now = self.clock()
+        sync = asked or now - self.synced_at >= FOLLOW_UP_SYNC_S
+        done = follow_up(sync)
+        if sync:
+            self.synced_at = now
+        return done
 
 
 def sync_fabrics() -> int:

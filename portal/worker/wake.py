@@ -19,13 +19,19 @@ from django.db import DatabaseError, connection, transaction
 log = logging.getLogger("gridlane.worker")
 
 CHANNEL = "gridlane_kick"
+# What a kick asks for, sent as its payload: "" everything a kick does (admit, dispatch, and bring status in:
+# a cancel stops the job on its fabric there); ADMIT only admit and dispatch (a submit: new work, no status to
+# fetch). A burst of submits then costs no fabric poll per admission (see tasks.FollowUp).
+EVERYTHING = ""
+ADMIT = "admit"
 
 
-def kick() -> None:
-    """Ask the worker to admit and dispatch as soon as the current transaction commits."""
+def kick(need: str = EVERYTHING) -> None:
+    """Ask the worker to admit and dispatch (and, unless `need` is ADMIT, sync) once the current transaction
+    commits."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, need])
         return
 
     def enqueue() -> None:
@@ -51,9 +57,10 @@ PING_S = 15.0
 CONNECT_TIMEOUT_S = 10
 
 
-def listen(on_kick: Callable[[], object], stop: threading.Event, idle_s: float = 1.0) -> None:
+def listen(on_kick: Callable[[bool], object], stop: threading.Event, idle_s: float = 1.0) -> None:
     """Call on_kick once per burst of kicks until stop is set; reconnects when the database goes away, however
     long it stays away (trying again every idle_s), and then calls on_kick for what arrived meanwhile.
+    on_kick's argument says whether any kick of the burst asked for more than ADMIT (status: a sync).
 
     Runs in a thread of its own with a connection of its own (LISTEN needs one that stays open)."""
     params = connection.get_connection_params() | KEEPALIVES
@@ -62,11 +69,11 @@ def listen(on_kick: Callable[[], object], stop: threading.Event, idle_s: float =
         try:
             with psycopg.connect(**params, autocommit=True) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
-                on_kick()  # whatever arrived while nobody listened
+                on_kick(True)  # whatever arrived while nobody listened
                 quiet_s = 0.0
                 while not stop.is_set():
-                    if _drain(conn, idle_s):
-                        on_kick()
+                    if (burst := _drain(conn, idle_s)) is not None:
+                        on_kick(burst)
                         quiet_s = 0.0
                     elif (quiet_s := quiet_s + idle_s) >= PING_S:
                         conn.execute("SELECT 1")
@@ -88,12 +95,11 @@ def forget_connection() -> None:
         connection.close()
 
 
-def _drain(conn: psycopg.Connection[tuple[object, ...]], timeout_s: float) -> bool:
-    """Wait up to timeout_s for a notification; True when one or more came (all of them are taken)."""
-    got = False
-    for _ in conn.notifies(timeout=timeout_s, stop_after=1):
-        got = True
-    if got:  # take the rest of a burst without waiting: one admission serves them all
-        for _ in conn.notifies(timeout=0):
-            pass
-    return got
+def _drain(conn: psycopg.Connection[tuple[object, ...]], timeout_s: float) -> bool | None:
+    """Wait up to timeout_s for a notification and take the rest of its burst without waiting (one admission
+    serves them all). None when none came; else whether any of them asked for more than ADMIT."""
+    payloads = [n.payload for n in conn.notifies(timeout=timeout_s, stop_after=1)]
+    if not payloads:
+        return None
+    payloads += [n.payload for n in conn.notifies(timeout=0)]
+    return any(p != ADMIT for p in payloads)

@@ -481,10 +481,10 @@ def _insert(workload: Workload) -> bool:
         w_sql, w_params = sql.insert_sql(workload, ignore_conflicts=True)
         # The event's row comes from the workload's RETURNING: no workload inserted, no event either.
         e_sql, e_params = sql.insert_select_sql(event, "w")
-        kick = ", pg_notify(%s, '')" if settings.GRIDLANE_KICK_WORKER else ""
+        kick = ", pg_notify(%s, %s)" if settings.GRIDLANE_KICK_WORKER else ""
         statement = f"WITH w AS ({w_sql} RETURNING 1), e AS ({e_sql} RETURNING id) SELECT e.id{kick} FROM e"  # noqa: S608
         with connection.cursor() as cursor:
-            cursor.execute(statement, [*w_params, *e_params] + ([wake.CHANNEL] if kick else []))
+            cursor.execute(statement, [*w_params, *e_params] + ([wake.CHANNEL, wake.ADMIT] if kick else []))
             row = cursor.fetchone()
         if row is None:
             return False
@@ -496,7 +496,7 @@ def _insert(workload: Workload) -> bool:
             with transaction.atomic():
                 workload.save(force_insert=True)
                 event.save(force_insert=True)
-                kick_worker()
+                kick_worker(wake.ADMIT)
         except IntegrityError:
             if workload.idempotency_key is None:
                 raise
@@ -639,7 +639,7 @@ def do_submit_many(checked: list[tuple[Workload, Workload | None]]) -> list[tupl
             else:
                 Workload.objects.bulk_create(new, batch_size=BULK_BATCH)
                 WorkloadEvent.objects.bulk_create(events, batch_size=BULK_BATCH)
-            kick_worker()
+            kick_worker(wake.ADMIT)
     for w, event in zip(new, events, strict=True):
         _remember_events(w, [event])
     if new:
@@ -1106,7 +1106,7 @@ def _clear_warning(workload: Workload, field: str, reason: str) -> bool:
     return bool(cleared)
 
 
-def kick_worker() -> None:
-    """Ask the worker to admit and dispatch once the current transaction commits."""
+def kick_worker(need: str = wake.EVERYTHING) -> None:
+    """Ask the worker to admit and dispatch once the current transaction commits (wake.kick: what `need` says)."""
     if settings.GRIDLANE_KICK_WORKER:
-        wake.kick()
+        wake.kick(need)

@@ -164,3 +164,21 @@ def test_a_thousand_are_admitted_in_two_rounds_in_a_fixed_number_of_statements(
         assert tasks.admit()["admitted"] == 1000
     assert WorkerStats.objects.get(name="cycles").value == 2
     assert Workload.objects.filter(state=State.ADMITTED).count() == 1000
+
+
+def test_work_still_queued_on_its_fabric_has_no_output_to_read(hosts, alice, monkeypatch):
+    """A sync reads the output of running jobs only: a backlog waiting for an agent (or in Slurm's queue) has
+    written nothing, and reading it cost a round trip per job per sync."""
+    from portal.worker import sync
+
+    read: list[str] = []
+    real = sync.fabric_tail
+    monkeypatch.setattr(sync, "fabric_tail", lambda row, w, **kw: read.append(w.name) or real(row, w, **kw))
+    req = services.SubmitRequest(queue="hosts", kind="batch", name="queued", command="true")
+    services.submit_many(alice, [(req, None)] * 5)
+    tasks.admit()
+    assert tasks.dispatch() == 5
+    assert tasks.sync_fabrics() == 0
+    assert read == []
+    waiting = Workload.objects.filter(name="queued")
+    assert [w.pending_reason for w in waiting] == ["waiting for an agent"] * 5  # the sync did follow them

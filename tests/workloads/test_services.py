@@ -140,7 +140,8 @@ def test_who_may_cancel(alice, bob, charlie, it_admin, submit):
 
 def test_submit_and_cancel_wake_the_worker_when_they_commit(transactional_db, alice, submit, settings):
     """On PostgreSQL the kick is a NOTIFY in the same transaction (tests/worker/test_kicks.py hears the worker
-    act on it); the embedded SQLite default enqueues a django-q2 task instead."""
+    act on it); the embedded SQLite default enqueues a django-q2 task instead. A submit's kick asks only for
+    admission and dispatch; a cancel's for a sync too (where its job is stopped)."""
     import psycopg
     from django.db import connection
 
@@ -150,9 +151,9 @@ def test_submit_and_cancel_wake_the_worker_when_they_commit(transactional_db, al
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as listener:
         listener.execute(f"LISTEN {wake.CHANNEL}")
         workload = submit(alice)
-        assert sum(1 for _ in listener.notifies(timeout=5, stop_after=1)) == 1
+        assert [n.payload for n in listener.notifies(timeout=5, stop_after=1)] == [wake.ADMIT]
         services.do_cancel(alice, workload)
-        assert sum(1 for _ in listener.notifies(timeout=5, stop_after=1)) == 1
+        assert [n.payload for n in listener.notifies(timeout=5, stop_after=1)] == [wake.EVERYTHING]
     assert OrmQ.objects.count() == 0  # nothing went through the task queue
 
 

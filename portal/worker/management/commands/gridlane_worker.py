@@ -81,11 +81,13 @@ def _die_with_parent() -> None:
 
 def _kick_threads(stop: threading.Event) -> list[threading.Thread]:
     """Two threads, each with its own database connection: one admits on every burst of kicks, the other then
-    dispatches and syncs, so that a slow fabric never holds up the next admission."""
+    dispatches and syncs (tasks.FollowUp), so that a slow fabric never holds up the next admission."""
     kicked = threading.Event()
+    follow = tasks.FollowUp()
 
-    def on_kick() -> None:
+    def on_kick(sync: bool) -> None:
         tasks.admit()
+        follow.ask(sync)
         kicked.set()
 
     def follower() -> None:
@@ -94,7 +96,7 @@ def _kick_threads(stop: threading.Event) -> list[threading.Thread]:
                 if kicked.wait(timeout=1.0):
                     kicked.clear()
                     try:
-                        tasks.follow_up()
+                        follow.run()
                     except Exception:  # the periodic cycle does the same; keep serving kicks
                         tasks.log.exception("dispatch after a kick failed")
                         wake.forget_connection()
