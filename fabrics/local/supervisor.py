@@ -40,19 +40,21 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _write_synced(path: Path, text: str, mode: int) -> None:
+def _write_synced(path: Path, text: str, mode: int, durable: bool = True) -> None:
     fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, mode)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            os.fsync(f.fileno())
     os.chmod(path, mode)  # the umask may have narrowed it
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
+def write_atomic(path: Path, text: str, mode: int = 0o644, durable: bool = True) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file; `durable` (the default) also
+    waits for the disk, so the file outlives a power loss (not needed for what a power loss makes moot)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    _write_synced(tmp, text, mode)
+    _write_synced(tmp, text, mode, durable)
     os.replace(tmp, path)
 
 

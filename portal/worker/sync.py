@@ -64,7 +64,11 @@ def _sync_fabric(row: FabricRow, workloads: list[Workload], budget: jupyter.Budg
         return 0
     _set_health(row, healthy=True, detail="")
     changed = _record_starts(row, workloads, statuses)
+    ended = _record_ends(row, workloads, statuses)
+    changed += len(ended)
     for w in workloads:
+        if w.pk in ended:
+            continue
         status = statuses.get(w.external_id, JobStatus(JobState.UNDETERMINED))
         if w.external_id and status.state == JobState.RUNNING:  # a job still queued has written nothing yet
             _update_tail(fabric_tail(row, w), w)
@@ -115,6 +119,31 @@ def _record_starts(row: FabricRow, workloads: list[Workload], statuses: dict[str
     return len(started)
 
 
+def _record_ends(row: FabricRow, workloads: list[Workload], statuses: dict[str, JobStatus]) -> set[object]:
+    """Every running workload whose job has ended takes its end, all in one statement (as _record_starts: a
+    burst's thousand ends are not a thousand transactions). Returns the ids of those moved; the rest (one
+    cancelled or preempted meanwhile, and every other case) `_follow` takes one by one."""
+    ends = []
+    for w in workloads:
+        status = statuses.get(w.external_id)
+        if status is None or w.state != State.RUNNING or not status.state.finished:
+            continue
+        if status.gpu_utilisation is not None:
+            samples.from_fabric(w, status.gpu_utilisation, timezone.now())  # its last reading, as _follow takes it
+        new = FINAL[status.state]
+        ends.append(services.End(w, new, _end_reason(row, w, status, new), status.exit_code, status.finished_at,
+                                 fabric_tail(row, w, final=True), status.host or w.host))  # fmt: skip
+    return {w.pk for w in services.finish_many(ends)} if ends else set()
+
+
+def _end_reason(row: FabricRow, w: Workload, status: JobStatus, new: State) -> str:
+    if new == State.CANCELLED and w.state != State.CANCELLING:
+        return f"cancelled on {row.name} outside Gridlane"
+    if new == State.EXPIRED:
+        return f"stopped at its runtime limit of {w.runtime_limit_s // 60} minutes"
+    return status.reason or f"{new.label.lower()} (exit code {status.exit_code})"
+
+
 def _follow(row: FabricRow, w: Workload, status: JobStatus, budget: jupyter.Budget | None = None) -> int:
     """Apply one job's status to its workload; 1 if the workload changed state."""
     state = State(w.state)
@@ -138,12 +167,7 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus, budget: jupyter.Budg
             _started(row, w, status)
         tail = fabric_tail(row, w, final=True)
         new = FINAL[status.state]
-        if new == State.CANCELLED and state != State.CANCELLING:
-            reason = f"cancelled on {row.name} outside Gridlane"
-        elif new == State.EXPIRED:
-            reason = f"stopped at its runtime limit of {w.runtime_limit_s // 60} minutes"
-        else:
-            reason = status.reason or f"{new.label.lower()} (exit code {status.exit_code})"
+        reason = _end_reason(row, w, status, new)
         return int(
             services.transition(
                 w,

@@ -838,6 +838,81 @@ def start_many(starts: list[tuple[Workload, datetime | None, str]], *, reason: s
     return moved
 
 
+@dataclass(frozen=True)
+class End:
+    """How a running workload's job ended, as a sync found it (finish_many)."""
+
+    workload: Workload
+    state: State
+    reason: str
+    exit_code: int | None
+    finished_at: datetime | None
+    log_tail: str
+    host: str
+
+
+def finish_many(ends: list[End]) -> list[Workload]:
+    """running -> its end (succeeded, failed, expired, cancelled) for many workloads at once, each with its own
+    state, reason, exit code, end time, output and host: a sync that found a batch's jobs ended. On PostgreSQL
+    one statement (a compare-and-swap UPDATE of the rows still running, and their events from what it
+    returned), elsewhere `transition` each. A notebook's endpoint goes with its server. Returns those moved,
+    their fields set; the others had moved on (a cancel, a preemption) and are left alone."""
+    now = timezone.now()
+
+    def values_of(end: End) -> dict[str, Any]:
+        return {"exit_code": end.exit_code, "finished_at": end.finished_at or now, "log_tail": end.log_tail,
+                "host": end.host, "notebook_endpoint": None}  # fmt: skip
+
+    plain = [e for e in ends if e.workload.state == State.RUNNING and e.state in FINISHED]
+    if connection.vendor != "postgresql":
+        moved = [e.workload for e in plain if transition(e.workload, e.state, reason=e.reason, **values_of(e))]
+    elif plain:
+        qn = connection.ops.quote_name
+        col = {name: sql.field_of(Workload, name)[0] for name in (
+            "state", "updated_at", "finished_at", "exit_code", "log_tail", "host", "notebook_endpoint",
+        )}  # fmt: skip
+        events = ", ".join(
+            sql.field_of(WorkloadEvent, f)[0] for f in ("workload", "at", "actor", "from_state", "to_state", "reason")
+        )
+        table = qn(Workload._meta.db_table)
+        statement = (
+            "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::int[], %s::timestamptz[], "  # noqa: S608 (our own names; values are parameters)
+            "%s::text[], %s::text[]) AS v(id, state, reason, exit_code, finished, tail, host)), "
+            f"won AS (UPDATE {table} w SET {col['state']} = v.state, {col['updated_at']} = %s, "
+            f"{col['finished_at']} = v.finished, {col['exit_code']} = v.exit_code, {col['log_tail']} = v.tail, "
+            f"{col['host']} = v.host, {col['notebook_endpoint']} = NULL "
+            f"FROM v WHERE w.id = v.id AND w.{col['state']} = %s RETURNING w.id, v.state, v.reason), "
+            f"e AS (INSERT INTO {qn(WorkloadEvent._meta.db_table)} ({events}) "
+            "SELECT id, %s, NULL, %s, state, reason FROM won) "
+            "SELECT id FROM won"
+        )
+        params: list[Any] = [
+            [str(e.workload.pk) for e in plain],
+            [str(e.state) for e in plain],
+            [e.reason[:500] for e in plain],
+            [e.exit_code for e in plain],
+            [e.finished_at or now for e in plain],
+            [e.log_tail for e in plain],
+            [e.host for e in plain],
+            now, State.RUNNING,
+            now, State.RUNNING,
+        ]  # fmt: skip
+        with connection.cursor() as cursor:  # one statement: atomic on its own
+            cursor.execute(statement, params)
+            won = {str(row[0]) for row in cursor.fetchall()}
+        moved = []
+        for e in plain:
+            if str(e.workload.pk) in won:
+                for key, value in {**values_of(e), "state": e.state, "updated_at": now}.items():
+                    setattr(e.workload, key, value)
+                moved.append(e.workload)
+        for parent_id in {w.array_parent_id for w in moved if w.array_parent_id is not None}:
+            settle_array(parent_id)
+    else:
+        moved = []
+    return moved
+
+
 def check_cancel(user: Any, workload: Workload) -> None:
     if not access.can_manage(user, workload):
         raise PermissionDenied("Only the owner, a team lead or IT may cancel this workload.")

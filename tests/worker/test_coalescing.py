@@ -173,7 +173,12 @@ def test_work_still_queued_on_its_fabric_has_no_output_to_read(hosts, alice, mon
 
     read: list[str] = []
     real = sync.fabric_tail
-    monkeypatch.setattr(sync, "fabric_tail", lambda row, w, **kw: read.append(w.name) or real(row, w, **kw))
+
+    def tail(row, w, **kw):
+        read.append(w.name)
+        return real(row, w, **kw)
+
+    monkeypatch.setattr(sync, "fabric_tail", tail)
     req = services.SubmitRequest(queue="hosts", kind="batch", name="queued", command="true")
     services.submit_many(alice, [(req, None)] * 5)
     tasks.admit()

@@ -199,3 +199,40 @@ def test_a_persons_teams_read_through_the_compiled_query_are_theirs_whoever_aske
             assert seen(compiled) == seen(fresh)
     vision = Queue.objects.get(slug="train")
     assert [g.slug for g in access.submit_entitlement(charlie, vision, columns, shape="test")[0]] != ["vision"]
+
+
+def test_many_end_in_one_statement_each_its_own_way_and_one_cancelled_meanwhile_is_left_alone(
+    alice, django_assert_max_num_queries
+):
+    from django.db import connection
+
+    running = []
+    for i in range(3):
+        w = services.submit(alice, request(name=f"r{i}"))[0]
+        for state in (State.ADMITTED, State.DISPATCHING, State.RUNNING):
+            assert services.transition(w, state, reason="on its way")
+        running.append(w)
+    stale = Workload.objects.get(pk=running[2].pk)
+    services.transition(stale, State.CANCELLING, reason="cancel asked")  # after the sync read it as running
+    ends = [
+        services.End(running[0], State.SUCCEEDED, "succeeded (exit code 0)", 0, None, "all done\n", "node-1"),
+        services.End(running[1], State.FAILED, "failed (exit code 3)", 3, None, "Traceback\n", "node-2"),
+        services.End(running[2], State.SUCCEEDED, "succeeded (exit code 0)", 0, None, "", "node-3"),
+    ]
+    with django_assert_max_num_queries(1 if connection.vendor == "postgresql" else 20):
+        moved = services.finish_many(ends)
+    assert [w.pk for w in moved] == [running[0].pk, running[1].pk]
+    stored = {w.name: w for w in Workload.objects.all()}
+    assert (stored["r0"].state, stored["r0"].exit_code, stored["r0"].log_tail, stored["r0"].host) == (
+        State.SUCCEEDED, 0, "all done\n", "node-1",
+    )  # fmt: skip
+    assert (stored["r1"].state, stored["r1"].exit_code, stored["r1"].host) == (State.FAILED, 3, "node-2")
+    assert stored["r0"].finished_at is not None
+    assert stored["r0"].finished_at == running[0].finished_at
+    assert (stored["r2"].state, stored["r2"].exit_code) == (State.CANCELLING, None)
+    last = {e.workload.name: e for e in WorkloadEvent.objects.select_related("workload").order_by("at", "pk")}
+    assert (last["r0"].from_state, last["r0"].to_state, last["r0"].reason) == (
+        State.RUNNING, State.SUCCEEDED, "succeeded (exit code 0)",
+    )  # fmt: skip
+    assert (last["r1"].to_state, last["r1"].reason) == (State.FAILED, "failed (exit code 3)")
+    assert last["r2"].to_state == State.CANCELLING
