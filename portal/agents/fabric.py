@@ -43,6 +43,9 @@ class AgentFabric:
     def __init__(self, config: FabricConfig) -> None:
         self.check_settings(config.settings)
         self.config = config
+        # The output of the claims the last poll read, each handed once to the sync's tail() that follows: a
+        # burst's starts were a query per job for what the poll had just read.
+        self._polled_logs: dict[str, str] = {}
 
     @classmethod
     def check_template(cls, template: str) -> None:
@@ -106,6 +109,7 @@ class AgentFabric:
             "host", "workload__queue"
         )
         by_id = {str(c.run_id): c for c in claims}
+        self._polled_logs = {run_id: c.log for run_id, c in by_id.items()}
         statuses = {}
         for external_id in ids:
             claim = by_id.get(external_id)
@@ -148,8 +152,10 @@ class AgentFabric:
             raise FabricError(f"no agent is running {external_id} now", retryable=False)
 
     def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
-        run_id = _uuid(external_id)
-        log = Claim.objects.filter(run_id=run_id).values_list("log", flat=True).first() if run_id else None
+        log = self._polled_logs.pop(external_id, None)
+        if log is None:
+            run_id = _uuid(external_id)
+            log = Claim.objects.filter(run_id=run_id).values_list("log", flat=True).first() if run_id else None
         return (log or "")[-max_bytes:]
 
     def capacity(self) -> Capacity:
