@@ -3,8 +3,8 @@
 1. The openb trace (../shared/traces) on an on-premises pool too small for its peaks, under three policies:
    no burst; Gridlane's autoscaler (scheduler.burst.plan: work the scheduler expects to start on premises within
    BURST_AFTER is left to do so, the rest placed first on instances there or on their way, then packed onto the
-   cheapest types, none launched for work shorter than a boot; idle instances ended after 10 minutes, or as soon
-   as on premises has room for all they could take); and a naive policy that
+   cheapest types, none launched for work shorter than a boot; idle instances ended after 10 minutes, or at once
+   when on premises has room for all they could take or a cheaper type holds a GPU too); and a naive policy that
    launches one instance per waiting workload and terminates it when that workload ends. Goal: Gridlane's p95
    wait within 1.2x the naive policy's, at no more than 0.6x its instance-hours. Where each burst policy's
    instance-hours go is printed beside: booting, booted with no task, the share of the instance's GPUs its tasks

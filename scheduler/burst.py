@@ -13,8 +13,10 @@ Pure: no clock (`now` is an argument), no database, no provider.
    runtime limit is shorter than an instance takes to boot launches nothing: it takes room on instances
    already there, or waits where it is.
 4. Keep the pool's minimum; terminate what never enrolled, what idles past its limit, what idles with no waiting
-   work for it while the targets tried before the pool have room for all it could take (new work starts
-   there first), and everything when the month's budget would be crossed before the next look.
+   work for it while a cheaper type of the pool would hold what arrives next (small work landing on a large
+   idle instance would pay the large one's price for its whole run) or while the targets tried before the pool
+   have room for all it could take (new work starts there first), and everything when the month's budget would
+   be crossed before the next look.
 """
 
 from __future__ import annotations
@@ -234,6 +236,12 @@ def plan(
             break
         if now - since >= pool.max_idle:
             reason = f"idle for {_minutes(now - since)} min, past the pool's limit of {_minutes(pool.max_idle)} min"
+        elif (cheaper := _cheaper(inst, offers)) is not None:
+            # Kept idle, it takes whatever arrives next, small work included, and bills its own price for that
+            # work's whole run: the idle capacity that waits for work to come is the cheapest type's, and a larger
+            # type launches again for work that needs it.
+            reason = (f"idle with no waiting work for it, and {cheaper.name} holds what arrives next for less "
+                      f"({cheaper.price:.2f}/h against {inst.price:.2f}/h)")  # fmt: skip
         elif any(inst.free.fits_in(room) for room in elsewhere):
             # No waiting work fits it (that would have made it wanted), and what arrives next of its size starts
             # on premises first: waiting out max_idle would only bill.
@@ -282,6 +290,18 @@ class _Bin:
         work = "workload" if n == 1 else "workloads"
         reason = f"launched {self.offer.name} for {n} waiting {work} of {who}: {gpus:g} GPUs pending for {minutes} min"
         return Launch(self.offer.name, others, tuple(j.id for j in self.jobs), reason)
+
+
+def _cheaper(inst: Live, offers: Sequence[Offer]) -> Offer | None:
+    """The cheapest type that costs less than the idle instance and holds a unit of what it holds (a GPU; for
+    an instance without GPUs, a CPU). None when it is of the cheapest such type already, and when part of it is
+    spoken for (work admitted to the pool that an agent has yet to take may be bound for it) or its type is not
+    offered now."""
+    own = next((o for o in offers if o.name == inst.instance_type), None)
+    if own is None or not own.capacity.fits_in(inst.free):
+        return None
+    holding = [o for o in offers if o.price < inst.price and (o.gpus > 0 if own.gpus else o.cpus > 0)]
+    return min(holding, key=lambda o: (o.price, o.name), default=None)
 
 
 def _fit(room: Resources, need: Resources) -> int:

@@ -276,3 +276,29 @@ def test_an_early_end_keeps_a_busy_instance_and_one_that_waiting_work_fills():
     spare = instance("idle", idle_min=1, id="i-3")
     p = plan(NOW, POOL, [XLARGE], [busy, wanted, spare], gpu_jobs("vision", 1), elsewhere=(ROOM,))
     assert (p.covered, [t.id for t in p.terminate]) == (1, ["i-3"])
+
+
+SPOKEN_FOR = replace(instance("idle", X12, idle_min=2), free=Resources(3000, 48_000, 192 * GIB))
+ENDS_AT_ONCE = (
+    "idle with no waiting work for it, and g5.xlarge holds what arrives next for less (1.01/h against 5.67/h)"
+)
+
+
+@pytest.mark.parametrize(
+    ("idle", "offers", "waiting", "min_instances", "want_terminated"),
+    [
+        (instance("idle", X12, idle_min=2), [XLARGE, X12], [], 0, True),  # small work would land on it
+        (instance("idle", XLARGE, idle_min=2), [XLARGE, X12], [], 0, False),  # the cheapest waits out max idle
+        (instance("idle", X12, idle_min=2), [XLARGE, X12], gpu_jobs("vision", 1, gpus=4), 0, False),  # wanted
+        (instance("idle", X12, idle_min=2), [XLARGE, X12], [], 1, False),  # the pool's minimum
+        (instance("idle", X12, idle_min=2), [X12], [], 0, False),  # no cheaper type in the pool
+        (instance("idle", X12, idle_min=2), [XLARGE], [], 0, False),  # its type is not offered now: no verdict
+        (SPOKEN_FOR, [XLARGE, X12], [], 0, False),  # work admitted to the pool may be on its way to it
+    ],
+)
+def test_a_large_idle_instance_ends_at_once_when_a_cheaper_type_holds_what_arrives_next(
+    idle: Live, offers: list[Offer], waiting: list[Waiting], min_instances: int, want_terminated: bool
+):
+    pool = replace(POOL, min_instances=min_instances, max_idle=timedelta(minutes=10))
+    p = plan(NOW, pool, offers, [idle], waiting)
+    assert [(t.id, t.reason) for t in p.terminate] == ([("i-1", ENDS_AT_ONCE)] if want_terminated else [])
