@@ -4,7 +4,10 @@
    no burst; Gridlane's autoscaler (scheduler.burst.plan: work the scheduler expects to start on premises within
    BURST_AFTER is left to do so, the rest placed first on instances there or on their way, then packed onto the
    cheapest types, none launched for work shorter than a boot; idle instances ended after 10 minutes, or at once
-   when on premises has room for all they could take or a cheaper type holds a GPU too); and a naive policy that
+   when on premises has room for all they could take or a cheaper type holds a GPU too; busy ones ended when
+   their work is young and on premises has room for it twice over, the work going back in line to restart
+   there, as agents.lose puts a preemptible queue's work back: the trace's queue is taken as preemptible, and
+   the restarts and the run they lose are printed); and a naive policy that
    launches one instance per waiting workload and terminates it when that workload ends. Goal: Gridlane's p95
    wait within 1.2x the naive policy's, at no more than 0.6x its instance-hours. Where each burst policy's
    instance-hours go is printed beside: booting, booted with no task, the share of the instance's GPUs its tasks
@@ -39,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from fabrics.base import Resources
-from scheduler.burst import Live, Offer, Pool, Waiting, plan
+from scheduler.burst import Live, Offer, Pool, Waiting, Work, plan
 from scheduler.estimates import Profile
 from scheduler.model import FabricState, Job, Snapshot
 from scheduler.priority import ordered
@@ -119,6 +122,8 @@ class Result:
     packing_hours: float = 0.0
     spare_gpu_hours: float = 0.0  # free on premises while instances ran work (the lesser of the two)
     by_type: dict[str, list[float]] = field(default_factory=dict)  # type -> [launches, instance-hours]
+    restarts: int = 0  # work that went back in line from an instance Gridlane ended under it, to restart
+    lost_hours: float = 0.0  # what that work had run on the instance
 
 
 def simulate(tasks: list[Task], policy: str, onprem_gpus: int = ONPREM_GPUS) -> Result:
@@ -127,7 +132,7 @@ def simulate(tasks: list[Task], policy: str, onprem_gpus: int = ONPREM_GPUS) -> 
     onprem_free = onprem_gpus * 1000
     pending: dict[str, Task] = {}
     machines: list[Machine] = []
-    ends: list[tuple[float, str]] = []
+    ends: list[tuple[float, str, int]] = []  # (when, task, its run)
     where: dict[str, Machine | None] = {}  # a running task -> its machine (None: on-premises)
     onprem: dict[str, float] = {}  # a task running on premises -> when it started
     dedicated: dict[str, Machine] = {}  # the naive policy's: a task -> the instance launched for it
@@ -136,6 +141,10 @@ def simulate(tasks: list[Task], policy: str, onprem_gpus: int = ONPREM_GPUS) -> 
     budget = Pool("sim", max_instances=10_000, max_idle=MAX_IDLE, boot_timeout=timedelta(hours=1),
                   budget_per_hour=1e12, budget_per_month=1e15, burst_after=BURST_AFTER,
                   boot=timedelta(seconds=BOOT_S))  # fmt: skip
+
+    runs: dict[str, int] = {}  # a task -> its run (a restarted task's earlier end is no end)
+    began: dict[str, float] = {}  # a running task -> when its run started
+    first: set[str] = set()  # tasks started once: a restart is not a wait
 
     def start(task: Task, machine: Machine | None) -> None:
         nonlocal onprem_free
@@ -151,8 +160,12 @@ def simulate(tasks: list[Task], policy: str, onprem_gpus: int = ONPREM_GPUS) -> 
             machine.idle_since = None
             out.burst_starts += 1
             out.burst_task_hours += task.runtime / 3600
-        heapq.heappush(ends, (now + task.runtime, task.name))
-        out.waits.append(now - task.arrival)
+        runs[task.name] = runs.get(task.name, 0) + 1
+        began[task.name] = now
+        heapq.heappush(ends, (now + task.runtime, task.name, runs[task.name]))
+        if task.name not in first:
+            first.add(task.name)
+            out.waits.append(now - task.arrival)
 
     def end_machine(m: Machine) -> None:
         m.count(now)
@@ -183,7 +196,9 @@ def simulate(tasks: list[Task], policy: str, onprem_gpus: int = ONPREM_GPUS) -> 
             out.spare_gpu_hours += (now - last) * min(onprem_free, on_burst) / 1000 / 3600
         last = now
         while ends and ends[0][0] <= now:
-            _, name = heapq.heappop(ends)
+            _, name, run = heapq.heappop(ends)
+            if run != runs[name]:
+                continue  # it went back in line and runs again
             machine = where.pop(name)
             if policy == "naive" and name in dedicated and dedicated[name].ended is None:
                 end_machine(dedicated[name])  # its workload completed (wherever it ran): the instance ends
@@ -234,13 +249,26 @@ def simulate(tasks: list[Task], policy: str, onprem_gpus: int = ONPREM_GPUS) -> 
         state = [
             Live(str(m.id), m.offer.name, "booting" if m.ready > now else ("idle" if not m.tasks else "busy"),
                  m.offer.price, Resources(m.free, 10**9, 10**9), EPOCH + timedelta(seconds=m.launched),
-                 EPOCH + timedelta(seconds=m.idle_since) if m.idle_since is not None else None)
+                 EPOCH + timedelta(seconds=m.idle_since) if m.idle_since is not None else None,
+                 tuple(Work(EPOCH + timedelta(seconds=began[n]), timedelta(seconds=_limit(by_name[n])), True)
+                       for n in sorted(m.tasks)))
             for m in live
         ]  # fmt: skip
         # The room on premises, as the worker passes the free room of the fabrics tried before the pool.
         decided = plan(clock, budget, OFFERS, state, waiting, elsewhere=[Resources(onprem_free, 10**9, 10**9)])
         for t in decided.terminate:
-            end_machine(machines[int(t.id)])
+            m = machines[int(t.id)]
+            # Its work goes back in line (the trace's queue is preemptible), to restart from the beginning.
+            m.count(now)
+            for name in sorted(m.tasks):
+                del where[name]
+                runs[name] += 1  # its end event no longer counts
+                pending[name] = by_name[name]
+                out.restarts += 1
+                out.lost_hours += (now - began[name]) / 3600
+            m.tasks.clear()
+            m.free = m.offer.gpus * 1000
+            end_machine(m)
         for launch in decided.launch:
             offer = next(o for o in OFFERS if o.name == launch.instance_type)
             # Idle from the moment it boots, as the worker counts an enrolled instance (follow_agents).
@@ -307,6 +335,8 @@ def trace_policies(tasks: list[Task]) -> dict[str, Any]:
                 "packing_waste": round(r.packing_hours, 1),
             },
             "spare_onprem_gpu_hours": round(r.spare_gpu_hours, 1),
+            "restarts": r.restarts,
+            "lost_task_hours": round(r.lost_hours, 1),
             "by_type": {t: {"launches": n, "instance_hours": round(h, 1)} for t, (n, h) in sorted(r.by_type.items())},
             "sim_cpu_s": round(time.process_time() - started, 2),
         }
@@ -331,7 +361,8 @@ def trace_policies(tasks: list[Task]) -> dict[str, Any]:
         print(f"  {name:<9} {parts}")
         types = ", ".join(f"{t} {v['launches']}x {v['instance_hours']} h" for t, v in r["by_type"].items())
         print(f"  {'':<9} p99 wait {r['p99_wait_s']} s; GPU-hours free on premises while instances ran work "
-              f"{r['spare_onprem_gpu_hours']}; {types}")  # fmt: skip
+              f"{r['spare_onprem_gpu_hours']}; {types}; back in line to restart on premises {r['restarts']} "
+              f"({r['lost_task_hours']} task-hours run lost)")  # fmt: skip
     cost_ratio = ours["cost"] / max(naive["cost"], 1e-9)
     out["cost_ratio_vs_naive"] = round(cost_ratio, 3)
     vs_none = ours["p95_wait_s"] / max(none["p95_wait_s"], 1e-9)
