@@ -3,8 +3,11 @@
 1. The openb trace (../shared/traces) on an on-premises pool too small for its peaks, under three policies:
    no burst; Gridlane's autoscaler (scheduler.burst.plan: work the scheduler expects to start on premises within
    BURST_AFTER is left to do so, the rest placed first on instances there or on their way, then packed onto the
-   cheapest types, none launched for work shorter than a boot; idle instances ended after 10 minutes, or as soon
-   as on premises has room for all they could take); and a naive policy that
+   cheapest types, none launched for work shorter than a boot; idle instances ended after 10 minutes, or at once
+   when on premises has room for all they could take or a cheaper type holds a GPU too; busy ones ended when
+   their work is young and on premises has room for it twice over, the work going back in line to restart
+   there, as agents.lose puts a preemptible queue's work back: the trace's queue is taken as preemptible, and
+   the restarts and the run they lose are printed); and a naive policy that
    launches one instance per waiting workload and terminates it when that workload ends. Goal: Gridlane's p95
    wait within 1.2x the naive policy's, at no more than 0.6x its instance-hours. Where each burst policy's
    instance-hours go is printed beside: booting, booted with no task, the share of the instance's GPUs its tasks
@@ -14,11 +17,16 @@
    types: CPU time, goal under 100 ms.
 
 The simulation is event-driven with a virtual clock: the on-premises pool starts waiting work first-fit in
-arrival order, then instances that have booted do; new instances take BOOT_S to boot. CPUs and memory are
+the scheduler's own line order (scheduler.priority.ordered: age against runtime limit and size, so short work
+goes first where the rest is equal), then instances that have booted do, in the same order; new instances take
+BOOT_S to boot. CPUs and memory are
 not simulated (GPUs are what the trace's peaks lack); CPU-only tasks never wait. Waiting work's expected start
 on premises comes from the scheduler's own estimator (scheduler.estimates.Profile, as decide() fills
 `estimated_start`): running work ends at its runtime limit, which users set at 1.5x what a task really takes
-(as in scheduler.simulate), and the waiting work takes the earliest window in arrival order.
+(as in scheduler.simulate), and the waiting work takes the earliest window in line order.
+
+3. The same comparison over on-premises pools of SIZES GPUs: a few long tasks decide much of a burst's
+   instance-hours (whether they start on premises or on an instance), so one pool size alone says little.
 """
 
 from __future__ import annotations
@@ -34,14 +42,17 @@ from pathlib import Path
 from typing import Any
 
 from fabrics.base import Resources
-from scheduler.burst import Live, Offer, Pool, Waiting, plan
+from scheduler.burst import Live, Offer, Pool, Waiting, Work, plan
 from scheduler.estimates import Profile
+from scheduler.model import FabricState, Job, Snapshot
+from scheduler.priority import ordered
 from scheduler.simulate import Task, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT.parent / "shared" / "traces" / "openb_pod_list_default.csv"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 ONPREM_GPUS = 40  # the trace's demand peaks well above this
+SIZES = range(36, 49, 2)  # on-premises pools the comparison is repeated over (3.)
 BOOT_S = 180.0
 CYCLE_S = 60.0
 MAX_IDLE = timedelta(minutes=10)
@@ -62,8 +73,10 @@ def run() -> dict[str, Any]:
     if not Path(path).exists():
         print(f"trace: {path} not found; set GRIDLANE_TRACE to an openb pod-list CSV")
         return {"skipped": path}
-    results["trace"] = trace_policies(path)
+    tasks = [t for t in read_trace(path, groups=1) if t.gpus_milli <= 8000]
+    results["trace"] = trace_policies(tasks)
     results["decision"] = decision_time(path)
+    results["spread"] = spread(tasks)
     return results
 
 
@@ -109,15 +122,17 @@ class Result:
     packing_hours: float = 0.0
     spare_gpu_hours: float = 0.0  # free on premises while instances ran work (the lesser of the two)
     by_type: dict[str, list[float]] = field(default_factory=dict)  # type -> [launches, instance-hours]
+    restarts: int = 0  # work that went back in line from an instance Gridlane ended under it, to restart
+    lost_hours: float = 0.0  # what that work had run on the instance
 
 
-def simulate(tasks: list[Task], policy: str) -> Result:
+def simulate(tasks: list[Task], policy: str, onprem_gpus: int = ONPREM_GPUS) -> Result:
     out = Result()
     by_name = {t.name: t for t in tasks}
-    onprem_free = ONPREM_GPUS * 1000
+    onprem_free = onprem_gpus * 1000
     pending: dict[str, Task] = {}
     machines: list[Machine] = []
-    ends: list[tuple[float, str]] = []
+    ends: list[tuple[float, str, int]] = []  # (when, task, its run)
     where: dict[str, Machine | None] = {}  # a running task -> its machine (None: on-premises)
     onprem: dict[str, float] = {}  # a task running on premises -> when it started
     dedicated: dict[str, Machine] = {}  # the naive policy's: a task -> the instance launched for it
@@ -126,6 +141,10 @@ def simulate(tasks: list[Task], policy: str) -> Result:
     budget = Pool("sim", max_instances=10_000, max_idle=MAX_IDLE, boot_timeout=timedelta(hours=1),
                   budget_per_hour=1e12, budget_per_month=1e15, burst_after=BURST_AFTER,
                   boot=timedelta(seconds=BOOT_S))  # fmt: skip
+
+    runs: dict[str, int] = {}  # a task -> its run (a restarted task's earlier end is no end)
+    began: dict[str, float] = {}  # a running task -> when its run started
+    first: set[str] = set()  # tasks started once: a restart is not a wait
 
     def start(task: Task, machine: Machine | None) -> None:
         nonlocal onprem_free
@@ -141,8 +160,12 @@ def simulate(tasks: list[Task], policy: str) -> Result:
             machine.idle_since = None
             out.burst_starts += 1
             out.burst_task_hours += task.runtime / 3600
-        heapq.heappush(ends, (now + task.runtime, task.name))
-        out.waits.append(now - task.arrival)
+        runs[task.name] = runs.get(task.name, 0) + 1
+        began[task.name] = now
+        heapq.heappush(ends, (now + task.runtime, task.name, runs[task.name]))
+        if task.name not in first:
+            first.add(task.name)
+            out.waits.append(now - task.arrival)
 
     def end_machine(m: Machine) -> None:
         m.count(now)
@@ -173,7 +196,9 @@ def simulate(tasks: list[Task], policy: str) -> Result:
             out.spare_gpu_hours += (now - last) * min(onprem_free, on_burst) / 1000 / 3600
         last = now
         while ends and ends[0][0] <= now:
-            _, name = heapq.heappop(ends)
+            _, name, run = heapq.heappop(ends)
+            if run != runs[name]:
+                continue  # it went back in line and runs again
             machine = where.pop(name)
             if policy == "naive" and name in dedicated and dedicated[name].ended is None:
                 end_machine(dedicated[name])  # its workload completed (wherever it ran): the instance ends
@@ -189,12 +214,13 @@ def simulate(tasks: list[Task], policy: str) -> Result:
         while i < len(tasks) and tasks[i].arrival <= now:
             pending[tasks[i].name] = tasks[i]
             i += 1
-        # On-premises first, in arrival order; then machines that have booted.
-        for task in sorted(pending.values(), key=lambda t: (t.arrival, t.name)):
+        # On-premises first, in line order; then machines that have booted.
+        line = _in_line(now, pending, onprem_gpus)
+        for task in line:
             if task.gpus_milli <= onprem_free:
                 start(task, None)
         live = [m for m in machines if m.ended is None]
-        for task in sorted(pending.values(), key=lambda t: (t.arrival, t.name)):
+        for task in (t for t in line if t.name in pending):
             for m in live:
                 if m.ready <= now and task.gpus_milli <= m.free and (policy != "naive" or m.dedicated == task.name):
                     start(task, m)
@@ -215,20 +241,34 @@ def simulate(tasks: list[Task], policy: str) -> Result:
             continue
         # Gridlane: the autoscaler's own decision over this moment.
         clock = EPOCH + timedelta(seconds=now)
-        expected = _expected_starts(clock, onprem_free, [(by_name[n], s) for n, s in onprem.items()], pending)
+        running = [(by_name[n], s) for n, s in onprem.items()]
+        expected = _expected_starts(clock, onprem_free, running, _in_line(now, pending, onprem_gpus))
         waiting = [Waiting(t.name, 0, "trace", Resources(t.gpus_milli, 0, 0), EPOCH + timedelta(seconds=t.arrival),
                            expected_start=expected[t.name], runtime=timedelta(seconds=_limit(t)))
                    for t in pending.values()]  # fmt: skip
         state = [
             Live(str(m.id), m.offer.name, "booting" if m.ready > now else ("idle" if not m.tasks else "busy"),
                  m.offer.price, Resources(m.free, 10**9, 10**9), EPOCH + timedelta(seconds=m.launched),
-                 EPOCH + timedelta(seconds=m.idle_since) if m.idle_since is not None else None)
+                 EPOCH + timedelta(seconds=m.idle_since) if m.idle_since is not None else None,
+                 tuple(Work(EPOCH + timedelta(seconds=began[n]), timedelta(seconds=_limit(by_name[n])), True)
+                       for n in sorted(m.tasks)))
             for m in live
         ]  # fmt: skip
         # The room on premises, as the worker passes the free room of the fabrics tried before the pool.
         decided = plan(clock, budget, OFFERS, state, waiting, elsewhere=[Resources(onprem_free, 10**9, 10**9)])
         for t in decided.terminate:
-            end_machine(machines[int(t.id)])
+            m = machines[int(t.id)]
+            # Its work goes back in line (the trace's queue is preemptible), to restart from the beginning.
+            m.count(now)
+            for name in sorted(m.tasks):
+                del where[name]
+                runs[name] += 1  # its end event no longer counts
+                pending[name] = by_name[name]
+                out.restarts += 1
+                out.lost_hours += (now - began[name]) / 3600
+            m.tasks.clear()
+            m.free = m.offer.gpus * 1000
+            end_machine(m)
         for launch in decided.launch:
             offer = next(o for o in OFFERS if o.name == launch.instance_type)
             # Idle from the moment it boots, as the worker counts an enrolled instance (follow_agents).
@@ -246,19 +286,25 @@ def _limit(task: Task) -> float:
     return max(60.0, 1.5 * task.runtime)
 
 
+def _in_line(now: float, pending: dict[str, Task], onprem_gpus: int) -> list[Task]:
+    """The waiting work in the scheduler's line order (one team, one priority: age, runtime limit and size
+    decide). The size term is taken against the on-premises pool: the bench's burst pool has no maximum."""
+    jobs = tuple(Job(t.name, 0, 0, Resources(t.gpus_milli, 0, 0), submitted_at=EPOCH + timedelta(seconds=t.arrival),
+                     runtime_limit_s=int(_limit(t))) for t in pending.values())  # fmt: skip
+    fabric = FabricState(1, "on premises", Resources(onprem_gpus * 1000, 0, 0))
+    return [pending[job.id] for job in ordered(Snapshot(EPOCH + timedelta(seconds=now), {1: fabric}, {}, jobs))]
+
+
 def _expected_starts(
-    clock: datetime, free: int, running: list[tuple[Task, float]], pending: dict[str, Task]
+    clock: datetime, free: int, running: list[tuple[Task, float]], line: list[Task]
 ) -> dict[str, datetime | None]:
     """When the waiting work is expected to start on premises: the scheduler's estimator over running work's
-    runtime limits, the waiting work in arrival order (None past its first MAX_PER_FABRIC, as in decide())."""
+    runtime limits, the waiting work in line order (None past its first MAX_PER_FABRIC, as in decide())."""
     releases = sorted(
         (max(clock, EPOCH + timedelta(seconds=started + _limit(t))), (t.gpus_milli, 0, 0)) for t, started in running
     )
     profile = Profile(clock, (free, 0, 0), releases)
-    return {
-        t.name: profile.earliest((t.gpus_milli, 0, 0), int(_limit(t)))
-        for t in sorted(pending.values(), key=lambda t: (t.arrival, t.name))
-    }
+    return {t.name: profile.earliest((t.gpus_milli, 0, 0), int(_limit(t))) for t in line}
 
 
 def _p(values: list[float], q: float) -> float:
@@ -266,8 +312,7 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
-def trace_policies(path: str) -> dict[str, Any]:
-    tasks = [t for t in read_trace(path, groups=1) if t.gpus_milli <= 8000]
+def trace_policies(tasks: list[Task]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for policy in ("none", "gridlane", "naive"):
         started = time.process_time()
@@ -290,6 +335,8 @@ def trace_policies(path: str) -> dict[str, Any]:
                 "packing_waste": round(r.packing_hours, 1),
             },
             "spare_onprem_gpu_hours": round(r.spare_gpu_hours, 1),
+            "restarts": r.restarts,
+            "lost_task_hours": round(r.lost_hours, 1),
             "by_type": {t: {"launches": n, "instance_hours": round(h, 1)} for t, (n, h) in sorted(r.by_type.items())},
             "sim_cpu_s": round(time.process_time() - started, 2),
         }
@@ -314,7 +361,8 @@ def trace_policies(path: str) -> dict[str, Any]:
         print(f"  {name:<9} {parts}")
         types = ", ".join(f"{t} {v['launches']}x {v['instance_hours']} h" for t, v in r["by_type"].items())
         print(f"  {'':<9} p99 wait {r['p99_wait_s']} s; GPU-hours free on premises while instances ran work "
-              f"{r['spare_onprem_gpu_hours']}; {types}")  # fmt: skip
+              f"{r['spare_onprem_gpu_hours']}; {types}; back in line to restart on premises {r['restarts']} "
+              f"({r['lost_task_hours']} task-hours run lost)")  # fmt: skip
     cost_ratio = ours["cost"] / max(naive["cost"], 1e-9)
     out["cost_ratio_vs_naive"] = round(cost_ratio, 3)
     vs_none = ours["p95_wait_s"] / max(none["p95_wait_s"], 1e-9)
@@ -348,3 +396,28 @@ def decision_time(path: str, waiting: int = 10_000, types: int = 20) -> dict[str
     print(f"decision: {waiting} waiting workloads, {len(offers)} instance types: {best * 1000:.1f} ms CPU "
           f"(best of 5; goal < 100 ms); {len(decided.launch)} launches")  # fmt: skip
     return {"cpu_ms": round(best * 1000, 1), "launches": len(decided.launch), "goal_ms": 100}
+
+
+# 3 -----------------------------------------------------------------------------------------------------
+def spread(tasks: list[Task]) -> dict[str, Any]:
+    """Gridlane against the naive policy over on-premises pools of SIZES GPUs: the ratios per size, and their
+    range."""
+    rows: dict[int, dict[str, float]] = {}
+    print(f"over on-premises pools of {SIZES[0]}..{SIZES[-1]} GPUs, gridlane vs naive (goal: p95 wait <= 1.2x at "
+          "instance-hours <= 0.6x):")  # fmt: skip
+    for gpus in SIZES:
+        ours, naive = simulate(tasks, "gridlane", gpus), simulate(tasks, "naive", gpus)
+        row = rows[gpus] = {
+            "p95_wait": round(_p(ours.waits, 0.95) / max(_p(naive.waits, 0.95), 1e-9), 3),
+            "instance_hours": round(ours.instance_hours / max(naive.instance_hours, 1e-9), 3),
+            "cost": round(ours.cost / max(naive.cost, 1e-9), 3),
+        }
+        met = row["p95_wait"] <= 1.2 and row["instance_hours"] <= 0.6
+        print(f"  {gpus:>3} GPUs  p95 wait {row['p95_wait']:5.2f}x  instance-hours {row['instance_hours']:5.2f}x  "
+              f"cost {row['cost']:5.2f}x  ({ours.instance_hours:.0f} h against {naive.instance_hours:.0f} h)"
+              f"{'  met' if met else ''}")  # fmt: skip
+    ranges = {
+        k: [min(r[k] for r in rows.values()), max(r[k] for r in rows.values())] for k in next(iter(rows.values()))
+    }
+    print("  range: " + ", ".join(f"{k.replace('_', ' ')} {lo:.2f}x..{hi:.2f}x" for k, (lo, hi) in ranges.items()))
+    return {"by_onprem_gpus": rows, "range": ranges}

@@ -13,8 +13,13 @@ Pure: no clock (`now` is an argument), no database, no provider.
    runtime limit is shorter than an instance takes to boot launches nothing: it takes room on instances
    already there, or waits where it is.
 4. Keep the pool's minimum; terminate what never enrolled, what idles past its limit, what idles with no waiting
-   work for it while the targets tried before the pool have room for all it could take (new work starts
-   there first), and everything when the month's budget would be crossed before the next look.
+   work for it while a cheaper type of the pool would hold what arrives next (small work landing on a large
+   idle instance would pay the large one's price for its whole run) or while the targets tried before the pool
+   have room for all it could take (new work starts there first); move work back on premises: end a busy
+   instance whose work may all go back in line, started lately enough that a restart loses little of what it
+   saves, when a target tried before the pool has room for it with plenty to spare (a long job that burst at a
+   peak does not hold an instance for days while on premises idles); and everything when the month's budget
+   would be crossed before the next look.
 """
 
 from __future__ import annotations
@@ -61,8 +66,17 @@ class Offer:
 
 
 @dataclass(frozen=True, slots=True)
+class Work:
+    """A workload running on an instance."""
+
+    started: datetime | None  # None: not known
+    runtime: timedelta | None  # its runtime limit; None: not known
+    requeue: bool  # its queue puts it back in line when its host is lost (the queue's preemptible)
+
+
+@dataclass(frozen=True, slots=True)
 class Live:
-    """An instance launched or on its way: `free` is what it can still take."""
+    """An instance launched or on its way: `free` is what it can still take, `work` what runs on it."""
 
     id: str
     instance_type: str
@@ -71,6 +85,7 @@ class Live:
     free: Resources
     requested_at: datetime
     idle_since: datetime | None = None
+    work: tuple[Work, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,6 +130,12 @@ class Plan:
 
 
 COMING = ("pending", "booting")
+# Work on an instance goes back on premises only while restarting it there loses at most this share of the time
+# it would still hold the instance (by its runtime limit): one hour run of a 21-hour job, not ten of a twelve.
+MOVE_LOSS = 0.05
+# ... and only into room on premises of at least this many times what it holds: the rest of the room is left
+# for the work that arrives next, which would otherwise wait for an instance to boot.
+MOVE_ROOM = 2
 STARTING_OR_IDLE = ("pending", "booting", "enrolled", "idle")
 
 
@@ -234,6 +255,12 @@ def plan(
             break
         if now - since >= pool.max_idle:
             reason = f"idle for {_minutes(now - since)} min, past the pool's limit of {_minutes(pool.max_idle)} min"
+        elif (cheaper := _cheaper(inst, offers)) is not None:
+            # Kept idle, it takes whatever arrives next, small work included, and bills its own price for that
+            # work's whole run: the idle capacity that waits for work to come is the cheapest type's, and a larger
+            # type launches again for work that needs it.
+            reason = (f"idle with no waiting work for it, and {cheaper.name} holds what arrives next for less "
+                      f"({cheaper.price:.2f}/h against {inst.price:.2f}/h)")  # fmt: skip
         elif any(inst.free.fits_in(room) for room in elsewhere):
             # No waiting work fits it (that would have made it wanted), and what arrives next of its size starts
             # on premises first: waiting out max_idle would only bill.
@@ -242,6 +269,19 @@ def plan(
             continue
         terminate.append(Terminate(inst.id, reason))
         keep -= 1
+    # Busy instances whose work restarts on premises for little: it goes back in line, where on premises is tried
+    # first, and the instance stops billing for the rest of its run.
+    gone = {t.id for t in terminate}
+    rooms = list(elsewhere)
+    for inst in alive:
+        if keep <= 0:
+            break
+        if inst.id in gone or inst.id in wanted or not inst.work:
+            continue
+        move = _movable(now, inst, offers, rooms)
+        if move is not None:
+            terminate.append(move)
+            keep -= 1
     # The month's budget: stop everything before the next look could cross it.
     live_rate = sum(i.price for i in alive)
     if pool.month_spent + live_rate * pool.horizon.total_seconds() / 3600 > pool.budget_per_month:
@@ -282,6 +322,47 @@ class _Bin:
         work = "workload" if n == 1 else "workloads"
         reason = f"launched {self.offer.name} for {n} waiting {work} of {who}: {gpus:g} GPUs pending for {minutes} min"
         return Launch(self.offer.name, others, tuple(j.id for j in self.jobs), reason)
+
+
+def _cheaper(inst: Live, offers: Sequence[Offer]) -> Offer | None:
+    """The cheapest type that costs less than the idle instance and holds a unit of what it holds (a GPU; for
+    an instance without GPUs, a CPU). None when it is of the cheapest such type already, and when part of it is
+    spoken for (work admitted to the pool that an agent has yet to take may be bound for it) or its type is not
+    offered now."""
+    own = next((o for o in offers if o.name == inst.instance_type), None)
+    if own is None or not own.capacity.fits_in(inst.free):
+        return None
+    holding = [o for o in offers if o.price < inst.price and (o.gpus > 0 if own.gpus else o.cpus > 0)]
+    return min(holding, key=lambda o: (o.price, o.name), default=None)
+
+
+def _movable(now: datetime, inst: Live, offers: Sequence[Offer], rooms: list[Resources]) -> Terminate | None:
+    """Ends the instance when all its work may go back in line, started lately enough that restarting it loses
+    at most MOVE_LOSS of what it saves, and fits MOVE_ROOM times over in the free room of a fabric tried before
+    the pool (that room is then taken). None when it stays."""
+    own = next((o for o in offers if o.name == inst.instance_type), None)
+    if own is None:
+        return None
+    held = own.capacity - inst.free
+    lost = timedelta(0)
+    saved = timedelta(0)
+    for work in inst.work:
+        if not work.requeue or work.started is None or work.runtime is None:
+            return None
+        ran = now - work.started
+        left = work.runtime - ran
+        if ran > left * MOVE_LOSS:
+            return None
+        lost, saved = max(lost, ran), max(saved, left)
+    for k, room in enumerate(rooms):
+        if held.times(MOVE_ROOM).fits_in(room):
+            rooms[k] = room - held
+            n = len(inst.work)
+            what = "workload" if n == 1 else "workloads"
+            reason = (f"on premises has room for its {n} {what}: back in line to restart there ({_minutes(lost)} "
+                      f"min run lost, up to {_minutes(saved)} min on this instance saved)")  # fmt: skip
+            return Terminate(inst.id, reason)
+    return None
 
 
 def _fit(room: Resources, need: Resources) -> int:

@@ -6,7 +6,8 @@
 2. Follow each instance's agent: enrolled, busy, idle.
 3. Retry launches whose intent was recorded but that never reached the provider.
 4. Decide (scheduler.burst.plan) on the work that waits for capacity by the scheduler's own reasons, with the
-   room free on the fabrics its queues try first and how long the pool's instances take to boot.
+   room free on the fabrics its queues try first, how long the pool's instances take to boot, and what runs on
+   each instance (young work that may go back in line moves back on premises when there is room for it).
 5. Terminate, then launch: intent first (the row and its launch id), then the provider, falling back to the
    next zone and type on capacity errors.
 
@@ -146,9 +147,10 @@ def run(pool: BurstPool, now: datetime) -> Counter[str]:
         # 4. Decide.
         live = list(Instance.objects.filter(pool=pool, state__in=LIVE))
         waiting, headroom = demand(pool)
+        work = running_work(pool, live)
         plan = burst.plan(now, pool_values(pool, now), offers(pool, types, cooling), [
             burst.Live(str(i.pk), i.instance_type, i.state, float(i.price_per_hour), rooms.get(i.pk, capacity_of(i)),
-                       i.requested_at, i.idle_since) for i in live
+                       i.requested_at, i.idle_since, work.get(i.pk, ())) for i in live
         ], waiting, headroom, room_before(pool, now))  # fmt: skip
         for held in plan.held:
             note(pool, Decision.Action.HOLD, held)
@@ -310,6 +312,19 @@ def follow_agents(pool: BurstPool, types: Sequence[InstanceType], now: datetime)
         committed -= take
         rooms[inst.pk] = Resources(free.gpus_milli - take, free.cpus_milli, free.memory_mib)
     return rooms
+
+
+def running_work(pool: BurstPool, live: Sequence[Instance]) -> dict[int, tuple[burst.Work, ...]]:
+    """What runs on each instance's agent: when it started, its runtime limit, and whether its queue puts it back
+    in line when the host is lost (agents.lose), as it is when the plan ends an instance to move its work."""
+    by_host = {i.host_name: i.pk for i in live if i.host_name}
+    rows = Claim.objects.filter(
+        fabric_id=pool.fabric_id, state=Claim.ClaimState.RUNNING, host__name__in=list(by_host)
+    ).values_list("host__name", "started_at", "workload__runtime_limit_s", "workload__queue__preemptible")
+    work: dict[int, list[burst.Work]] = {}
+    for host, started, limit, preemptible in rows:
+        work.setdefault(by_host[host], []).append(burst.Work(started, timedelta(seconds=limit), preemptible))
+    return {pk: tuple(w) for pk, w in work.items()}
 
 
 def capacity_of(inst: Instance) -> Resources:

@@ -17,12 +17,14 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
 
+from portal.agents.models import AgentHost, Claim
 from portal.burst import autoscale
 from portal.burst.models import BurstPool, Cooldown, Decision, Instance
 from portal.queues.models import Fabric
 from portal.worker import capacity, tasks
 from portal.workloads.models import Workload
 from portal.workloads.states import State
+from scheduler import burst
 from tests.burst.conftest import ROOT
 from tests.cloud.conftest import IMAGE, KEYS, REGION
 from tests.cloud.ec2_double import Rule
@@ -289,3 +291,19 @@ def test_the_expected_boot_is_the_median_of_the_pools_recent_boots(burst_pool):
                                 launched_at=launched, enrolled_at=launched + timedelta(minutes=minutes),
                                 state=Instance.State.GONE)  # fmt: skip
     assert autoscale.pool_values(burst_pool, timezone.now()).boot == timedelta(minutes=3)
+
+
+def test_the_plan_sees_what_runs_on_each_instance_when_it_started_its_limit_and_whether_it_goes_back_in_line(
+    alice, submit, burst_pool
+):
+    (work,) = waiting_for_capacity(alice, submit)
+    host = AgentHost.objects.create(fabric=burst_pool.fabric, name="burst-a", gpus=1, cpus=4, memory_mib=16 * 1024)
+    inst = Instance.objects.create(pool=burst_pool, instance_type="g5.xlarge", state=Instance.State.BUSY,
+                                   host_name=host.name, gpus=1, cpus=4, memory_gib=16)  # fmt: skip
+    idle = Instance.objects.create(pool=burst_pool, instance_type="g5.xlarge", state=Instance.State.IDLE,
+                                   host_name="burst-b", gpus=1, cpus=4, memory_gib=16)  # fmt: skip
+    started = timezone.now() - timedelta(minutes=10)
+    Claim.objects.create(run_id=uuid.uuid4(), workload=work, fabric=burst_pool.fabric, queue="burstable",
+                         gpus_milli=1000, state=Claim.ClaimState.RUNNING, host=host, started_at=started)  # fmt: skip
+    want = burst.Work(started, timedelta(seconds=work.runtime_limit_s), work.queue.preemptible)
+    assert autoscale.running_work(burst_pool, [inst, idle]) == {inst.pk: (want,)}

@@ -9,7 +9,7 @@ import pytest
 
 from fabrics.base import Resources
 from scheduler import reasons
-from scheduler.burst import Live, Offer, Pool, Waiting, plan
+from scheduler.burst import Live, Offer, Pool, Waiting, Work, plan
 from scheduler.decide import decide
 from scheduler.model import Admit, FabricState, Job, QueueState, Snapshot
 
@@ -276,3 +276,68 @@ def test_an_early_end_keeps_a_busy_instance_and_one_that_waiting_work_fills():
     spare = instance("idle", idle_min=1, id="i-3")
     p = plan(NOW, POOL, [XLARGE], [busy, wanted, spare], gpu_jobs("vision", 1), elsewhere=(ROOM,))
     assert (p.covered, [t.id for t in p.terminate]) == (1, ["i-3"])
+
+
+SPOKEN_FOR = replace(instance("idle", X12, idle_min=2), free=Resources(3000, 48_000, 192 * GIB))
+ENDS_AT_ONCE = (
+    "idle with no waiting work for it, and g5.xlarge holds what arrives next for less (1.01/h against 5.67/h)"
+)
+
+
+@pytest.mark.parametrize(
+    ("idle", "offers", "waiting", "min_instances", "want_terminated"),
+    [
+        (instance("idle", X12, idle_min=2), [XLARGE, X12], [], 0, True),  # small work would land on it
+        (instance("idle", XLARGE, idle_min=2), [XLARGE, X12], [], 0, False),  # the cheapest waits out max idle
+        (instance("idle", X12, idle_min=2), [XLARGE, X12], gpu_jobs("vision", 1, gpus=4), 0, False),  # wanted
+        (instance("idle", X12, idle_min=2), [XLARGE, X12], [], 1, False),  # the pool's minimum
+        (instance("idle", X12, idle_min=2), [X12], [], 0, False),  # no cheaper type in the pool
+        (instance("idle", X12, idle_min=2), [XLARGE], [], 0, False),  # its type is not offered now: no verdict
+        (SPOKEN_FOR, [XLARGE, X12], [], 0, False),  # work admitted to the pool may be on its way to it
+    ],
+)
+def test_a_large_idle_instance_ends_at_once_when_a_cheaper_type_holds_what_arrives_next(
+    idle: Live, offers: list[Offer], waiting: list[Waiting], min_instances: int, want_terminated: bool
+):
+    pool = replace(POOL, min_instances=min_instances, max_idle=timedelta(minutes=10))
+    p = plan(NOW, pool, offers, [idle], waiting)
+    assert [(t.id, t.reason) for t in p.terminate] == ([("i-1", ENDS_AT_ONCE)] if want_terminated else [])
+
+
+def running(started_min_ago: int, limit_h: int | None = 10, requeue: bool = True) -> Work:
+    runtime = None if limit_h is None else timedelta(hours=limit_h)
+    return Work(NOW - timedelta(minutes=started_min_ago), runtime, requeue)
+
+
+def busy(*work: Work, id: str = "i-1") -> Live:
+    return replace(instance("busy", free=False, id=id), work=work)
+
+
+MOVED = (
+    "on premises has room for its 1 workload: back in line to restart there (10 min run lost, up to 590 min on this "
+    "instance saved)"
+)
+
+
+@pytest.mark.parametrize(
+    ("live", "elsewhere", "min_instances", "want_terminated"),
+    [
+        ([busy(running(10))], (ROOM,), 0, ["i-1"]),  # 10 min lost, 9 h 50 min of the instance saved
+        ([busy(running(60))], (ROOM,), 0, []),  # an hour would be lost: more than 5% of the 9 h it would save
+        ([busy(running(10), running(60))], (ROOM,), 0, []),  # all its work restarts, or none
+        ([busy(running(10, requeue=False))], (ROOM,), 0, []),  # its queue does not put it back in line
+        ([busy(running(10, limit_h=None))], (ROOM,), 0, []),  # how long it would still run is not known
+        ([busy(running(10))], (Resources(1500, 64_000, 256 * GIB),), 0, []),  # room for it, but not twice over
+        ([busy(running(10))], (), 0, []),  # no room known on premises
+        ([busy(running(10))], (ROOM,), 1, []),  # the pool's minimum
+        # The room one instance's work takes is not there for the next one's.
+        ([busy(running(10)), busy(running(10), id="i-2")], (Resources(2500, 64_000, 256 * GIB),), 0, ["i-1"]),
+    ],
+)
+def test_young_work_on_an_instance_moves_back_on_premises_when_there_is_room_for_it_twice_over(
+    live: list[Live], elsewhere: tuple[Resources, ...], min_instances: int, want_terminated: list[str]
+):
+    p = plan(NOW, replace(POOL, min_instances=min_instances), [XLARGE], live, [], elsewhere=elsewhere)
+    assert [t.id for t in p.terminate] == want_terminated
+    if want_terminated:
+        assert p.terminate[0].reason == MOVED
