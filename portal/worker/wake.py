@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 import psycopg
@@ -73,7 +74,9 @@ def listen(on_kick: Callable[[bool], object], stop: threading.Event, idle_s: flo
                 quiet_s = 0.0
                 while not stop.is_set():
                     if (burst := _drain(conn, idle_s)) is not None:
+                        started = time.monotonic()
                         on_kick(burst)
+                        stop.wait(rest_after(time.monotonic() - started))
                         quiet_s = 0.0
                     elif (quiet_s := quiet_s + idle_s) >= PING_S:
                         conn.execute("SELECT 1")
@@ -86,6 +89,18 @@ def listen(on_kick: Callable[[bool], object], stop: threading.Event, idle_s: flo
             log.exception("a kicked admission failed; the periodic cycle carries on")
             forget_connection()
             stop.wait(idle_s)
+
+
+# Under a stream of kicks the listener rests after each admission for as long as it took, up to this: the
+# kicks that arrive meanwhile share the next admission, so a stream costs the worker at most half a core
+# (each admission reads the whole snapshot) and leaves the rest to the web processes taking the submits. A
+# lone kick on an idle system is admitted at once, as ever.
+MAX_REST_S = 0.25
+
+
+def rest_after(admission_s: float) -> float:
+    """How long the listener waits after an admission that took admission_s before it looks for kicks again."""
+    return min(max(admission_s, 0.0), MAX_REST_S)
 
 
 def forget_connection() -> None:

@@ -84,3 +84,11 @@ def test_a_follow_up_that_fails_leaves_the_request_for_a_sync_to_the_periodic_cy
         follow.run()
     monkeypatch.undo()
     assert follow.synced_at == float("-inf")
+
+
+def test_the_listener_rests_as_long_as_an_admission_took_and_never_long() -> None:
+    from portal.worker import wake
+
+    assert wake.rest_after(0.03) == 0.03  # a stream's next admission takes what came meanwhile
+    assert wake.rest_after(5.0) == wake.MAX_REST_S  # a slow admission never holds the next kick long
+    assert wake.rest_after(-1.0) == 0.0  # a clock stepped back
