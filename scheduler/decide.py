@@ -79,7 +79,17 @@ class _Cycle:
         self.gone: set[str] = set()  # preempted in this cycle
         self.waiting: dict[str, _Why] = {}
         self.array_active: defaultdict[str, int] = defaultdict(int)  # array -> its elements holding capacity
-        self.healthy_targets: dict[str, list[tuple[int, Amount]]] = {}  # job -> (fabric, its need there), in order
+        self.routes: dict[str, tuple[tuple[int, Amount], ...]] = {}  # job -> (fabric, its need there), in order
+        self.targets: dict[tuple[int, tuple[int, ...] | None, int], tuple[int, ...]] = {}  # by what decides them
+        self.healthy = {fid for fid, f in snapshot.fabrics.items() if f.healthy}
+        # Each (team, fabric)'s limits, in the order they are judged: (key, limit, depth in the lineage).
+        self.caps: dict[tuple[int, int], tuple[tuple[tuple[int, int | None], Amount, int], ...]] = {}
+        # Whether any cap below the team's applies in this snapshot: a member's, a queue's share, an identity's.
+        self.person_caps = bool(
+            snapshot.owner_limits
+            or snapshot.member_limits
+            or any(q.gpu_share is not None for q in snapshot.queues.values())
+        )
         # Each fabric's size: what it holds in all when everything is up (work beyond it can never run there).
         self.sizes = {
             fid: self.ledger.capacity[fid] if f.size is None else amount(f.size) for fid, f in snapshot.fabrics.items()
@@ -99,31 +109,33 @@ class _Cycle:
         if queue is None:
             return False
         ledger = self.ledger
-        targets = self.healthy_targets.get(job.id)
-        if targets is None:  # the same in both passes: worked out once per job
-            targets = self.healthy_targets[job.id] = [
-                (fid, need_on(job, ledger.sharing[fid]))
-                for fid in _targets(job, queue, self.s)
-                if self.s.fabrics[fid].healthy
-            ]
+        route = self.routes.get(job.id)
+        if route is None:
+            route = self._route(job, queue)
+        healthy = self.healthy
+        g = job.group_id
         if department:
-            lineage = ledger.lineage(job.group_id)
+            lineage = ledger.lineage(g)
             if self.preempted:  # a team's use may have come down since the first pass: every level again
-                targets = [(f, need) for f, need in targets if ledger.owed_within(job.group_id, f, need) is not None]
+                targets = [
+                    (f, need) for f, need in route if f in healthy and ledger.owed_within(g, f, need) is not None
+                ]
             elif len(lineage) == 1:
                 return False  # no department, and the first pass found the team's own floor full
             else:  # the team's own level only filled up since the first pass found it full: the levels above
-                above = lineage[1:]
-                targets = [
-                    (f, need) for f, need in targets if any(ledger.within_reservation(d, f, need) for d in above)
-                ]
+                within = ledger.within_reservation
+                targets = []
+                for f, need in route:
+                    if f in healthy:
+                        for d in lineage[1:]:
+                            if within(d, f, need):
+                                targets.append((f, need))
+                                break
+        elif self.s.owner_reservations and self._owed_to_agent(job):
+            targets = [(f, need) for f, need in route if f in healthy]
         else:
-            owed_to_agent = self._owed_to_agent(job)
-            targets = [
-                (fid, need)
-                for fid, need in targets
-                if owed_to_agent or ledger.within_reservation(job.group_id, fid, need)
-            ]
+            within = ledger.within_reservation
+            targets = [(f, need) for f, need in route if f in healthy and within(g, f, need)]
         if not targets:
             return False
         for fid, need in targets:
@@ -179,31 +191,45 @@ class _Cycle:
     # -- pass 2: borrowing ---------------------------------------------------------------------------
     def consider(self, job: Job) -> None:
         queue = self.s.queues.get(job.queue_id)
-        targets = _targets(job, queue, self.s) if queue is not None else ()
-        if not targets:
+        route = self._route(job, queue) if queue is not None else ()
+        if not route:
             slug = queue.slug if queue else str(job.queue_id)
             self.waiting[job.id] = _Why(reasons.no_target(slug), None)
             return
         # Routing: the first target that can hold all of it now.
         why = []
-        for fid in targets:
-            outcome = self._try(job, fid)
+        for fid, need in route:
+            outcome = self._try(job, fid, need)
             if outcome is None:
                 return
             why.append(outcome)
         # A tier that may preempt: the first target where lower tiers' borrowed work can make room.
-        if self.preempting and self._tier_preempts(job, targets, why):
+        if self.preempting and self._tier_preempts(job, route, why):
             return
-        for fid, blocked in zip(targets, why, strict=True):
+        for (fid, need), blocked in zip(route, why, strict=True):
             if blocked.fabric_id is not None:
-                self._reserve(job, fid, need_on(job, self.ledger.sharing[fid]))
+                self._reserve(job, fid, need)
         self.waiting[job.id] = why[0]  # the first target's reason: where it would go first
 
-    def _try(self, job: Job, fid: int) -> _Why | None:
+    def _route(self, job: Job, queue: QueueState) -> tuple[tuple[int, Amount], ...]:
+        """The job's targets in its queue's order, each with the job's need there: worked out once per job and
+        cycle (both passes and the estimates read it)."""
+        route = self.routes.get(job.id)
+        if route is None:
+            by = (job.queue_id, job.only_on, job.nodes)
+            targets = self.targets.get(by)
+            if targets is None:
+                targets = self.targets[by] = _targets(job, queue, self.s)
+            shared = need_on(job, True)
+            whole = need_on(job, False) if job.per_node.gpus_milli % 1000 else shared
+            sharing = self.ledger.sharing
+            route = self.routes[job.id] = tuple((fid, shared if sharing[fid] else whole) for fid in targets)
+        return route
+
+    def _try(self, job: Job, fid: int, need: Amount) -> _Why | None:
         """None when the job was admitted on this fabric; else why not."""
         fabric = self.s.fabrics[fid]
         ledger = self.ledger
-        need = need_on(job, fabric.gpu_sharing)
         if not fabric.healthy:
             return _Why(reasons.fabric_unavailable(fabric.name), None)
         size = self.sizes[fid]
@@ -231,6 +257,34 @@ class _Cycle:
     def _limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
         """Why a cap holds the job back on this fabric (the first that does, team before member before queue
         before agent identity), or None."""
+        group_used = self.ledger.group_used
+        caps = self.caps.get((job.group_id, fid))
+        if caps is None:
+            caps = self.caps[job.group_id, fid] = self._caps(job.group_id, fid)
+        n0, n1, n2 = need
+        for key, limit, depth in caps:  # the team's and its departments' limits, in order: the first one over
+            used = group_used[key]
+            if used[0] + n0 > limit[0] or used[1] + n1 > limit[1] or used[2] + n2 > limit[2]:
+                at_limit = reasons.group_at_limit if depth == 0 else reasons.department_at_limit
+                where = "" if key[1] is None else self._name(fid)
+                return _Why(at_limit(where, used, limit, need), None, key)
+        if not self.person_caps:
+            return None
+        return self._person_limit_reason(job, fid, need)
+
+    def _caps(self, group_id: int, fid: int) -> tuple[tuple[tuple[int, int | None], Amount, int], ...]:
+        """The limits a team's work on a fabric is held to: each level's on the fabric, then across fabrics."""
+        ledger = self.ledger
+        out = []
+        for depth, level in enumerate(ledger.lineage(group_id)):
+            for key in ((level, fid), (level, None)):
+                limit = ledger.limit.get(key)
+                if limit is not None:
+                    out.append((key, limit, depth))
+        return tuple(out)
+
+    def _person_limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
+        """Past the team's limits: a member's, a queue's share and an agent identity's own (None: all hold)."""
         ledger, s = self.ledger, self.s
         g = job.group_id
         owner_limit = s.owner_limits.get(job.owner_id)
@@ -238,14 +292,7 @@ class _Cycle:
         queue = s.queues.get(job.queue_id)
         queue_cap = ledger.queue_cap(queue.gpu_share if queue else None, fid)
         if ledger.within_limits(job, fid, need, owner_limit, member_limit, queue_cap):
-            return None
-        for depth, level in enumerate(ledger.lineage(g)):
-            for key, where in (((level, fid), self._name(fid)), ((level, None), "")):
-                limit = ledger.limit.get(key)
-                if limit is not None and not fits(add(ledger.group_used[key], need), limit):
-                    used = ledger.group_used[key]
-                    at_limit = reasons.group_at_limit if depth == 0 else reasons.department_at_limit
-                    return _Why(at_limit(where, used, limit, need), None, key)
+            return None  # (the team's limits hold: _limit_reason judged them)
         if member_limit is not None and ledger.member_used[g, job.owner_id] + need[0] > member_limit:
             return _Why(reasons.member_at_limit(ledger.member_used[g, job.owner_id], member_limit, need[0]), None)
         in_queue = ledger.queue_used[job.queue_id, fid]
@@ -333,16 +380,15 @@ class _Cycle:
         return True
 
     # -- tier preemption (preemption.py) ----------------------------------------------------------------
-    def _tier_preempts(self, job: Job, targets: tuple[int, ...], why: list[_Why]) -> bool:
+    def _tier_preempts(self, job: Job, route: tuple[tuple[int, Amount], ...], why: list[_Why]) -> bool:
         """Admit the job by preempting borrowed work of lower tiers, on the first target where only capacity
         holds it back and no work ahead of it in line waits for that capacity. True when it was admitted."""
         tier = self.preempting.get(job.priority)
         if tier is None:
             return False
-        for fid, blocked in zip(targets, why, strict=True):
+        for (fid, need), blocked in zip(route, why, strict=True):
             if blocked.code not in _SHORT_OF_CAPACITY or fid in self.plans:
                 continue
-            need = need_on(job, self.ledger.sharing[fid])
             if self._reclaim(job, fid, need, below=tier.rank):
                 self._admit(job, fid, need)
                 return True
