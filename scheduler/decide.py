@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from scheduler import reasons
 from scheduler.backfill import Plan
-from scheduler.estimates import Profile
+from scheduler.estimates import MAX_PER_FABRIC, Profile
 from scheduler.ledger import ZERO, Amount, Ledger, add, amount, fits, need_on, sub
 from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting
 from scheduler.preemption import idle, may_preempt, victims
@@ -79,8 +79,9 @@ class _Cycle:
         self.gone: set[str] = set()  # preempted in this cycle
         self.waiting: dict[str, _Why] = {}
         self.array_active: defaultdict[str, int] = defaultdict(int)  # array -> its elements holding capacity
-        self.routes: dict[str, tuple[tuple[int, Amount], ...]] = {}  # job -> (fabric, its need there), in order
-        self.targets: dict[tuple[int, tuple[int, ...] | None, int], tuple[int, ...]] = {}  # by what decides them
+        # A job's targets and its need on each, by what decides them: its queue, native fabrics, nodes and request
+        # (many jobs share one; a cycle keeps few objects alive, and so spends little on collecting garbage).
+        self.routes: dict[tuple[object, ...], tuple[tuple[int, Amount], ...]] = {}
         self.healthy = {fid for fid, f in snapshot.fabrics.items() if f.healthy}
         # Each (team, fabric)'s limits, in the order they are judged: (key, limit, depth in the lineage).
         self.caps: dict[tuple[int, int], tuple[tuple[tuple[int, int | None], Amount, int], ...]] = {}
@@ -109,9 +110,7 @@ class _Cycle:
         if queue is None:
             return False
         ledger = self.ledger
-        route = self.routes.get(job.id)
-        if route is None:
-            route = self._route(job, queue)
+        route = self._route(job, queue)
         healthy = self.healthy
         g = job.group_id
         if department:
@@ -212,18 +211,16 @@ class _Cycle:
         self.waiting[job.id] = why[0]  # the first target's reason: where it would go first
 
     def _route(self, job: Job, queue: QueueState) -> tuple[tuple[int, Amount], ...]:
-        """The job's targets in its queue's order, each with the job's need there: worked out once per job and
-        cycle (both passes and the estimates read it)."""
-        route = self.routes.get(job.id)
+        """The job's targets in its queue's order, each with the job's need there."""
+        r = job.per_node
+        shape = (job.queue_id, job.only_on, job.nodes, r.gpus_milli, r.cpus_milli, r.memory_mib)
+        route = self.routes.get(shape)
         if route is None:
-            by = (job.queue_id, job.only_on, job.nodes)
-            targets = self.targets.get(by)
-            if targets is None:
-                targets = self.targets[by] = _targets(job, queue, self.s)
             shared = need_on(job, True)
-            whole = need_on(job, False) if job.per_node.gpus_milli % 1000 else shared
+            whole = need_on(job, False) if r.gpus_milli % 1000 else shared
             sharing = self.ledger.sharing
-            route = self.routes[job.id] = tuple((fid, shared if sharing[fid] else whole) for fid in targets)
+            targets = _targets(job, queue, self.s)
+            route = self.routes[shape] = tuple((fid, shared if sharing[fid] else whole) for fid in targets)
         return route
 
     def _try(self, job: Job, fid: int, need: Amount) -> _Why | None:
@@ -434,19 +431,22 @@ class _Cycle:
             places[job.queue_id] += 1
             fid = why.fabric_id
             start = None
+            # A profile past its MAX_PER_FABRIC estimates gives no more (estimates.py): not asked.
             if fid is not None:
                 profile = profiles.get(fid)
                 if profile is None:
                     profile = profiles[fid] = Profile(self.now, self.ledger.free(fid), self._releases(fid))
-                start = profile.earliest(need_on(job, self.ledger.sharing[fid]), job.runtime_limit_s)
+                if profile.estimated < MAX_PER_FABRIC:
+                    start = profile.earliest(need_on(job, self.ledger.sharing[fid]), job.runtime_limit_s)
             elif why.limit_key is not None:
                 key = why.limit_key
                 profile = limit_profiles.get(key)
                 if profile is None:
                     room = sub(self.ledger.limit[key], self.ledger.group_used[key])
                     profile = limit_profiles[key] = Profile(self.now, room, self._team_releases(key))
-                sharing = self.ledger.sharing[key[1]] if key[1] is not None else True
-                start = profile.earliest(need_on(job, sharing), job.runtime_limit_s)
+                if profile.estimated < MAX_PER_FABRIC:
+                    sharing = self.ledger.sharing[key[1]] if key[1] is not None else True
+                    start = profile.earliest(need_on(job, sharing), job.runtime_limit_s)
             waiting.append(Waiting(job.id, why.reason, start, places[job.queue_id]))
         return Decisions(admit=tuple(self.admitted), waiting=tuple(waiting), preempt=tuple(self.preempted))
 
