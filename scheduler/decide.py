@@ -46,8 +46,8 @@ def decide(snapshot: Snapshot) -> Decisions:
     # 2. What each team is owed: work within its unused reservation goes first, whatever its priority; then
     #    work within its department's unused reservation (a team's own floor before what sister teams share).
     #    An array's elements past its % limit wait, whatever is free.
-    rest = [job for job in line if not (job.array_throttle and cycle.throttled(job)) and not cycle.owed(job)]
-    borrowers = [job for job in rest if not cycle.owed(job, department=True)] if cycle.departments_owe() else rest
+    rest = cycle.teams_owed(line)
+    borrowers = cycle.departments_owed(rest) if cycle.departments_owe() else rest
     # 3. The rest borrows what is left, in line order, with backfill around the first work waiting on each fabric
     #    (backfill.py); a tier that may preempt takes borrowed capacity from lower tiers where nothing ahead of it
     #    waits for it (preemption.py).
@@ -83,8 +83,8 @@ class _Cycle:
         # (many jobs share one; a cycle keeps few objects alive, and so spends little on collecting garbage).
         self.routes: dict[tuple[object, ...], tuple[tuple[int, Amount], ...]] = {}
         self.healthy = {fid for fid, f in snapshot.fabrics.items() if f.healthy}
-        # Each (team, fabric)'s limits, in the order they are judged: (key, limit, depth in the lineage).
-        self.caps: dict[tuple[int, int], tuple[tuple[tuple[int, int | None], Amount, int], ...]] = {}
+        # Each team's levels, nearest first: (the level, its depth, its limit across fabrics or None).
+        self.levels: dict[int, tuple[tuple[int, int, Amount | None], ...]] = {}
         # Whether any cap below the team's applies in this snapshot: a member's, a queue's share, an identity's.
         self.person_caps = bool(
             snapshot.owner_limits
@@ -101,6 +101,68 @@ class _Cycle:
                 self.array_active[job.array_id] += 1
 
     # -- pass 1: what teams are owed -----------------------------------------------------------------
+    def teams_owed(self, line: list[Job]) -> list[Job]:
+        """Handle the work within its team's unused reservation (and array elements past their % limit); the
+        rest, returned in line order, borrows.
+
+        Most work is not owed: a job whose team's unused reservation holds it on none of its healthy targets is
+        passed over here, where owed() would return False for it without deciding anything."""
+        rest = []
+        queues, healthy, agents = self.s.queues, self.healthy, bool(self.s.owner_reservations)
+        reserved, group_used = self.ledger.reserved.get, self.ledger.group_used.get
+        for job in line:
+            if job.array_throttle and self.throttled(job):
+                continue
+            queue = queues.get(job.queue_id)
+            if queue is None:
+                rest.append(job)
+                continue
+            if not agents:  # (an agent's own reservation may make its work owed whatever the team's holds)
+                g = job.group_id
+                for fid, need in self._route(job, queue):
+                    if fid not in healthy:
+                        continue
+                    r = reserved((g, fid))
+                    if r is None or not (r[0] or r[1] or r[2]):
+                        continue
+                    used = group_used((g, fid), ZERO)  # within_reservation() inlined: this pass's hot path
+                    if (
+                        (not r[0] or used[0] + need[0] <= r[0])
+                        and (not r[1] or used[1] + need[1] <= r[1])
+                        and (not r[2] or used[2] + need[2] <= r[2])
+                    ):
+                        break
+                else:
+                    rest.append(job)
+                    continue
+            if not self.owed(job):
+                rest.append(job)
+        return rest
+
+    def departments_owed(self, rest: list[Job]) -> list[Job]:
+        """Handle the work within a department's unused reservation; the rest, returned in line order, borrows.
+
+        Until something is preempted, a job whose team has no department, or none of whose departments' unused
+        reservations hold it on a healthy target, is passed over here, where owed() would return False for it."""
+        borrowers = []
+        queues, healthy, ledger = self.s.queues, self.healthy, self.ledger
+        within = ledger.within_reservation
+        for job in rest:
+            if not self.preempted:
+                queue = queues.get(job.queue_id)
+                if queue is None:
+                    borrowers.append(job)
+                    continue
+                above = ledger.lineage(job.group_id)[1:]
+                if not above or not any(
+                    within(d, fid, need) for fid, need in self._route(job, queue) if fid in healthy for d in above
+                ):
+                    borrowers.append(job)
+                    continue
+            if not self.owed(job, department=True):
+                borrowers.append(job)
+        return borrowers
+
     def owed(self, job: Job, department: bool = False) -> bool:
         """Handle the job if it fits within its team's unused reservation on one of its targets (with
         `department`: within that of a department above the team).
@@ -254,31 +316,36 @@ class _Cycle:
     def _limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
         """Why a cap holds the job back on this fabric (the first that does, team before member before queue
         before agent identity), or None."""
-        group_used = self.ledger.group_used
-        caps = self.caps.get((job.group_id, fid))
-        if caps is None:
-            caps = self.caps[job.group_id, fid] = self._caps(job.group_id, fid)
+        ledger = self.ledger
+        limits, used_by = ledger.limit.get, ledger.group_used.get
+        levels = self.levels.get(job.group_id)
+        if levels is None:
+            levels = self.levels[job.group_id] = tuple(
+                (level, depth, ledger.limit.get((level, None)))
+                for depth, level in enumerate(ledger.lineage(job.group_id))
+            )
         n0, n1, n2 = need
-        for key, limit, depth in caps:  # the team's and its departments' limits, in order: the first one over
-            used = group_used[key]
-            if used[0] + n0 > limit[0] or used[1] + n1 > limit[1] or used[2] + n2 > limit[2]:
-                at_limit = reasons.group_at_limit if depth == 0 else reasons.department_at_limit
-                where = "" if key[1] is None else self._name(fid)
-                return _Why(at_limit(where, used, limit, need), None, key)
+        # Each level's limit on the fabric, then across fabrics, nearest level first: the first one over.
+        for level, depth, across in levels:
+            limit = limits((level, fid))
+            if limit is not None:
+                used = used_by((level, fid), ZERO)
+                if used[0] + n0 > limit[0] or used[1] + n1 > limit[1] or used[2] + n2 > limit[2]:
+                    return self._at_limit((level, fid), depth, self._name(fid), used, limit, need)
+            if across is not None:
+                used = used_by((level, None), ZERO)
+                if used[0] + n0 > across[0] or used[1] + n1 > across[1] or used[2] + n2 > across[2]:
+                    return self._at_limit((level, None), depth, "", used, across, need)
         if not self.person_caps:
             return None
         return self._person_limit_reason(job, fid, need)
 
-    def _caps(self, group_id: int, fid: int) -> tuple[tuple[tuple[int, int | None], Amount, int], ...]:
-        """The limits a team's work on a fabric is held to: each level's on the fabric, then across fabrics."""
-        ledger = self.ledger
-        out = []
-        for depth, level in enumerate(ledger.lineage(group_id)):
-            for key in ((level, fid), (level, None)):
-                limit = ledger.limit.get(key)
-                if limit is not None:
-                    out.append((key, limit, depth))
-        return tuple(out)
+    @staticmethod
+    def _at_limit(
+        key: tuple[int, int | None], depth: int, where: str, used: Amount, limit: Amount, need: Amount
+    ) -> _Why:
+        at_limit = reasons.group_at_limit if depth == 0 else reasons.department_at_limit
+        return _Why(at_limit(where, used, limit, need), None, key)
 
     def _person_limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
         """Past the team's limits: a member's, a queue's share and an agent identity's own (None: all hold)."""

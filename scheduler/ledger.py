@@ -105,7 +105,7 @@ class Ledger:
         g, c, m = reserved
         if not (g or c or m):
             return False
-        used = self.group_used[group_id, fabric_id]
+        used = self.group_used.get((group_id, fabric_id), ZERO)
         # Unrolled over the three resources (the hot path of both passes): each one reserved must hold `need`.
         return (
             (not g or used[0] + need[0] <= g)
