@@ -85,6 +85,7 @@ class _Cycle:
         self.healthy = {fid for fid, f in snapshot.fabrics.items() if f.healthy}
         # Each team's levels, nearest first: (the level, its depth, its limit across fabrics or None).
         self.levels: dict[int, tuple[tuple[int, int, Amount | None], ...]] = {}
+        self.own: dict[int, tuple[int]] = {}  # group -> (group,): the one level its own reservation is judged at
         # Whether any cap below the team's applies in this snapshot: a member's, a queue's share, an identity's.
         self.person_caps = bool(
             snapshot.owner_limits
@@ -108,8 +109,7 @@ class _Cycle:
         Most work is not owed: a job whose team's unused reservation holds it on none of its healthy targets is
         passed over here, where owed() would return False for it without deciding anything."""
         rest = []
-        queues, healthy, agents = self.s.queues, self.healthy, bool(self.s.owner_reservations)
-        reserved, group_used = self.ledger.reserved.get, self.ledger.group_used.get
+        queues, agents = self.s.queues, bool(self.s.owner_reservations)
         for job in line:
             if job.array_throttle and self.throttled(job):
                 continue
@@ -117,24 +117,10 @@ class _Cycle:
             if queue is None:
                 rest.append(job)
                 continue
-            if not agents:  # (an agent's own reservation may make its work owed whatever the team's holds)
-                g = job.group_id
-                for fid, need in self._route(job, queue):
-                    if fid not in healthy:
-                        continue
-                    r = reserved((g, fid))
-                    if r is None or not (r[0] or r[1] or r[2]):
-                        continue
-                    used = group_used((g, fid), ZERO)  # within_reservation() inlined: this pass's hot path
-                    if (
-                        (not r[0] or used[0] + need[0] <= r[0])
-                        and (not r[1] or used[1] + need[1] <= r[1])
-                        and (not r[2] or used[2] + need[2] <= r[2])
-                    ):
-                        break
-                else:
-                    rest.append(job)
-                    continue
+            # (An agent's own reservation may make its work owed whatever the team's holds.)
+            if not agents and not self._within_any(self._levels_of(job.group_id), self._route(job, queue)):
+                rest.append(job)
+                continue
             if not self.owed(job):
                 rest.append(job)
         return rest
@@ -145,23 +131,48 @@ class _Cycle:
         Until something is preempted, a job whose team has no department, or none of whose departments' unused
         reservations hold it on a healthy target, is passed over here, where owed() would return False for it."""
         borrowers = []
-        queues, healthy, ledger = self.s.queues, self.healthy, self.ledger
-        within = ledger.within_reservation
+        queues, ledger = self.s.queues, self.ledger
+        above_of: dict[int, tuple[int, ...]] = {}
         for job in rest:
             if not self.preempted:
                 queue = queues.get(job.queue_id)
                 if queue is None:
                     borrowers.append(job)
                     continue
-                above = ledger.lineage(job.group_id)[1:]
-                if not above or not any(
-                    within(d, fid, need) for fid, need in self._route(job, queue) if fid in healthy for d in above
-                ):
+                above = above_of.get(job.group_id)
+                if above is None:
+                    above = above_of[job.group_id] = ledger.lineage(job.group_id)[1:]
+                if not above or not self._within_any(above, self._route(job, queue)):
                     borrowers.append(job)
                     continue
             if not self.owed(job, department=True):
                 borrowers.append(job)
         return borrowers
+
+    def _levels_of(self, group_id: int) -> tuple[int, ...]:
+        found = self.own.get(group_id)
+        if found is None:
+            found = self.own[group_id] = (group_id,)
+        return found
+
+    def _within_any(self, levels: tuple[int, ...], route: tuple[tuple[int, Amount], ...]) -> bool:
+        """Whether the unused reservation of one of these levels holds the job on one of its healthy targets
+        (Ledger.within_reservation, inlined: the hot path of both passes)."""
+        healthy, reserved, group_used = self.healthy, self.ledger.reserved.get, self.ledger.group_used.get
+        for fid, need in route:
+            if fid in healthy:
+                for level in levels:
+                    r = reserved((level, fid))
+                    if r is None or not (r[0] or r[1] or r[2]):
+                        continue
+                    used = group_used((level, fid), ZERO)
+                    if (
+                        (not r[0] or used[0] + need[0] <= r[0])
+                        and (not r[1] or used[1] + need[1] <= r[1])
+                        and (not r[2] or used[2] + need[2] <= r[2])
+                    ):
+                        return True
+        return False
 
     def owed(self, job: Job, department: bool = False) -> bool:
         """Handle the job if it fits within its team's unused reservation on one of its targets (with
