@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import NamedTuple
 
 from scheduler import reasons
@@ -96,6 +97,8 @@ class _Cycle:
         self.sizes = {
             fid: self.ledger.capacity[fid] if f.size is None else amount(f.size) for fid, f in snapshot.fabrics.items()
         }
+        self.spans: dict[int, timedelta] = {}  # runtime limit (s) -> as a timedelta
+        self.ends: dict[int, datetime] = {}  # runtime limit (s) -> when work started now ends
         self.by_limit: dict[tuple[int, int | None], list[tuple[datetime, Amount]]] | None = None
         for job in snapshot.running:
             if job.array_id:
@@ -303,20 +306,21 @@ class _Cycle:
         if not fabric.healthy:
             return _Why(reasons.fabric_unavailable(fabric.name), None)
         size = self.sizes[fid]
-        if not fits(need, size):
+        n0, n1, n2 = need
+        if n0 > size[0] or n1 > size[1] or n2 > size[2]:
             return _Why(reasons.too_big(fabric.name, size, need), None)
         limited = self._limit_reason(job, fid, need)
         if limited is not None:
             return limited
         capacity, used = ledger.capacity[fid], ledger.used[fid]
         free = (capacity[0] - used[0], capacity[1] - used[1], capacity[2] - used[2])
-        if not fits(need, free):
+        if n0 > free[0] or n1 > free[1] or n2 > free[2]:
             if job.nodes > 1:
                 args = (fabric.name, job.nodes, free, need)
                 return _Why(reasons.gang_does_not_fit(*args), fid)
             return _Why(reasons.no_capacity(fabric.name, free, need), fid)
         held = ledger.held[fid]
-        if not fits(need, sub(free, held)):
+        if (held[0] or held[1] or held[2]) and not fits(need, sub(free, held)):  # (nothing held: it fits)
             return _Why(reasons.held_for_reservations(fabric.name, held), None)
         plan = self.plans.get(fid)
         if plan is not None and not plan.admits(job.runtime_limit_s, need):
@@ -478,11 +482,25 @@ class _Cycle:
             if job.id in self.gone:
                 continue
             start = job.started_at or self.now
-            out.append((max(self.now, start + timedelta(seconds=job.runtime_limit_s)), need_on(job, sharing)))
+            out.append((max(self.now, start + self._span(job.runtime_limit_s)), need_on(job, sharing)))
         for job in self.admitted_on[fid]:
-            out.append((self.now + timedelta(seconds=job.runtime_limit_s), need_on(job, sharing)))
-        out.sort(key=lambda r: r[0])
+            out.append((self._end(job.runtime_limit_s), need_on(job, sharing)))
+        out.sort(key=itemgetter(0))
         return out
+
+    def _span(self, seconds: int) -> timedelta:
+        """A runtime limit as a timedelta (many jobs share one)."""
+        span = self.spans.get(seconds)
+        if span is None:
+            span = self.spans[seconds] = timedelta(seconds=seconds)
+        return span
+
+    def _end(self, seconds: int) -> datetime:
+        """When work started now ends at its runtime limit."""
+        end = self.ends.get(seconds)
+        if end is None:
+            end = self.ends[seconds] = self.now + self._span(seconds)
+        return end
 
     def _reserve(self, job: Job, fid: int, need: Amount) -> None:
         """Work blocked on a fabric reserves its earliest start there (while the fabric's plan has room for more
@@ -538,13 +556,13 @@ class _Cycle:
                     if job.id in self.gone:
                         continue
                     start = job.started_at or self.now
-                    end = max(self.now, start + timedelta(seconds=job.runtime_limit_s))
+                    end = max(self.now, start + self._span(job.runtime_limit_s))
                     release = (end, need_on(job, self.ledger.sharing[fid]))
                     for level in self.ledger.lineage(job.group_id):
                         self.by_limit[level, fid].append(release)
                         self.by_limit[level, None].append(release)
         out = list(self.by_limit.get(key, ()))
-        out.sort(key=lambda r: r[0])
+        out.sort(key=itemgetter(0))
         return out
 
 
