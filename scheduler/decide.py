@@ -78,7 +78,11 @@ class _Cycle:
         self.admitted_on: defaultdict[int, list[Job]] = defaultdict(list)
         self.preempted: list[Preempt] = []
         self.gone: set[str] = set()  # preempted in this cycle
-        self.waiting: dict[str, _Why] = {}
+        # Why each waiting job waits, and what it waits for: a fabric's capacity, or a limit (its key). Kept apart
+        # rather than as _Why objects: a cycle that leaves fewer objects alive spends less on collecting garbage.
+        self.waiting: dict[str, Reason] = {}
+        self.waits_on: dict[str, int] = {}
+        self.waits_under: dict[str, tuple[int, int | None]] = {}
         self.array_active: defaultdict[str, int] = defaultdict(int)  # array -> its elements holding capacity
         # A job's targets and its need on each, by what decides them: its queue, native fabrics, nodes and request
         # (many jobs share one; a cycle keeps few objects alive, and so spends little on collecting garbage).
@@ -235,12 +239,12 @@ class _Cycle:
         fid, need = targets[0]
         limited = self._limit_reason(job, fid, need)
         if limited is not None:
-            self.waiting[job.id] = limited
+            self._wait(job, limited)
             return True
         # Owed but not free yet, and nothing to take back: hold it, so it goes to this team as it frees up.
         ledger.hold(fid, need)
         free = sub(ledger.free(fid), ledger.held[fid])
-        self.waiting[job.id] = _Why(reasons.no_capacity(self._name(fid), free, need), fid)
+        self._wait(job, _Why(reasons.no_capacity(self._name(fid), free, need), fid))
         return True
 
     def departments_owe(self) -> bool:
@@ -269,7 +273,7 @@ class _Cycle:
         route = self._route(job, queue) if queue is not None else ()
         if not route:
             slug = queue.slug if queue else str(job.queue_id)
-            self.waiting[job.id] = _Why(reasons.no_target(slug), None)
+            self.waiting[job.id] = reasons.no_target(slug)
             return
         # Routing: the first target that can hold all of it now.
         why = []
@@ -284,7 +288,7 @@ class _Cycle:
         for (fid, need), blocked in zip(route, why, strict=True):
             if blocked.fabric_id is not None:
                 self._reserve(job, fid, need)
-        self.waiting[job.id] = why[0]  # the first target's reason: where it would go first
+        self._wait(job, why[0])  # the first target's reason: where it would go first
 
     def _route(self, job: Job, queue: QueueState) -> tuple[tuple[int, Amount], ...]:
         """The job's targets in its queue's order, each with the job's need there."""
@@ -387,8 +391,15 @@ class _Cycle:
         """Whether the job is an array element past its array's % limit (then it waits, with that reason)."""
         if not job.array_throttle or self.array_active[job.array_id] < job.array_throttle:
             return False
-        self.waiting[job.id] = _Why(reasons.array_throttle(job.array_throttle), None)
+        self.waiting[job.id] = reasons.array_throttle(job.array_throttle)
         return True
+
+    def _wait(self, job: Job, why: _Why) -> None:
+        self.waiting[job.id] = why.reason
+        if why.fabric_id is not None:
+            self.waits_on[job.id] = why.fabric_id
+        elif why.limit_key is not None:
+            self.waits_under[job.id] = why.limit_key
 
     def _admit(self, job: Job, fid: int, need: Amount) -> None:
         if job.array_id:
@@ -521,11 +532,11 @@ class _Cycle:
         places: defaultdict[int, int] = defaultdict(int)
         waiting = []
         for job in line:
-            why = self.waiting.get(job.id)
-            if why is None:
+            reason = self.waiting.get(job.id)
+            if reason is None:
                 continue
             places[job.queue_id] += 1
-            fid = why.fabric_id
+            fid = self.waits_on.get(job.id)
             start = None
             # A profile past its MAX_PER_FABRIC estimates gives no more (estimates.py): not asked.
             if fid is not None:
@@ -534,8 +545,8 @@ class _Cycle:
                     profile = profiles[fid] = Profile(self.now, self.ledger.free(fid), self._releases(fid))
                 if profile.estimated < MAX_PER_FABRIC:
                     start = profile.earliest(need_on(job, self.ledger.sharing[fid]), job.runtime_limit_s)
-            elif why.limit_key is not None:
-                key = why.limit_key
+            elif job.id in self.waits_under:
+                key = self.waits_under[job.id]
                 profile = limit_profiles.get(key)
                 if profile is None:
                     room = sub(self.ledger.limit[key], self.ledger.group_used[key])
@@ -543,7 +554,7 @@ class _Cycle:
                 if profile.estimated < MAX_PER_FABRIC:
                     sharing = self.ledger.sharing[key[1]] if key[1] is not None else True
                     start = profile.earliest(need_on(job, sharing), job.runtime_limit_s)
-            waiting.append(Waiting(job.id, why.reason, start, places[job.queue_id]))
+            waiting.append(Waiting(job.id, reason, start, places[job.queue_id]))
         return Decisions(admit=tuple(self.admitted), waiting=tuple(waiting), preempt=tuple(self.preempted))
 
     def _team_releases(self, key: tuple[int, int | None]) -> list[tuple[datetime, Amount]]:
