@@ -60,10 +60,15 @@ class Ledger:
         self.queue_used: defaultdict[tuple[int, int], int] = defaultdict(int)  # (queue, fabric) -> GPUs (milli)
         self.reserved: dict[tuple[int, int | None], Amount] = {}
         self.limit: dict[tuple[int, int | None], Amount] = {}
-        for key, quota in snapshot.quotas.items():  # amount() inlined: one per quota, there may be thousands
+        # amount() inlined: one per quota, there may be thousands. Most quotas share a few amounts: each is kept
+        # once, so a cycle leaves few objects for the garbage collector to walk.
+        shared: dict[Amount, Amount] = {}
+        for key, quota in snapshot.quotas.items():
             r, cap = quota.reservation, quota.limit
-            self.reserved[key] = (r.gpus_milli, r.cpus_milli, r.memory_mib)
-            self.limit[key] = (cap.gpus_milli, cap.cpus_milli, cap.memory_mib)
+            reserved = (r.gpus_milli, r.cpus_milli, r.memory_mib)
+            limit = (cap.gpus_milli, cap.cpus_milli, cap.memory_mib)
+            self.reserved[key] = shared.setdefault(reserved, reserved)
+            self.limit[key] = shared.setdefault(limit, limit)
         self.sharing = {fid: f.gpu_sharing for fid, f in snapshot.fabrics.items()}
         self.lineages: dict[int, tuple[int, ...]] = {}  # group -> (group, its department, ...)
         self.parents = snapshot.parents
