@@ -117,6 +117,8 @@ class _Cycle:
         passed over here, where owed() would return False for it without deciding anything."""
         rest = []
         queues, agents = self.s.queues, bool(self.s.owner_reservations)
+        passed: set[tuple[tuple[int, ...], int]] = set()  # see _within_any
+        preempted = 0
         for job in line:
             if job.array_throttle and self.throttled(job):
                 continue
@@ -125,9 +127,19 @@ class _Cycle:
                 rest.append(job)
                 continue
             # (An agent's own reservation may make its work owed whatever the team's holds.)
-            if not agents and not self._within_any(self._levels_of(job.group_id), self._route(job, queue)):
-                rest.append(job)
-                continue
+            if not agents:
+                if len(self.preempted) != preempted:
+                    passed.clear()
+                    preempted = len(self.preempted)
+                levels, route = self._levels_of(job.group_id), self._route(job, queue)
+                seen = (levels, id(route))
+                if seen in passed:
+                    rest.append(job)
+                    continue
+                if not self._within_any(levels, route):
+                    passed.add(seen)
+                    rest.append(job)
+                    continue
             if not self.owed(job):
                 rest.append(job)
         return rest
@@ -140,6 +152,7 @@ class _Cycle:
         borrowers = []
         queues, ledger = self.s.queues, self.ledger
         above_of: dict[int, tuple[int, ...]] = {}
+        passed: set[tuple[tuple[int, ...], int]] = set()  # see _within_any
         for job in rest:
             if not self.preempted:
                 queue = queues.get(job.queue_id)
@@ -149,7 +162,16 @@ class _Cycle:
                 above = above_of.get(job.group_id)
                 if above is None:
                     above = above_of[job.group_id] = ledger.lineage(job.group_id)[1:]
-                if not above or not self._within_any(above, self._route(job, queue)):
+                if not above:
+                    borrowers.append(job)
+                    continue
+                route = self._route(job, queue)
+                seen = (above, id(route))
+                if seen in passed:
+                    borrowers.append(job)
+                    continue
+                if not self._within_any(above, route):
+                    passed.add(seen)
                     borrowers.append(job)
                     continue
             if not self.owed(job, department=True):
@@ -164,7 +186,12 @@ class _Cycle:
 
     def _within_any(self, levels: tuple[int, ...], route: tuple[tuple[int, Amount], ...]) -> bool:
         """Whether the unused reservation of one of these levels holds the job on one of its healthy targets
-        (Ledger.within_reservation, inlined: the hot path of both passes)."""
+        (Ledger.within_reservation, inlined: the hot path of both passes).
+
+        Once it does not, for these levels and this route (one object per shape of work for the whole cycle, so
+        its id names the shape), it will not for any later job of the same levels and shape in the same pass:
+        a level's use only grows as work is admitted, and only preemption gives any back. The passes remember
+        such (levels, route) pairs, and forget them when something is preempted."""
         healthy, reserved, group_used = self.healthy, self.ledger.reserved.get, self.ledger.group_used.get
         for fid, need in route:
             if fid in healthy:
