@@ -587,8 +587,9 @@ class _Cycle:
     def _team_releases(self, key: tuple[int, int | None]) -> list[tuple[datetime, Amount]]:
         """When a team's use under one of its limits comes down: each of its running jobs (on that fabric, or
         anywhere for its team-wide limit) at its runtime limit."""
-        if self.by_limit is None:  # every job's release under each limit it counts for, indexed once
+        if self.by_limit is None:  # every job's release under each limit work waits under, indexed once
             self.by_limit = defaultdict(list)
+            asked = set(self.waits_under.values())
             for fid, jobs in [*self.running.items(), *self.admitted_on.items()]:
                 for job in jobs:
                     if job.id in self.gone:
@@ -597,8 +598,9 @@ class _Cycle:
                     end = max(self.now, start + self._span(job.runtime_limit_s))
                     release = (end, need_on(job, self.ledger.sharing[fid]))
                     for level in self.ledger.lineage(job.group_id):
-                        self.by_limit[level, fid].append(release)
-                        self.by_limit[level, None].append(release)
+                        for limit_key in ((level, fid), (level, None)):
+                            if limit_key in asked:
+                                self.by_limit[limit_key].append(release)
         out = list(self.by_limit.get(key, ()))
         out.sort(key=itemgetter(0))
         return out

@@ -152,14 +152,17 @@ class Ledger:
 
     def _move(self, job: Job, fabric_id: int, need: Amount, sign: int) -> None:
         g = job.group_id
-        delta = (sign * need[0], sign * need[1], sign * need[2])
-        self.used[fabric_id] = add(self.used[fabric_id], delta)
+        d0, d1, d2 = sign * need[0], sign * need[1], sign * need[2]
+        used = self.used[fabric_id]
+        self.used[fabric_id] = (used[0] + d0, used[1] + d1, used[2] + d2)
+        group_used = self.group_used
         for level in self.lineage(g):
-            self.group_used[level, fabric_id] = add(self.group_used[level, fabric_id], delta)
-            self.group_used[level, None] = add(self.group_used[level, None], delta)
-        self.owner_used[job.owner_id] += delta[0]
-        self.member_used[g, job.owner_id] += delta[0]
-        self.queue_used[job.queue_id, fabric_id] += delta[0]
+            for key in ((level, fabric_id), (level, None)):
+                used = group_used[key]
+                group_used[key] = (used[0] + d0, used[1] + d1, used[2] + d2)
+        self.owner_used[job.owner_id] += d0
+        self.member_used[g, job.owner_id] += d0
+        self.queue_used[job.queue_id, fabric_id] += d0
 
     def queue_cap(self, share: int | None, fabric_id: int) -> int | None:
         """The GPUs (milli) a queue with this share of a fabric may hold there; None: no cap."""
