@@ -27,6 +27,9 @@ from scheduler.reasons import Reason
 _SHORT_OF_CAPACITY = frozenset({reasons.NO_CAPACITY, reasons.GANG_DOES_NOT_FIT, reasons.HELD_FOR_RESERVATIONS})
 
 
+Route = tuple[tuple[int, Amount], ...]  # a job's targets in order, each with its need there
+
+
 class _Why(NamedTuple):
     """Why a job waits, and the fabric it waits for capacity on (where a start can be estimated), or the team
     limit it waits under ((group, fabric or None), where a start can be estimated from the team's running work)."""
@@ -47,14 +50,14 @@ def decide(snapshot: Snapshot) -> Decisions:
     # 2. What each team is owed: work within its unused reservation goes first, whatever its priority; then
     #    work within its department's unused reservation (a team's own floor before what sister teams share).
     #    An array's elements past its % limit wait, whatever is free.
-    rest = cycle.teams_owed(line)
-    borrowers = cycle.departments_owed(rest) if cycle.departments_owe() else rest
+    rest, routes = cycle.teams_owed(line)
+    borrowers, routes = cycle.departments_owed(rest, routes) if cycle.departments_owe() else (rest, routes)
     # 3. The rest borrows what is left, in line order, with backfill around the first work waiting on each fabric
     #    (backfill.py); a tier that may preempt takes borrowed capacity from lower tiers where nothing ahead of it
     #    waits for it (preemption.py).
-    for job in borrowers:
+    for job, route in zip(borrowers, routes, strict=True):
         if not (job.array_throttle and cycle.throttled(job)):
-            cycle.consider(job)
+            cycle.consider(job, route)
     # 4. Estimate when the waiting work could start, in line order.
     return cycle.decisions(line)
 
@@ -86,7 +89,7 @@ class _Cycle:
         self.array_active: defaultdict[str, int] = defaultdict(int)  # array -> its elements holding capacity
         # A job's targets and its need on each, by what decides them: its queue, native fabrics, nodes and request
         # (many jobs share one; a cycle keeps few objects alive, and so spends little on collecting garbage).
-        self.routes: dict[tuple[object, ...], tuple[tuple[int, Amount], ...]] = {}
+        self.routes: dict[tuple[object, ...], Route] = {}
         self.healthy = {fid for fid, f in snapshot.fabrics.items() if f.healthy}
         # Each team's levels, nearest first: (the level, its depth, its limit across fabrics or None).
         self.levels: dict[int, tuple[tuple[int, int, Amount | None], ...]] = {}
@@ -109,13 +112,14 @@ class _Cycle:
                 self.array_active[job.array_id] += 1
 
     # -- pass 1: what teams are owed -----------------------------------------------------------------
-    def teams_owed(self, line: list[Job]) -> list[Job]:
+    def teams_owed(self, line: list[Job]) -> tuple[list[Job], list[Route]]:
         """Handle the work within its team's unused reservation (and array elements past their % limit); the
-        rest, returned in line order, borrows.
+        rest, returned in line order with each job's route, borrows.
 
         Most work is not owed: a job whose team's unused reservation holds it on none of its healthy targets is
         passed over here, where owed() would return False for it without deciding anything."""
-        rest = []
+        rest: list[Job] = []
+        routes: list[Route] = []  # each job's in `rest`, worked out once for the passes after this one
         queues, agents = self.s.queues, bool(self.s.owner_reservations)
         passed: set[tuple[tuple[int, ...], int]] = set()  # see _within_any
         preempted = 0
@@ -123,60 +127,62 @@ class _Cycle:
             if job.array_throttle and self.throttled(job):
                 continue
             queue = queues.get(job.queue_id)
-            if queue is None:
-                rest.append(job)
-                continue
+            route = () if queue is None else self._route(job, queue)
             # (An agent's own reservation may make its work owed whatever the team's holds.)
-            if not agents:
+            if route and not agents:
                 if len(self.preempted) != preempted:
                     passed.clear()
                     preempted = len(self.preempted)
-                levels, route = self._levels_of(job.group_id), self._route(job, queue)
+                levels = self._levels_of(job.group_id)
                 seen = (levels, id(route))
                 if seen in passed:
                     rest.append(job)
+                    routes.append(route)
                     continue
                 if not self._within_any(levels, route):
                     passed.add(seen)
                     rest.append(job)
+                    routes.append(route)
                     continue
-            if not self.owed(job):
+            if not self.owed(job, route):
                 rest.append(job)
-        return rest
+                routes.append(route)
+        return rest, routes
 
-    def departments_owed(self, rest: list[Job]) -> list[Job]:
-        """Handle the work within a department's unused reservation; the rest, returned in line order, borrows.
+    def departments_owed(self, rest: list[Job], routes: list[Route]) -> tuple[list[Job], list[Route]]:
+        """Handle the work within a department's unused reservation; the rest, returned in line order with each
+        job's route, borrows.
 
         Until something is preempted, a job whose team has no department, or none of whose departments' unused
         reservations hold it on a healthy target, is passed over here, where owed() would return False for it."""
-        borrowers = []
-        queues, ledger = self.s.queues, self.ledger
+        borrowers: list[Job] = []
+        left: list[Route] = []
+        ledger = self.ledger
         above_of: dict[int, tuple[int, ...]] = {}
         passed: set[tuple[tuple[int, ...], int]] = set()  # see _within_any
-        for job in rest:
+        for job, route in zip(rest, routes, strict=True):
             if not self.preempted:
-                queue = queues.get(job.queue_id)
-                if queue is None:
-                    borrowers.append(job)
-                    continue
                 above = above_of.get(job.group_id)
                 if above is None:
                     above = above_of[job.group_id] = ledger.lineage(job.group_id)[1:]
-                if not above:
+                if not route or not above:
                     borrowers.append(job)
+                    left.append(route)
                     continue
-                route = self._route(job, queue)
                 seen = (above, id(route))
                 if seen in passed:
                     borrowers.append(job)
+                    left.append(route)
                     continue
                 if not self._within_any(above, route):
                     passed.add(seen)
                     borrowers.append(job)
+                    left.append(route)
                     continue
-            if not self.owed(job, department=True):
+            if not self.owed(job, route, department=True):
                 borrowers.append(job)
-        return borrowers
+                left.append(route)
+        return borrowers, left
 
     def _levels_of(self, group_id: int) -> tuple[int, ...]:
         found = self.own.get(group_id)
@@ -184,7 +190,7 @@ class _Cycle:
             found = self.own[group_id] = (group_id,)
         return found
 
-    def _within_any(self, levels: tuple[int, ...], route: tuple[tuple[int, Amount], ...]) -> bool:
+    def _within_any(self, levels: tuple[int, ...], route: Route) -> bool:
         """Whether the unused reservation of one of these levels holds the job on one of its healthy targets
         (Ledger.within_reservation, inlined: the hot path of both passes).
 
@@ -208,16 +214,15 @@ class _Cycle:
                         return True
         return False
 
-    def owed(self, job: Job, department: bool = False) -> bool:
+    def owed(self, job: Job, route: Route, department: bool = False) -> bool:
         """Handle the job if it fits within its team's unused reservation on one of its targets (with
         `department`: within that of a department above the team).
 
-        Returns False, deciding nothing, when it does not: it then borrows in the second pass."""
-        queue = self.s.queues.get(job.queue_id)
-        if queue is None:
+        Returns False, deciding nothing, when it does not: it then borrows in the second pass. `route`: the job's
+        targets with its need on each (none where its queue is gone)."""
+        if not route:
             return False
         ledger = self.ledger
-        route = self._route(job, queue)
         healthy = self.healthy
         g = job.group_id
         if department:
@@ -295,10 +300,9 @@ class _Cycle:
         return bool(reserved) and gpus > 0 and self.ledger.owner_used[job.owner_id] + gpus <= reserved
 
     # -- pass 2: borrowing ---------------------------------------------------------------------------
-    def consider(self, job: Job) -> None:
-        queue = self.s.queues.get(job.queue_id)
-        route = self._route(job, queue) if queue is not None else ()
+    def consider(self, job: Job, route: Route) -> None:
         if not route:
+            queue = self.s.queues.get(job.queue_id)
             slug = queue.slug if queue else str(job.queue_id)
             self.waiting[job.id] = reasons.no_target(slug)
             return
@@ -317,7 +321,7 @@ class _Cycle:
                 self._reserve(job, fid, need)
         self._wait(job, why[0])  # the first target's reason: where it would go first
 
-    def _route(self, job: Job, queue: QueueState) -> tuple[tuple[int, Amount], ...]:
+    def _route(self, job: Job, queue: QueueState) -> Route:
         """The job's targets in its queue's order, each with the job's need there."""
         r = job.per_node
         shape = (job.queue_id, job.only_on, job.nodes, r.gpus_milli, r.cpus_milli, r.memory_mib)
@@ -497,7 +501,7 @@ class _Cycle:
         return True
 
     # -- tier preemption (preemption.py) ----------------------------------------------------------------
-    def _tier_preempts(self, job: Job, route: tuple[tuple[int, Amount], ...], why: list[_Why]) -> bool:
+    def _tier_preempts(self, job: Job, route: Route, why: list[_Why]) -> bool:
         """Admit the job by preempting borrowed work of lower tiers, on the first target where only capacity
         holds it back and no work ahead of it in line waits for that capacity. True when it was admitted."""
         tier = self.preempting.get(job.priority)
