@@ -15,7 +15,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from scheduler import reasons
-from scheduler.backfill import Plan
+from scheduler.backfill import RESERVED, Plan
 from scheduler.estimates import MAX_PER_FABRIC, Profile
 from scheduler.ledger import ZERO, Amount, Ledger, add, amount, fits, need_on, sub
 from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting
@@ -316,9 +316,12 @@ class _Cycle:
         # A tier that may preempt: the first target where lower tiers' borrowed work can make room.
         if self.preempting and self._tier_preempts(job, route, why):
             return
+        plans = self.plans
         for (fid, need), blocked in zip(route, why, strict=True):
             if blocked.fabric_id is not None:
-                self._reserve(job, fid, need)
+                plan = plans.get(fid)
+                if plan is None or len(plan.starts) < RESERVED:  # a plan with all its reservations takes no more
+                    self._reserve(job, fid, need)
         self._wait(job, why[0])  # the first target's reason: where it would go first
 
     def _route(self, job: Job, queue: QueueState) -> Route:
