@@ -563,14 +563,16 @@ class _Cycle:
         ends (each at its runtime limit)."""
         profiles: dict[int, Profile] = {}
         limit_profiles: dict[tuple[int, int | None], Profile] = {}
-        places: defaultdict[int, int] = defaultdict(int)
+        places: dict[int, int] = {}
         waiting = []
+        reason_of, waits_on, waits_under = self.waiting.get, self.waits_on.get, self.waits_under.get
+        sharing = self.ledger.sharing
         for job in line:
-            reason = self.waiting.get(job.id)
+            reason = reason_of(job.id)
             if reason is None:
                 continue
-            places[job.queue_id] += 1
-            fid = self.waits_on.get(job.id)
+            place = places[job.queue_id] = places.get(job.queue_id, 0) + 1
+            fid = waits_on(job.id)
             start = None
             # A profile past its MAX_PER_FABRIC estimates gives no more (estimates.py): not asked.
             if fid is not None:
@@ -578,17 +580,19 @@ class _Cycle:
                 if profile is None:
                     profile = profiles[fid] = Profile(self.now, self.ledger.free(fid), self._releases(fid))
                 if profile.estimated < MAX_PER_FABRIC:
-                    start = profile.earliest(need_on(job, self.ledger.sharing[fid]), job.runtime_limit_s)
-            elif job.id in self.waits_under:
-                key = self.waits_under[job.id]
-                profile = limit_profiles.get(key)
-                if profile is None:
-                    room = sub(self.ledger.limit[key], self.ledger.group_used[key])
-                    profile = limit_profiles[key] = Profile(self.now, room, self._team_releases(key))
-                if profile.estimated < MAX_PER_FABRIC:
-                    sharing = self.ledger.sharing[key[1]] if key[1] is not None else True
-                    start = profile.earliest(need_on(job, sharing), job.runtime_limit_s)
-            waiting.append(Waiting(job.id, reason, start, places[job.queue_id]))
+                    start = profile.earliest(need_on(job, sharing[fid]), job.runtime_limit_s)
+            else:
+                key = waits_under(job.id)
+                if key is not None:
+                    profile = limit_profiles.get(key)
+                    if profile is None:
+                        room = sub(self.ledger.limit[key], self.ledger.group_used[key])
+                        profile = limit_profiles[key] = Profile(self.now, room, self._team_releases(key))
+                    if profile.estimated < MAX_PER_FABRIC:
+                        start = profile.earliest(
+                            need_on(job, sharing[key[1]] if key[1] is not None else True), job.runtime_limit_s
+                        )
+            waiting.append(Waiting(job.id, reason, start, place))
         return Decisions(admit=tuple(self.admitted), waiting=tuple(waiting), preempt=tuple(self.preempted))
 
     def _team_releases(self, key: tuple[int, int | None]) -> list[tuple[datetime, Amount]]:
