@@ -185,6 +185,7 @@ class _Cycle:
         return borrowers, left
 
     def _levels_of(self, group_id: int) -> tuple[int, ...]:
+        """The one level a team's own reservation is judged at, as _within_any takes levels (one tuple per team)."""
         found = self.own.get(group_id)
         if found is None:
             found = self.own[group_id] = (group_id,)
