@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import NamedTuple
 
 from scheduler import reasons
-from scheduler.backfill import Plan
-from scheduler.estimates import Profile
+from scheduler.backfill import RESERVED, Plan
+from scheduler.estimates import MAX_PER_FABRIC, Profile
 from scheduler.ledger import ZERO, Amount, Ledger, add, amount, fits, need_on, sub
 from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting
 from scheduler.preemption import idle, may_preempt, victims
@@ -24,6 +25,9 @@ from scheduler.reasons import Reason
 
 # What tier preemption can remedy: the job waits only for capacity on the target.
 _SHORT_OF_CAPACITY = frozenset({reasons.NO_CAPACITY, reasons.GANG_DOES_NOT_FIT, reasons.HELD_FOR_RESERVATIONS})
+
+
+Route = tuple[tuple[int, Amount], ...]  # a job's targets in order, each with its need there
 
 
 class _Why(NamedTuple):
@@ -46,14 +50,14 @@ def decide(snapshot: Snapshot) -> Decisions:
     # 2. What each team is owed: work within its unused reservation goes first, whatever its priority; then
     #    work within its department's unused reservation (a team's own floor before what sister teams share).
     #    An array's elements past its % limit wait, whatever is free.
-    rest = [job for job in line if not (job.array_throttle and cycle.throttled(job)) and not cycle.owed(job)]
-    borrowers = [job for job in rest if not cycle.owed(job, department=True)] if cycle.departments_owe() else rest
+    rest, routes = cycle.teams_owed(line)
+    borrowers, routes = cycle.departments_owed(rest, routes) if cycle.departments_owe() else (rest, routes)
     # 3. The rest borrows what is left, in line order, with backfill around the first work waiting on each fabric
     #    (backfill.py); a tier that may preempt takes borrowed capacity from lower tiers where nothing ahead of it
     #    waits for it (preemption.py).
-    for job in borrowers:
+    for job, route in zip(borrowers, routes, strict=True):
         if not (job.array_throttle and cycle.throttled(job)):
-            cycle.consider(job)
+            cycle.consider(job, route)
     # 4. Estimate when the waiting work could start, in line order.
     return cycle.decisions(line)
 
@@ -77,53 +81,173 @@ class _Cycle:
         self.admitted_on: defaultdict[int, list[Job]] = defaultdict(list)
         self.preempted: list[Preempt] = []
         self.gone: set[str] = set()  # preempted in this cycle
-        self.waiting: dict[str, _Why] = {}
+        # Why each waiting job waits, and what it waits for: a fabric's capacity, or a limit (its key). Kept apart
+        # rather than as _Why objects: a cycle that leaves fewer objects alive spends less on collecting garbage.
+        self.waiting: dict[str, Reason] = {}
+        self.waits_on: dict[str, int] = {}
+        self.waits_under: dict[str, tuple[int, int | None]] = {}
         self.array_active: defaultdict[str, int] = defaultdict(int)  # array -> its elements holding capacity
-        self.healthy_targets: dict[str, list[tuple[int, Amount]]] = {}  # job -> (fabric, its need there), in order
+        # A job's targets and its need on each, by what decides them: its queue, native fabrics, nodes and request
+        # (many jobs share one; a cycle keeps few objects alive, and so spends little on collecting garbage).
+        self.routes: dict[tuple[object, ...], Route] = {}
+        self.healthy = {fid for fid, f in snapshot.fabrics.items() if f.healthy}
+        # Each team's levels, nearest first: (the level, its depth, its limit across fabrics or None).
+        self.levels: dict[int, tuple[tuple[int, int, Amount | None], ...]] = {}
+        self.own: dict[int, tuple[int]] = {}  # group -> (group,): the one level its own reservation is judged at
+        # Whether any cap below the team's applies in this snapshot: a member's, a queue's share, an identity's.
+        self.person_caps = bool(
+            snapshot.owner_limits
+            or snapshot.member_limits
+            or any(q.gpu_share is not None for q in snapshot.queues.values())
+        )
         # Each fabric's size: what it holds in all when everything is up (work beyond it can never run there).
         self.sizes = {
             fid: self.ledger.capacity[fid] if f.size is None else amount(f.size) for fid, f in snapshot.fabrics.items()
         }
+        self.spans: dict[int, timedelta] = {}  # runtime limit (s) -> as a timedelta
+        self.ends: dict[int, datetime] = {}  # runtime limit (s) -> when work started now ends
         self.by_limit: dict[tuple[int, int | None], list[tuple[datetime, Amount]]] | None = None
         for job in snapshot.running:
             if job.array_id:
                 self.array_active[job.array_id] += 1
 
     # -- pass 1: what teams are owed -----------------------------------------------------------------
-    def owed(self, job: Job, department: bool = False) -> bool:
+    def teams_owed(self, line: list[Job]) -> tuple[list[Job], list[Route]]:
+        """Handle the work within its team's unused reservation (and array elements past their % limit); the
+        rest, returned in line order with each job's route, borrows.
+
+        Most work is not owed: a job whose team's unused reservation holds it on none of its healthy targets is
+        passed over here, where owed() would return False for it without deciding anything."""
+        rest: list[Job] = []
+        routes: list[Route] = []  # each job's in `rest`, worked out once for the passes after this one
+        queues, agents = self.s.queues, bool(self.s.owner_reservations)
+        passed: set[tuple[tuple[int, ...], int]] = set()  # see _within_any
+        preempted = 0
+        for job in line:
+            if job.array_throttle and self.throttled(job):
+                continue
+            queue = queues.get(job.queue_id)
+            route = () if queue is None else self._route(job, queue)
+            # (An agent's own reservation may make its work owed whatever the team's holds.)
+            if route and not agents:
+                if len(self.preempted) != preempted:
+                    passed.clear()
+                    preempted = len(self.preempted)
+                levels = self._levels_of(job.group_id)
+                seen = (levels, id(route))
+                if seen in passed:
+                    rest.append(job)
+                    routes.append(route)
+                    continue
+                if not self._within_any(levels, route):
+                    passed.add(seen)
+                    rest.append(job)
+                    routes.append(route)
+                    continue
+            if not self.owed(job, route):
+                rest.append(job)
+                routes.append(route)
+        return rest, routes
+
+    def departments_owed(self, rest: list[Job], routes: list[Route]) -> tuple[list[Job], list[Route]]:
+        """Handle the work within a department's unused reservation; the rest, returned in line order with each
+        job's route, borrows.
+
+        Until something is preempted, a job whose team has no department, or none of whose departments' unused
+        reservations hold it on a healthy target, is passed over here, where owed() would return False for it."""
+        borrowers: list[Job] = []
+        left: list[Route] = []
+        ledger = self.ledger
+        above_of: dict[int, tuple[int, ...]] = {}
+        passed: set[tuple[tuple[int, ...], int]] = set()  # see _within_any
+        for job, route in zip(rest, routes, strict=True):
+            if not self.preempted:
+                above = above_of.get(job.group_id)
+                if above is None:
+                    above = above_of[job.group_id] = ledger.lineage(job.group_id)[1:]
+                if not route or not above:
+                    borrowers.append(job)
+                    left.append(route)
+                    continue
+                seen = (above, id(route))
+                if seen in passed:
+                    borrowers.append(job)
+                    left.append(route)
+                    continue
+                if not self._within_any(above, route):
+                    passed.add(seen)
+                    borrowers.append(job)
+                    left.append(route)
+                    continue
+            if not self.owed(job, route, department=True):
+                borrowers.append(job)
+                left.append(route)
+        return borrowers, left
+
+    def _levels_of(self, group_id: int) -> tuple[int, ...]:
+        """The one level a team's own reservation is judged at, as _within_any takes levels (one tuple per team)."""
+        found = self.own.get(group_id)
+        if found is None:
+            found = self.own[group_id] = (group_id,)
+        return found
+
+    def _within_any(self, levels: tuple[int, ...], route: Route) -> bool:
+        """Whether the unused reservation of one of these levels holds the job on one of its healthy targets
+        (Ledger.within_reservation, inlined: the hot path of both passes).
+
+        Once it does not, for these levels and this route (one object per shape of work for the whole cycle, so
+        its id names the shape), it will not for any later job of the same levels and shape in the same pass:
+        a level's use only grows as work is admitted, and only preemption gives any back. The passes remember
+        such (levels, route) pairs, and forget them when something is preempted."""
+        healthy, reserved, group_used = self.healthy, self.ledger.reserved.get, self.ledger.group_used.get
+        for fid, need in route:
+            if fid in healthy:
+                for level in levels:
+                    r = reserved((level, fid))
+                    if r is None or not (r[0] or r[1] or r[2]):
+                        continue
+                    used = group_used((level, fid), ZERO)
+                    if (
+                        (not r[0] or used[0] + need[0] <= r[0])
+                        and (not r[1] or used[1] + need[1] <= r[1])
+                        and (not r[2] or used[2] + need[2] <= r[2])
+                    ):
+                        return True
+        return False
+
+    def owed(self, job: Job, route: Route, department: bool = False) -> bool:
         """Handle the job if it fits within its team's unused reservation on one of its targets (with
         `department`: within that of a department above the team).
 
-        Returns False, deciding nothing, when it does not: it then borrows in the second pass."""
-        queue = self.s.queues.get(job.queue_id)
-        if queue is None:
+        Returns False, deciding nothing, when it does not: it then borrows in the second pass. `route`: the job's
+        targets with its need on each (none where its queue is gone)."""
+        if not route:
             return False
         ledger = self.ledger
-        targets = self.healthy_targets.get(job.id)
-        if targets is None:  # the same in both passes: worked out once per job
-            targets = self.healthy_targets[job.id] = [
-                (fid, need_on(job, ledger.sharing[fid]))
-                for fid in _targets(job, queue, self.s)
-                if self.s.fabrics[fid].healthy
-            ]
+        healthy = self.healthy
+        g = job.group_id
         if department:
-            lineage = ledger.lineage(job.group_id)
+            lineage = ledger.lineage(g)
             if self.preempted:  # a team's use may have come down since the first pass: every level again
-                targets = [(f, need) for f, need in targets if ledger.owed_within(job.group_id, f, need) is not None]
+                targets = [
+                    (f, need) for f, need in route if f in healthy and ledger.owed_within(g, f, need) is not None
+                ]
             elif len(lineage) == 1:
                 return False  # no department, and the first pass found the team's own floor full
             else:  # the team's own level only filled up since the first pass found it full: the levels above
-                above = lineage[1:]
-                targets = [
-                    (f, need) for f, need in targets if any(ledger.within_reservation(d, f, need) for d in above)
-                ]
+                within = ledger.within_reservation
+                targets = []
+                for f, need in route:
+                    if f in healthy:
+                        for d in lineage[1:]:
+                            if within(d, f, need):
+                                targets.append((f, need))
+                                break
+        elif self.s.owner_reservations and self._owed_to_agent(job):
+            targets = [(f, need) for f, need in route if f in healthy]
         else:
-            owed_to_agent = self._owed_to_agent(job)
-            targets = [
-                (fid, need)
-                for fid, need in targets
-                if owed_to_agent or ledger.within_reservation(job.group_id, fid, need)
-            ]
+            within = ledger.within_reservation
+            targets = [(f, need) for f, need in route if f in healthy and within(g, f, need)]
         if not targets:
             return False
         for fid, need in targets:
@@ -148,12 +272,12 @@ class _Cycle:
         fid, need = targets[0]
         limited = self._limit_reason(job, fid, need)
         if limited is not None:
-            self.waiting[job.id] = limited
+            self._wait(job, limited)
             return True
         # Owed but not free yet, and nothing to take back: hold it, so it goes to this team as it frees up.
         ledger.hold(fid, need)
         free = sub(ledger.free(fid), ledger.held[fid])
-        self.waiting[job.id] = _Why(reasons.no_capacity(self._name(fid), free, need), fid)
+        self._wait(job, _Why(reasons.no_capacity(self._name(fid), free, need), fid))
         return True
 
     def departments_owe(self) -> bool:
@@ -177,50 +301,65 @@ class _Cycle:
         return bool(reserved) and gpus > 0 and self.ledger.owner_used[job.owner_id] + gpus <= reserved
 
     # -- pass 2: borrowing ---------------------------------------------------------------------------
-    def consider(self, job: Job) -> None:
-        queue = self.s.queues.get(job.queue_id)
-        targets = _targets(job, queue, self.s) if queue is not None else ()
-        if not targets:
+    def consider(self, job: Job, route: Route) -> None:
+        if not route:
+            queue = self.s.queues.get(job.queue_id)
             slug = queue.slug if queue else str(job.queue_id)
-            self.waiting[job.id] = _Why(reasons.no_target(slug), None)
+            self.waiting[job.id] = reasons.no_target(slug)
             return
         # Routing: the first target that can hold all of it now.
         why = []
-        for fid in targets:
-            outcome = self._try(job, fid)
+        for fid, need in route:
+            outcome = self._try(job, fid, need)
             if outcome is None:
                 return
             why.append(outcome)
         # A tier that may preempt: the first target where lower tiers' borrowed work can make room.
-        if self.preempting and self._tier_preempts(job, targets, why):
+        if self.preempting and self._tier_preempts(job, route, why):
             return
-        for fid, blocked in zip(targets, why, strict=True):
+        plans = self.plans
+        for (fid, need), blocked in zip(route, why, strict=True):
             if blocked.fabric_id is not None:
-                self._reserve(job, fid, need_on(job, self.ledger.sharing[fid]))
-        self.waiting[job.id] = why[0]  # the first target's reason: where it would go first
+                plan = plans.get(fid)
+                if plan is None or len(plan.starts) < RESERVED:  # a plan with all its reservations takes no more
+                    self._reserve(job, fid, need)
+        self._wait(job, why[0])  # the first target's reason: where it would go first
 
-    def _try(self, job: Job, fid: int) -> _Why | None:
+    def _route(self, job: Job, queue: QueueState) -> Route:
+        """The job's targets in its queue's order, each with the job's need there."""
+        r = job.per_node
+        shape = (job.queue_id, job.only_on, job.nodes, r.gpus_milli, r.cpus_milli, r.memory_mib)
+        route = self.routes.get(shape)
+        if route is None:
+            shared = need_on(job, True)
+            whole = need_on(job, False) if r.gpus_milli % 1000 else shared
+            sharing = self.ledger.sharing
+            targets = _targets(job, queue, self.s)
+            route = self.routes[shape] = tuple((fid, shared if sharing[fid] else whole) for fid in targets)
+        return route
+
+    def _try(self, job: Job, fid: int, need: Amount) -> _Why | None:
         """None when the job was admitted on this fabric; else why not."""
         fabric = self.s.fabrics[fid]
         ledger = self.ledger
-        need = need_on(job, fabric.gpu_sharing)
         if not fabric.healthy:
             return _Why(reasons.fabric_unavailable(fabric.name), None)
         size = self.sizes[fid]
-        if not fits(need, size):
+        n0, n1, n2 = need
+        if n0 > size[0] or n1 > size[1] or n2 > size[2]:
             return _Why(reasons.too_big(fabric.name, size, need), None)
         limited = self._limit_reason(job, fid, need)
         if limited is not None:
             return limited
         capacity, used = ledger.capacity[fid], ledger.used[fid]
         free = (capacity[0] - used[0], capacity[1] - used[1], capacity[2] - used[2])
-        if not fits(need, free):
+        if n0 > free[0] or n1 > free[1] or n2 > free[2]:
             if job.nodes > 1:
                 args = (fabric.name, job.nodes, free, need)
                 return _Why(reasons.gang_does_not_fit(*args), fid)
             return _Why(reasons.no_capacity(fabric.name, free, need), fid)
         held = ledger.held[fid]
-        if not fits(need, sub(free, held)):
+        if (held[0] or held[1] or held[2]) and not fits(need, sub(free, held)):  # (nothing held: it fits)
             return _Why(reasons.held_for_reservations(fabric.name, held), None)
         plan = self.plans.get(fid)
         if plan is not None and not plan.admits(job.runtime_limit_s, need):
@@ -231,6 +370,39 @@ class _Cycle:
     def _limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
         """Why a cap holds the job back on this fabric (the first that does, team before member before queue
         before agent identity), or None."""
+        ledger = self.ledger
+        limits, used_by = ledger.limit.get, ledger.group_used.get
+        levels = self.levels.get(job.group_id)
+        if levels is None:
+            levels = self.levels[job.group_id] = tuple(
+                (level, depth, ledger.limit.get((level, None)))
+                for depth, level in enumerate(ledger.lineage(job.group_id))
+            )
+        n0, n1, n2 = need
+        # Each level's limit on the fabric, then across fabrics, nearest level first: the first one over.
+        for level, depth, across in levels:
+            limit = limits((level, fid))
+            if limit is not None:
+                used = used_by((level, fid), ZERO)
+                if used[0] + n0 > limit[0] or used[1] + n1 > limit[1] or used[2] + n2 > limit[2]:
+                    return self._at_limit((level, fid), depth, self._name(fid), used, limit, need)
+            if across is not None:
+                used = used_by((level, None), ZERO)
+                if used[0] + n0 > across[0] or used[1] + n1 > across[1] or used[2] + n2 > across[2]:
+                    return self._at_limit((level, None), depth, "", used, across, need)
+        if not self.person_caps:
+            return None
+        return self._person_limit_reason(job, fid, need)
+
+    @staticmethod
+    def _at_limit(
+        key: tuple[int, int | None], depth: int, where: str, used: Amount, limit: Amount, need: Amount
+    ) -> _Why:
+        at_limit = reasons.group_at_limit if depth == 0 else reasons.department_at_limit
+        return _Why(at_limit(where, used, limit, need), None, key)
+
+    def _person_limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
+        """Past the team's limits: a member's, a queue's share and an agent identity's own (None: all hold)."""
         ledger, s = self.ledger, self.s
         g = job.group_id
         owner_limit = s.owner_limits.get(job.owner_id)
@@ -238,14 +410,7 @@ class _Cycle:
         queue = s.queues.get(job.queue_id)
         queue_cap = ledger.queue_cap(queue.gpu_share if queue else None, fid)
         if ledger.within_limits(job, fid, need, owner_limit, member_limit, queue_cap):
-            return None
-        for depth, level in enumerate(ledger.lineage(g)):
-            for key, where in (((level, fid), self._name(fid)), ((level, None), "")):
-                limit = ledger.limit.get(key)
-                if limit is not None and not fits(add(ledger.group_used[key], need), limit):
-                    used = ledger.group_used[key]
-                    at_limit = reasons.group_at_limit if depth == 0 else reasons.department_at_limit
-                    return _Why(at_limit(where, used, limit, need), None, key)
+            return None  # (the team's limits hold: _limit_reason judged them)
         if member_limit is not None and ledger.member_used[g, job.owner_id] + need[0] > member_limit:
             return _Why(reasons.member_at_limit(ledger.member_used[g, job.owner_id], member_limit, need[0]), None)
         in_queue = ledger.queue_used[job.queue_id, fid]
@@ -261,8 +426,15 @@ class _Cycle:
         """Whether the job is an array element past its array's % limit (then it waits, with that reason)."""
         if not job.array_throttle or self.array_active[job.array_id] < job.array_throttle:
             return False
-        self.waiting[job.id] = _Why(reasons.array_throttle(job.array_throttle), None)
+        self.waiting[job.id] = reasons.array_throttle(job.array_throttle)
         return True
+
+    def _wait(self, job: Job, why: _Why) -> None:
+        self.waiting[job.id] = why.reason
+        if why.fabric_id is not None:
+            self.waits_on[job.id] = why.fabric_id
+        elif why.limit_key is not None:
+            self.waits_under[job.id] = why.limit_key
 
     def _admit(self, job: Job, fid: int, need: Amount) -> None:
         if job.array_id:
@@ -333,16 +505,15 @@ class _Cycle:
         return True
 
     # -- tier preemption (preemption.py) ----------------------------------------------------------------
-    def _tier_preempts(self, job: Job, targets: tuple[int, ...], why: list[_Why]) -> bool:
+    def _tier_preempts(self, job: Job, route: Route, why: list[_Why]) -> bool:
         """Admit the job by preempting borrowed work of lower tiers, on the first target where only capacity
         holds it back and no work ahead of it in line waits for that capacity. True when it was admitted."""
         tier = self.preempting.get(job.priority)
         if tier is None:
             return False
-        for fid, blocked in zip(targets, why, strict=True):
+        for (fid, need), blocked in zip(route, why, strict=True):
             if blocked.code not in _SHORT_OF_CAPACITY or fid in self.plans:
                 continue
-            need = need_on(job, self.ledger.sharing[fid])
             if self._reclaim(job, fid, need, below=tier.rank):
                 self._admit(job, fid, need)
                 return True
@@ -357,11 +528,25 @@ class _Cycle:
             if job.id in self.gone:
                 continue
             start = job.started_at or self.now
-            out.append((max(self.now, start + timedelta(seconds=job.runtime_limit_s)), need_on(job, sharing)))
+            out.append((max(self.now, start + self._span(job.runtime_limit_s)), need_on(job, sharing)))
         for job in self.admitted_on[fid]:
-            out.append((self.now + timedelta(seconds=job.runtime_limit_s), need_on(job, sharing)))
-        out.sort(key=lambda r: r[0])
+            out.append((self._end(job.runtime_limit_s), need_on(job, sharing)))
+        out.sort(key=itemgetter(0))
         return out
+
+    def _span(self, seconds: int) -> timedelta:
+        """A runtime limit as a timedelta (many jobs share one)."""
+        span = self.spans.get(seconds)
+        if span is None:
+            span = self.spans[seconds] = timedelta(seconds=seconds)
+        return span
+
+    def _end(self, seconds: int) -> datetime:
+        """When work started now ends at its runtime limit."""
+        end = self.ends.get(seconds)
+        if end is None:
+            end = self.ends[seconds] = self.now + self._span(seconds)
+        return end
 
     def _reserve(self, job: Job, fid: int, need: Amount) -> None:
         """Work blocked on a fabric reserves its earliest start there (while the fabric's plan has room for more
@@ -379,48 +564,57 @@ class _Cycle:
         ends (each at its runtime limit)."""
         profiles: dict[int, Profile] = {}
         limit_profiles: dict[tuple[int, int | None], Profile] = {}
-        places: defaultdict[int, int] = defaultdict(int)
+        places: dict[int, int] = {}
         waiting = []
+        reason_of, waits_on, waits_under = self.waiting.get, self.waits_on.get, self.waits_under.get
+        sharing = self.ledger.sharing
         for job in line:
-            why = self.waiting.get(job.id)
-            if why is None:
+            reason = reason_of(job.id)
+            if reason is None:
                 continue
-            places[job.queue_id] += 1
-            fid = why.fabric_id
+            place = places[job.queue_id] = places.get(job.queue_id, 0) + 1
+            fid = waits_on(job.id)
             start = None
+            # A profile past its MAX_PER_FABRIC estimates gives no more (estimates.py): not asked.
             if fid is not None:
                 profile = profiles.get(fid)
                 if profile is None:
                     profile = profiles[fid] = Profile(self.now, self.ledger.free(fid), self._releases(fid))
-                start = profile.earliest(need_on(job, self.ledger.sharing[fid]), job.runtime_limit_s)
-            elif why.limit_key is not None:
-                key = why.limit_key
-                profile = limit_profiles.get(key)
-                if profile is None:
-                    room = sub(self.ledger.limit[key], self.ledger.group_used[key])
-                    profile = limit_profiles[key] = Profile(self.now, room, self._team_releases(key))
-                sharing = self.ledger.sharing[key[1]] if key[1] is not None else True
-                start = profile.earliest(need_on(job, sharing), job.runtime_limit_s)
-            waiting.append(Waiting(job.id, why.reason, start, places[job.queue_id]))
+                if profile.estimated < MAX_PER_FABRIC:
+                    start = profile.earliest(need_on(job, sharing[fid]), job.runtime_limit_s)
+            else:
+                key = waits_under(job.id)
+                if key is not None:
+                    profile = limit_profiles.get(key)
+                    if profile is None:
+                        room = sub(self.ledger.limit[key], self.ledger.group_used[key])
+                        profile = limit_profiles[key] = Profile(self.now, room, self._team_releases(key))
+                    if profile.estimated < MAX_PER_FABRIC:
+                        start = profile.earliest(
+                            need_on(job, sharing[key[1]] if key[1] is not None else True), job.runtime_limit_s
+                        )
+            waiting.append(Waiting(job.id, reason, start, place))
         return Decisions(admit=tuple(self.admitted), waiting=tuple(waiting), preempt=tuple(self.preempted))
 
     def _team_releases(self, key: tuple[int, int | None]) -> list[tuple[datetime, Amount]]:
         """When a team's use under one of its limits comes down: each of its running jobs (on that fabric, or
         anywhere for its team-wide limit) at its runtime limit."""
-        if self.by_limit is None:  # every job's release under each limit it counts for, indexed once
+        if self.by_limit is None:  # every job's release under each limit work waits under, indexed once
             self.by_limit = defaultdict(list)
+            asked = set(self.waits_under.values())
             for fid, jobs in [*self.running.items(), *self.admitted_on.items()]:
                 for job in jobs:
                     if job.id in self.gone:
                         continue
                     start = job.started_at or self.now
-                    end = max(self.now, start + timedelta(seconds=job.runtime_limit_s))
+                    end = max(self.now, start + self._span(job.runtime_limit_s))
                     release = (end, need_on(job, self.ledger.sharing[fid]))
                     for level in self.ledger.lineage(job.group_id):
-                        self.by_limit[level, fid].append(release)
-                        self.by_limit[level, None].append(release)
+                        for limit_key in ((level, fid), (level, None)):
+                            if limit_key in asked:
+                                self.by_limit[limit_key].append(release)
         out = list(self.by_limit.get(key, ()))
-        out.sort(key=lambda r: r[0])
+        out.sort(key=itemgetter(0))
         return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 from datetime import datetime, timedelta
 
-from scheduler.ledger import Amount, add, fits, sub
+from scheduler.ledger import Amount, add, sub
 
 MAX_PER_FABRIC = 50
 
@@ -35,14 +35,25 @@ class Profile:
             return None
         self.estimated += 1
         duration = timedelta(seconds=runtime_s)
-        for i, start in enumerate(self.times):
+        times, free = self.times, self.free
+        n = len(times)
+        g, c, m = need
+        i = 0
+        while i < n:
+            start = times[i]
             end = start + duration
             j = i
-            while j < len(self.times) and self.times[j] < end and fits(need, self.free[j]):
+            while j < n and times[j] < end:
+                f = free[j]
+                if g > f[0] or c > f[1] or m > f[2]:
+                    break
                 j += 1
-            if j == len(self.times) or self.times[j] >= end:
+            if j == n or times[j] >= end:
                 self._hold(start, end, need)
                 return start
+            # Step j is short and lies inside the window of every start from times[i] to times[j] (they are no
+            # later than times[j], which is before times[i] + duration): none of them can hold it either.
+            i = j + 1
         return None
 
     def _hold(self, start: datetime, end: datetime, need: Amount) -> None:

@@ -60,10 +60,15 @@ class Ledger:
         self.queue_used: defaultdict[tuple[int, int], int] = defaultdict(int)  # (queue, fabric) -> GPUs (milli)
         self.reserved: dict[tuple[int, int | None], Amount] = {}
         self.limit: dict[tuple[int, int | None], Amount] = {}
-        for key, quota in snapshot.quotas.items():  # amount() inlined: one per quota, there may be thousands
+        # amount() inlined: one per quota, there may be thousands. Most quotas share a few amounts: each is kept
+        # once, so a cycle leaves few objects for the garbage collector to walk.
+        shared: dict[Amount, Amount] = {}
+        for key, quota in snapshot.quotas.items():
             r, cap = quota.reservation, quota.limit
-            self.reserved[key] = (r.gpus_milli, r.cpus_milli, r.memory_mib)
-            self.limit[key] = (cap.gpus_milli, cap.cpus_milli, cap.memory_mib)
+            reserved = (r.gpus_milli, r.cpus_milli, r.memory_mib)
+            limit = (cap.gpus_milli, cap.cpus_milli, cap.memory_mib)
+            self.reserved[key] = shared.setdefault(reserved, reserved)
+            self.limit[key] = shared.setdefault(limit, limit)
         self.sharing = {fid: f.gpu_sharing for fid, f in snapshot.fabrics.items()}
         self.lineages: dict[int, tuple[int, ...]] = {}  # group -> (group, its department, ...)
         self.parents = snapshot.parents
@@ -105,7 +110,7 @@ class Ledger:
         g, c, m = reserved
         if not (g or c or m):
             return False
-        used = self.group_used[group_id, fabric_id]
+        used = self.group_used.get((group_id, fabric_id), ZERO)
         # Unrolled over the three resources (the hot path of both passes): each one reserved must hold `need`.
         return (
             (not g or used[0] + need[0] <= g)
@@ -147,14 +152,17 @@ class Ledger:
 
     def _move(self, job: Job, fabric_id: int, need: Amount, sign: int) -> None:
         g = job.group_id
-        delta = (sign * need[0], sign * need[1], sign * need[2])
-        self.used[fabric_id] = add(self.used[fabric_id], delta)
+        d0, d1, d2 = sign * need[0], sign * need[1], sign * need[2]
+        used = self.used[fabric_id]
+        self.used[fabric_id] = (used[0] + d0, used[1] + d1, used[2] + d2)
+        group_used = self.group_used
         for level in self.lineage(g):
-            self.group_used[level, fabric_id] = add(self.group_used[level, fabric_id], delta)
-            self.group_used[level, None] = add(self.group_used[level, None], delta)
-        self.owner_used[job.owner_id] += delta[0]
-        self.member_used[g, job.owner_id] += delta[0]
-        self.queue_used[job.queue_id, fabric_id] += delta[0]
+            for key in ((level, fabric_id), (level, None)):
+                used = group_used[key]
+                group_used[key] = (used[0] + d0, used[1] + d1, used[2] + d2)
+        self.owner_used[job.owner_id] += d0
+        self.member_used[g, job.owner_id] += d0
+        self.queue_used[job.queue_id, fabric_id] += d0
 
     def queue_cap(self, share: int | None, fabric_id: int) -> int | None:
         """The GPUs (milli) a queue with this share of a fabric may hold there; None: no cap."""

@@ -99,17 +99,27 @@ def ordered(snapshot: Snapshot) -> list[Job]:
     # Q per tier, read once: IT's tiers over the old classes (which only a snapshot without tiers relies on).
     qos: dict[str, float] = {**QOS, **{slug: t.weight for slug, t in snapshot.tiers.items()}}
 
+    # The terms that many jobs share (a tier's, a size's, a runtime limit's), each worked out once per call:
+    # the same value, added in the same order, as computing it per job.
+    tier_term: dict[str, float] = {}
+    size_term: dict[int, float] = {}
+    runtime_term: dict[int, float] = {}
+    age_weight, log1p = w.age, math.log1p
+
     def key(job: Job) -> tuple[float, datetime, str]:
         submitted = job.submitted_at or now
         wait = max(0.0, (now - submitted).total_seconds())
-        gpus = job.per_node.gpus_milli * job.nodes / 1000
-        p = (
-            w.age * math.log1p(wait)
-            + fair[job.group_id]
-            + w.qos * qos.get(job.priority, 1)
-            - w.size * (gpus / cluster_gpus)
-            - w.runtime * math.log1p(job.runtime_limit_s)
-        )
+        q = tier_term.get(job.priority)
+        if q is None:
+            q = tier_term[job.priority] = w.qos * qos.get(job.priority, 1)
+        milli = job.per_node.gpus_milli * job.nodes
+        size = size_term.get(milli)
+        if size is None:
+            size = size_term[milli] = w.size * (milli / 1000 / cluster_gpus)
+        runtime = runtime_term.get(job.runtime_limit_s)
+        if runtime is None:
+            runtime = runtime_term[job.runtime_limit_s] = w.runtime * log1p(job.runtime_limit_s)
+        p = age_weight * log1p(wait) + fair[job.group_id] + q - size - runtime
         return (-p, submitted, job.id)
 
     return sorted(snapshot.pending, key=key)

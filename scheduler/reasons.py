@@ -77,95 +77,104 @@ def _over(used: Amount, limit: Amount, need: Amount) -> str:
 
 
 def group_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> Reason:
-    def say() -> str:
-        where = f"on {fabric}" if fabric else "across all fabrics"
-        return f"Your team is at its limit {where}: {_over(used, limit, need)}."
+    return Reason(GROUP_AT_LIMIT, make=_group_at_limit, args=(fabric, used, limit, need))
 
-    return Reason(GROUP_AT_LIMIT, make=say)
+
+def _group_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> str:
+    where = f"on {fabric}" if fabric else "across all fabrics"
+    return f"Your team is at its limit {where}: {_over(used, limit, need)}."
 
 
 def member_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> Reason:
-    def say() -> str:
-        return (
-            f"You are at the limit each member of your team may hold: {_n(used_milli)} of {_n(limit_milli)} GPUs "
-            f"in use, this needs {_n(need_milli)} more."
-        )
+    return Reason(MEMBER_AT_LIMIT, make=_member_at_limit, args=(used_milli, limit_milli, need_milli))
 
-    return Reason(MEMBER_AT_LIMIT, make=say)
+
+def _member_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> str:
+    return (
+        f"You are at the limit each member of your team may hold: {_n(used_milli)} of {_n(limit_milli)} GPUs "
+        f"in use, this needs {_n(need_milli)} more."
+    )
 
 
 def queue_at_share(queue: str, fabric: str, share: int, used_milli: int, cap_milli: int, need_milli: int) -> Reason:
-    def say() -> str:
-        return (
-            f"The queue {queue} is at its share of {fabric} ({share} % of its GPUs): {_n(used_milli)} of "
-            f"{_n(cap_milli)} GPUs in use, this needs {_n(need_milli)} more."
-        )
+    return Reason(QUEUE_AT_SHARE, make=_queue_at_share, args=(queue, fabric, share, used_milli, cap_milli, need_milli))
 
-    return Reason(QUEUE_AT_SHARE, make=say)
+
+def _queue_at_share(queue: str, fabric: str, share: int, used_milli: int, cap_milli: int, need_milli: int) -> str:
+    return (
+        f"The queue {queue} is at its share of {fabric} ({share} % of its GPUs): {_n(used_milli)} of "
+        f"{_n(cap_milli)} GPUs in use, this needs {_n(need_milli)} more."
+    )
 
 
 def department_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> Reason:
-    def say() -> str:
-        where = f"on {fabric}" if fabric else "across all fabrics"
-        return f"Your department is at its limit {where} (all its teams together): {_over(used, limit, need)}."
+    return Reason(DEPARTMENT_AT_LIMIT, make=_department_at_limit, args=(fabric, used, limit, need))
 
-    return Reason(DEPARTMENT_AT_LIMIT, make=say)
+
+def _department_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> str:
+    where = f"on {fabric}" if fabric else "across all fabrics"
+    return f"Your department is at its limit {where} (all its teams together): {_over(used, limit, need)}."
 
 
 def owner_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> Reason:
-    def say() -> str:
-        return (
-            f"This identity is at its own limit: {_n(used_milli)} of {_n(limit_milli)} GPUs in use, "
-            f"this needs {_n(need_milli)} more."
-        )
+    return Reason(OWNER_AT_LIMIT, make=_owner_at_limit, args=(used_milli, limit_milli, need_milli))
 
-    return Reason(OWNER_AT_LIMIT, make=say)
+
+def _owner_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> str:
+    return (
+        f"This identity is at its own limit: {_n(used_milli)} of {_n(limit_milli)} GPUs in use, "
+        f"this needs {_n(need_milli)} more."
+    )
 
 
 def no_capacity(fabric: str, free: Amount, need: Amount) -> Reason:
-    def say() -> str:
-        # Free is below zero where the fabric reports less than the work already on it holds (nodes went down).
-        now = (max(0, free[0]), max(0, free[1]), max(0, free[2]))
-        return f"Waiting for capacity on {fabric}: needs {_describe(need)}; free now {_describe(now)}."
+    return Reason(NO_CAPACITY, make=_no_capacity, args=(fabric, free, need))
 
-    return Reason(NO_CAPACITY, make=say)
+
+def _no_capacity(fabric: str, free: Amount, need: Amount) -> str:
+    # Free is below zero where the fabric reports less than the work already on it holds (nodes went down).
+    now = (max(0, free[0]), max(0, free[1]), max(0, free[2]))
+    return f"Waiting for capacity on {fabric}: needs {_describe(need)}; free now {_describe(now)}."
 
 
 def held_for_reservations(fabric: str, held: Amount) -> Reason:
-    def say() -> str:
-        return (
-            f"The free capacity on {fabric} is held for other teams' reservations ({_n(held[0])} GPUs) "
-            "while their own work waits for it."
-        )
+    return Reason(HELD_FOR_RESERVATIONS, make=_held_for_reservations, args=(fabric, held))
 
-    return Reason(HELD_FOR_RESERVATIONS, make=say)
+
+def _held_for_reservations(fabric: str, held: Amount) -> str:
+    return (
+        f"The free capacity on {fabric} is held for other teams' reservations ({_n(held[0])} GPUs) "
+        "while their own work waits for it."
+    )
 
 
 def gang_does_not_fit(fabric: str, nodes: int, free: Amount, need: Amount) -> Reason:
-    def say() -> str:
-        return (
-            f"All {nodes} nodes must start together; {fabric} has {_describe(free)} free, "
-            f"the gang needs {_describe(need)}."
-        )
+    return Reason(GANG_DOES_NOT_FIT, make=_gang_does_not_fit, args=(fabric, nodes, free, need))
 
-    return Reason(GANG_DOES_NOT_FIT, make=say)
+
+def _gang_does_not_fit(fabric: str, nodes: int, free: Amount, need: Amount) -> str:
+    return (
+        f"All {nodes} nodes must start together; {fabric} has {_describe(free)} free, the gang needs {_describe(need)}."
+    )
 
 
 def too_big(fabric: str, capacity: Amount, need: Amount) -> Reason:
-    def say() -> str:
-        return f"{fabric} can never hold this: it has {_describe(capacity)} in all, this needs {_describe(need)}."
+    return Reason(TOO_BIG, make=_too_big, args=(fabric, capacity, need))
 
-    return Reason(TOO_BIG, make=say)
+
+def _too_big(fabric: str, capacity: Amount, need: Amount) -> str:
+    return f"{fabric} can never hold this: it has {_describe(capacity)} in all, this needs {_describe(need)}."
 
 
 def behind_higher_priority(fabric: str, head_start: datetime) -> Reason:
-    def say() -> str:
-        return (
-            f"Behind higher-priority work on {fabric}, which is due to start by {head_start:%Y-%m-%d %H:%M} UTC; "
-            "this would still be running then."
-        )
+    return Reason(BEHIND_HIGHER_PRIORITY, make=_behind_higher_priority, args=(fabric, head_start))
 
-    return Reason(BEHIND_HIGHER_PRIORITY, make=say)
+
+def _behind_higher_priority(fabric: str, head_start: datetime) -> str:
+    return (
+        f"Behind higher-priority work on {fabric}, which is due to start by {head_start:%Y-%m-%d %H:%M} UTC; "
+        "this would still be running then."
+    )
 
 
 def fabric_unavailable(fabric: str) -> Reason:
