@@ -9,7 +9,9 @@
    there, as agents.lose puts a preemptible queue's work back: the trace's queue is taken as preemptible, and
    the restarts and the run they lose are printed); and a naive policy that
    launches one instance per waiting workload and terminates it when that workload ends. Goal: Gridlane's p95
-   wait within 1.2x the naive policy's, at no more than 0.6x its instance-hours. Where each burst policy's
+   wait within 1.2x the naive policy's, at no more than 0.6x its instance-hours. A task's wait runs from its
+   arrival to the start of the run that finishes: a restarted task's lost run and second wait count as waiting.
+   Where each burst policy's
    instance-hours go is printed beside: booting, booted with no task, the share of the instance's GPUs its tasks
    hold, and the share they leave empty (packing waste); and the GPU-hours on premises left free while
    instances ran work (work that burst at a peak and ran on after it).
@@ -144,7 +146,9 @@ def simulate(tasks: list[Task], policy: str, onprem_gpus: int = ONPREM_GPUS) -> 
 
     runs: dict[str, int] = {}  # a task -> its run (a restarted task's earlier end is no end)
     began: dict[str, float] = {}  # a running task -> when its run started
-    first: set[str] = set()  # tasks started once: a restart is not a wait
+    # A task's wait: from its arrival to the start of the run that finishes. A task sent back in line from an
+    # instance counts its thrown-away run and its second wait in line as waiting too: what its owner sees.
+    waited: dict[str, float] = {}
 
     def start(task: Task, machine: Machine | None) -> None:
         nonlocal onprem_free
@@ -163,9 +167,7 @@ def simulate(tasks: list[Task], policy: str, onprem_gpus: int = ONPREM_GPUS) -> 
         runs[task.name] = runs.get(task.name, 0) + 1
         began[task.name] = now
         heapq.heappush(ends, (now + task.runtime, task.name, runs[task.name]))
-        if task.name not in first:
-            first.add(task.name)
-            out.waits.append(now - task.arrival)
+        waited[task.name] = now - task.arrival
 
     def end_machine(m: Machine) -> None:
         m.count(now)
@@ -278,6 +280,7 @@ def simulate(tasks: list[Task], policy: str, onprem_gpus: int = ONPREM_GPUS) -> 
     for m in machines:
         if m.ended is None:
             end_machine(m)
+    out.waits = list(waited.values())
     return out
 
 
