@@ -20,7 +20,7 @@ from types import FrameType
 from typing import Any
 
 from fabrics.agent import gpus as gpu_query
-from fabrics.agent import runner
+from fabrics.agent import reports, runner
 from fabrics.agent.client import Api, ApiError
 
 CLAIM_WAIT_S = 20.0
@@ -93,6 +93,7 @@ class Agent:
         self.stopping = threading.Event()
         self.free_gpus: list[int] = []
         self.heartbeat_s = 5.0
+        self.reporter = reports.Reporter(api, self.name)
 
     def register(self) -> None:
         facts, note = host_facts(self.args)
@@ -125,6 +126,7 @@ class Agent:
                             return 1
             self._retrying(self.register)
             threading.Thread(target=self._heartbeats, daemon=True).start()
+            self.reporter.start()
             self._loop()
         self._drain()
         return 0
@@ -164,7 +166,7 @@ class Agent:
 
         def work() -> None:
             try:
-                runner.run(self.api, self.name, job, self.options, indexes)
+                runner.run(self.api, self.reporter, job, self.options, indexes)
             finally:
                 with self.lock:
                     self.jobs.pop(job.run_id, None)
@@ -221,6 +223,7 @@ class Agent:
         deadline = time.monotonic() + self.options.kill_grace_s + 5
         while self.jobs and time.monotonic() < deadline:
             time.sleep(0.1)
+        self.reporter.flush(max(deadline - time.monotonic(), 5.0))  # how they ended reaches the server
 
 
 def main(args: argparse.Namespace, api: Api) -> int:

@@ -1,5 +1,5 @@
 """Runs one claimed job on the host: its own directory and process group, logs streamed in chunks,
-cancel and the runtime limit honoured, telemetry sampled, and the end reported.
+cancel and the runtime limit honoured, telemetry sampled, and the end handed to the reporter (reports.py).
 
 Exit codes follow the shell: a job killed by signal N is reported as 128 + N.
 """
@@ -24,6 +24,7 @@ from fabrics import travel
 from fabrics.agent import gpus as gpu_query
 from fabrics.agent import keys
 from fabrics.agent.client import Api, ApiError
+from fabrics.agent.reports import End, Reporter
 from fabrics.local.supervisor import group_alive, job_environment, signal_group
 from fabrics.ssh import notebook
 
@@ -100,29 +101,27 @@ def _command_line(payload: Mapping[str, Any], jobdir: Path, command: str, image:
     return ["/bin/bash", "-c", command]
 
 
-def run(api: Api, host: str, job: Job, options: Options, gpu_indexes: list[int]) -> None:
-    """Run the job to its end and report it; never raises for the job's own failure."""
+def run(api: Api, reporter: Reporter, job: Job, options: Options, gpu_indexes: list[int]) -> None:
+    """Run the job to its end and hand its end, with its last readings, to the reporter (which sends it with
+    the others that ended meanwhile); never raises for the job's own failure."""
     payload = job.payload
     jobdir = options.workdir / job.run_id
     (jobdir / "work").mkdir(parents=True, exist_ok=True)
+    samples: list[dict[str, Any]] = []
     try:
         if payload.get("kind") == "vm":
             state, code, reason = _lease(api, job, options)
         else:
-            state, code, reason = _process(api, job, options, jobdir, gpu_indexes)
+            state, code, reason, samples = _process(api, job, options, jobdir, gpu_indexes)
     except Exception as error:  # a report, whatever went wrong, beats a job that never ends
         state, code, reason = "failed", None, f"the agent failed to run it: {error!r}"
-    for _ in range(5):
-        try:
-            api.post(
-                f"agent/runs/{job.run_id}/status/", {"host": host, "state": state, "exit_code": code, "reason": reason}
-            )
-            return
-        except ApiError:
-            time.sleep(1)
+    reporter.end(End(job.run_id, state, code, reason, samples))
 
 
-def _process(api: Api, job: Job, options: Options, jobdir: Path, gpu_indexes: list[int]) -> tuple[str, int | None, str]:
+def _process(
+    api: Api, job: Job, options: Options, jobdir: Path, gpu_indexes: list[int]
+) -> tuple[str, int | None, str, list[dict[str, Any]]]:
+    """Run the job's process to its end: its state, exit code, reason, and the readings not sent yet."""
     payload = job.payload
     env = job_environment({k: str(v) for k, v in dict(payload.get("env", {})).items()})
     env |= {"GRIDLANE_WORKLOAD_ID": str(payload.get("workload_id", job.run_id)), "GRIDLANE_JOB_DIR": str(jobdir)}
@@ -202,14 +201,14 @@ def _process(api: Api, job: Job, options: Options, jobdir: Path, gpu_indexes: li
         raise
     reader.join(timeout=2)
     flush()
-    sampler.send()
     code = child.returncode
     exit_code = 128 - code if code < 0 else code
+    last, sampler.samples = sampler.samples, []  # they go with the job's end
     if cancelled:
-        return "cancelled", exit_code, "cancelled"
+        return "cancelled", exit_code, "cancelled", last
     if timed_out:
-        return "timed_out", exit_code, f"stopped at the {int(limit)} s limit"
-    return ("succeeded" if exit_code == 0 else "failed"), exit_code, ""
+        return "timed_out", exit_code, f"stopped at the {int(limit)} s limit", last
+    return ("succeeded" if exit_code == 0 else "failed"), exit_code, "", last
 
 
 def _lease(api: Api, job: Job, options: Options) -> tuple[str, int | None, str]:

@@ -168,6 +168,15 @@ def report(claim: Claim, state: str, exit_code: int | None, reason: str) -> None
     )
 
 
+def report_many(ends: list[tuple[Claim, str, int | None, str, list[dict[str, Any]]]]) -> None:
+    """Many jobs' ends at once (an agent's batch): each claim's last readings, then its end as `report` records
+    it, in one transaction. The readings of all of them go in one insert."""
+    with transaction.atomic():
+        UsageSample.objects.bulk_create([row for claim, *_, samples in ends for row in _usage_rows(claim, samples)])
+        for claim, state, exit_code, reason, _ in ends:
+            report(claim, state, exit_code, reason)
+
+
 def append_log(claim: Claim, chunk: str) -> None:
     with transaction.atomic():
         row = Claim.objects.select_for_update().get(pk=claim.pk)
@@ -176,22 +185,27 @@ def append_log(claim: Claim, chunk: str) -> None:
 
 
 def record_usage(claim: Claim, samples: list[dict[str, Any]]) -> int:
-    rows = []
-    for s in samples[:1000]:
-        rows.append(
-            UsageSample(
-                workload_id=claim.workload_id,
-                at=_parse_at(s.get("at")),
-                source=UsageSample.Source.AGENT,
-                gpus_milli=claim.gpus_milli,
-                gpu_utilisation=_opt_float(s.get("gpu_utilisation")),
-                gpu_memory_mib=_opt_int(s.get("gpu_memory_mib")),
-                cpu_utilisation=_opt_float(s.get("cpu_utilisation")),
-                memory_mib=_opt_int(s.get("memory_mib")),
-            )
-        )
+    rows = _usage_rows(claim, samples)
     UsageSample.objects.bulk_create(rows)
     return len(rows)
+
+
+def _usage_rows(claim: Claim, samples: list[dict[str, Any]]) -> list[UsageSample]:
+    """The agent's readings as rows (at most 1,000 per call); TypeError or ValueError for one that is not a
+    reading."""
+    return [
+        UsageSample(
+            workload_id=claim.workload_id,
+            at=_parse_at(s.get("at")),
+            source=UsageSample.Source.AGENT,
+            gpus_milli=claim.gpus_milli,
+            gpu_utilisation=_opt_float(s.get("gpu_utilisation")),
+            gpu_memory_mib=_opt_int(s.get("gpu_memory_mib")),
+            cpu_utilisation=_opt_float(s.get("cpu_utilisation")),
+            memory_mib=_opt_int(s.get("memory_mib")),
+        )
+        for s in samples[:1000]
+    ]
 
 
 def mark_lost(fabric_id: int, lost_after: float) -> list[AgentHost]:

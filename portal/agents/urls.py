@@ -8,6 +8,7 @@ urlpatterns = [
     path("register/", views.register, name="agent-register"),
     path("heartbeat/", views.heartbeat, name="agent-heartbeat"),
     path("claim/", views.claim, name="agent-claim"),
+    path("ends/", views.ends, name="agent-ends"),
     path("runs/<str:run_id>/status/", views.status, name="agent-status"),
     path("runs/<str:run_id>/log/", views.log, name="agent-log"),
     path("runs/<str:run_id>/usage/", views.usage, name="agent-usage"),

@@ -1,4 +1,5 @@
-"""The agent API under /api/v1/agent/: register, heartbeat, claim, status, log, usage; and lease keys.
+"""The agent API under /api/v1/agent/: register, heartbeat, claim, status, log, usage, ends (many jobs' status
+and last readings at once); and lease keys.
 
 Every agent call carries a service token enrolled for one agent fabric; work of any other fabric
 answers 404, as if it did not exist.
@@ -147,6 +148,64 @@ def status(request: Request, run_id: str) -> Response:
         raise ValidationError({"exit_code": ["Give an integer or null."]})
     services.report(c, state, exit_code, str(_body(request).get("reason", "")))
     return Response({"ok": True})
+
+
+MAX_ENDS = 1000  # jobs' ends one request may report
+
+
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+@api_view(["POST"])
+def ends(request: Request) -> Response:
+    """How many jobs ended, at once: `{"runs": [{"run_id", "state", "exit_code", "reason", "samples"}]}`, each as
+    its status (and, with samples, its usage) would say. Every item is checked first; a bad one answers 400 with
+    its index and nothing is recorded. Runs this fabric does not know (or another fabric's) are answered in
+    `unknown` and left alone."""
+    fabric = _fabric(request)
+    runs = _body(request).get("runs")
+    if not isinstance(runs, list) or not 1 <= len(runs) <= MAX_ENDS:
+        raise ValidationError({"runs": [f"Give a list of 1 to {MAX_ENDS} runs."]})
+    checked: list[tuple[UUID, str, int | None, str, list[dict[str, Any]]]] = []
+    errors: dict[str, dict[str, list[str]]] = {}
+    for index, run in enumerate(runs):
+        found = _end_errors(run)
+        if found:
+            errors[str(index)] = found
+            continue
+        samples = run.get("samples") or []
+        checked.append((UUID(str(run["run_id"])), run["state"], run.get("exit_code"), str(run.get("reason", "")),
+                        samples))  # fmt: skip
+    if errors:
+        raise ValidationError({"runs": errors})
+    claims = {c.run_id: c for c in Claim.objects.filter(fabric=fabric, run_id__in=[c[0] for c in checked])}
+    try:
+        services.report_many([(claims[r], state, code, reason, samples)
+                              for r, state, code, reason, samples in checked if r in claims])  # fmt: skip
+    except (TypeError, ValueError) as error:  # a reading that is not one: nothing was recorded
+        raise ValidationError({"runs": [f"A reading is not one: {error}"]}) from error
+    return Response({"recorded": sum(r in claims for r, *_ in checked),
+                     "unknown": sorted(str(r) for r, *_ in checked if r not in claims)})  # fmt: skip
+
+
+def _end_errors(run: Any) -> dict[str, list[str]]:
+    """What is wrong with one item of `ends`, by field; {} when nothing is."""
+    if not isinstance(run, Mapping):
+        return {"run": ["Give an object."]}
+    errors: dict[str, list[str]] = {}
+    try:
+        UUID(str(run.get("run_id", "")))
+    except ValueError:
+        errors["run_id"] = ["Give the run's id."]
+    if run.get("state") not in services.FINISHED_STATES:
+        errors["state"] = [f"Choose one of: {', '.join(sorted(services.FINISHED_STATES))}."]
+    exit_code = run.get("exit_code")
+    if exit_code is not None and (type(exit_code) is not int or not -(2**31) <= exit_code < 2**31):
+        errors["exit_code"] = ["Give an integer or null."]
+    if not isinstance(run.get("reason", ""), str):
+        errors["reason"] = ["Give text."]
+    samples = run.get("samples") or []
+    if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
+        errors["samples"] = ["Give a list of samples."]
+    return errors
 
 
 @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)

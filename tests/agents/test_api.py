@@ -100,3 +100,48 @@ def test_it_enrols_an_agent_and_gets_its_token_once(hosts, capsys):
     token = capsys.readouterr().out.strip()
     answer = bearer(token).post("/api/v1/agent/register/", {"host": "h2", "queues": ["gpu-a"]}, format="json")
     assert answer.json()["fabric"] == "hosts"
+
+
+def test_many_ends_go_in_one_request_with_their_last_readings_and_another_fabrics_runs_are_left_alone(
+    claimed, other_agent
+):
+    import uuid
+
+    client, job = claimed
+    sample = {"at": "2026-11-30T10:00:00+00:00", "cpu_utilisation": 12.5, "memory_mib": 40}
+    stranger = str(uuid.uuid4())
+    runs = [
+        {"run_id": job["run_id"], "state": "failed", "exit_code": 3, "reason": "", "samples": [sample]},
+        {"run_id": stranger, "state": "succeeded", "exit_code": 0},
+    ]
+    # Another fabric's agent naming this fabric's run: nothing happens to it.
+    assert other_agent.post("/api/v1/agent/ends/", {"runs": runs[:1]}, format="json").json() == {
+        "recorded": 0, "unknown": [job["run_id"]],
+    }  # fmt: skip
+    assert Claim.objects.get(run_id=job["run_id"]).state == "running"
+    answer = client.post("/api/v1/agent/ends/", {"host": "host-1", "runs": runs}, format="json")
+    assert answer.json() == {"recorded": 1, "unknown": [stranger]}
+    claim = Claim.objects.get(run_id=job["run_id"])
+    assert (claim.state, claim.exit_code) == ("failed", 3)
+    assert UsageSample.objects.get(workload=claim.workload).cpu_utilisation == 12.5
+
+
+def test_one_bad_end_in_a_batch_is_named_by_its_index_and_nothing_is_recorded(claimed):
+    client, job = claimed
+    good = {"run_id": job["run_id"], "state": "succeeded", "exit_code": 0}
+    for bad, field in (
+        ({"run_id": "nope", "state": "succeeded"}, "run_id"),
+        ({"run_id": job["run_id"], "state": "exploded"}, "state"),
+        ({"run_id": job["run_id"], "state": "failed", "exit_code": "3"}, "exit_code"),
+        ({"run_id": job["run_id"], "state": "failed", "samples": {"at": 1}}, "samples"),
+        ("not an object", "run"),
+    ):
+        answer = client.post("/api/v1/agent/ends/", {"runs": [good, bad]}, format="json")
+        assert answer.status_code == 400
+        assert list(answer.json()["errors"]) == [f"runs.1.{field}"]
+    for runs in ([], [good] * 1001, "all of them"):
+        assert client.post("/api/v1/agent/ends/", {"runs": runs}, format="json").status_code == 400
+    bad_reading = {**good, "samples": [{"memory_mib": -5}]}
+    assert client.post("/api/v1/agent/ends/", {"runs": [bad_reading]}, format="json").status_code == 400
+    assert Claim.objects.get(run_id=job["run_id"]).state == "running"
+    assert not UsageSample.objects.exists()
