@@ -133,14 +133,7 @@ class _Cycle:
                 if len(self.preempted) != preempted:
                     passed.clear()
                     preempted = len(self.preempted)
-                levels = self._levels_of(job.group_id)
-                seen = (levels, id(route))
-                if seen in passed:
-                    rest.append(job)
-                    routes.append(route)
-                    continue
-                if not self._within_any(levels, route):
-                    passed.add(seen)
+                if self._no_room(self._levels_of(job.group_id), route, passed):
                     rest.append(job)
                     routes.append(route)
                     continue
@@ -148,6 +141,17 @@ class _Cycle:
                 rest.append(job)
                 routes.append(route)
         return rest, routes
+
+    def _no_room(self, levels: tuple[int, ...], route: Route, passed: set[tuple[tuple[int, ...], int]]) -> bool:
+        """Whether no unused reservation at these levels holds this route's work (remembered in `passed` for the
+        rest of the pass, see _within_any): such work is passed over, as owed() would do."""
+        seen = (levels, id(route))
+        if seen in passed:
+            return True
+        if not self._within_any(levels, route):
+            passed.add(seen)
+            return True
+        return False
 
     def departments_owed(self, rest: list[Job], routes: list[Route]) -> tuple[list[Job], list[Route]]:
         """Handle the work within a department's unused reservation; the rest, returned in line order with each
@@ -169,13 +173,7 @@ class _Cycle:
                     borrowers.append(job)
                     left.append(route)
                     continue
-                seen = (above, id(route))
-                if seen in passed:
-                    borrowers.append(job)
-                    left.append(route)
-                    continue
-                if not self._within_any(above, route):
-                    passed.add(seen)
+                if self._no_room(above, route, passed):
                     borrowers.append(job)
                     left.append(route)
                     continue
