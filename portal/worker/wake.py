@@ -58,12 +58,21 @@ PING_S = 15.0
 CONNECT_TIMEOUT_S = 10
 
 
-def listen(on_kick: Callable[[bool], object], stop: threading.Event, idle_s: float = 1.0) -> None:
+def listen(
+    on_kick: Callable[[bool], object],
+    stop: threading.Event,
+    idle_s: float = 1.0,
+    rest: Callable[[float], object] | None = None,
+) -> None:
     """Call on_kick once per burst of kicks until stop is set; reconnects when the database goes away, however
     long it stays away (trying again every idle_s), and then calls on_kick for what arrived meanwhile.
     on_kick's argument says whether any kick of the burst asked for more than ADMIT (status: a sync).
 
+    When kicks arrived while on_kick ran (a stream of submits), the listener rests (`rest`, stop.wait by default)
+    for as long as on_kick took before it takes them (see rest_after); a kick that finds it idle is taken at once.
+
     Runs in a thread of its own with a connection of its own (LISTEN needs one that stays open)."""
+    rest = rest or stop.wait
     params = connection.get_connection_params() | KEEPALIVES
     params.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
     while not stop.is_set():
@@ -72,11 +81,13 @@ def listen(on_kick: Callable[[bool], object], stop: threading.Event, idle_s: flo
                 conn.execute(f"LISTEN {CHANNEL}")
                 on_kick(True)  # whatever arrived while nobody listened
                 quiet_s = 0.0
+                came: list[str] = []  # kicks that arrived while on_kick ran
                 while not stop.is_set():
-                    if (burst := _drain(conn, idle_s)) is not None:
+                    if (burst := _drain(conn, idle_s, came)) is not None:
                         started = time.monotonic()
                         on_kick(burst)
-                        stop.wait(rest_after(time.monotonic() - started))
+                        if came := _arrived(conn):
+                            rest(rest_after(time.monotonic() - started))
                         quiet_s = 0.0
                     elif (quiet_s := quiet_s + idle_s) >= PING_S:
                         conn.execute("SELECT 1")
@@ -91,10 +102,11 @@ def listen(on_kick: Callable[[bool], object], stop: threading.Event, idle_s: flo
             stop.wait(idle_s)
 
 
-# Under a stream of kicks the listener rests after each admission for as long as it took, up to this: the
-# kicks that arrive meanwhile share the next admission, so a stream costs the worker at most half a core
-# (each admission reads the whole snapshot) and leaves the rest to the web processes taking the submits. A
-# lone kick on an idle system is admitted at once, as ever.
+# Under a stream of kicks (more arrived while an admission ran) the listener rests after each admission for as
+# long as it took, up to this: the kicks that arrive meanwhile share the next admission, so a stream costs the
+# worker at most half a core (each admission reads the whole snapshot) and leaves the rest to the web processes
+# taking the submits. A kick that finds the worker idle, the next one of a client that waits for each
+# admission included, is admitted at once.
 MAX_REST_S = 0.25
 
 
@@ -110,11 +122,17 @@ def forget_connection() -> None:
         connection.close()
 
 
-def _drain(conn: psycopg.Connection[tuple[object, ...]], timeout_s: float) -> bool | None:
-    """Wait up to timeout_s for a notification and take the rest of its burst without waiting (one admission
-    serves them all). None when none came; else whether any of them asked for more than ADMIT."""
-    payloads = [n.payload for n in conn.notifies(timeout=timeout_s, stop_after=1)]
+def _drain(conn: psycopg.Connection[tuple[object, ...]], timeout_s: float, came: list[str]) -> bool | None:
+    """Take the kicks that came while the last admission ran (`came`), or else wait up to timeout_s for one, and
+    the rest of their burst without waiting (one admission serves them all). None when none came; else whether
+    any of them asked for more than ADMIT."""
+    payloads = came or [n.payload for n in conn.notifies(timeout=timeout_s, stop_after=1)]
     if not payloads:
         return None
-    payloads += [n.payload for n in conn.notifies(timeout=0)]
+    payloads = payloads + _arrived(conn)
     return any(p != ADMIT for p in payloads)
+
+
+def _arrived(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
+    """The payloads of the kicks that have arrived and not been taken yet, without waiting."""
+    return [n.payload for n in conn.notifies(timeout=0)]

@@ -96,3 +96,44 @@ def listening() -> bool:
         )
         row = cursor.fetchone()
     return bool(row and row[0])
+
+
+def test_the_listener_rests_only_when_kicks_arrived_while_it_admitted(transactional_db):
+    """A kick that finds the listener idle (a lone submit, or the next of a client that waits for each
+    admission) is admitted at once; kicks that arrive during an admission (a stream) wait for a rest as long
+    as that admission took, and then share the next one. Nothing is lost either way."""
+    import threading
+
+    stop = threading.Event()
+    calls: list[bool] = []
+    rests: list[float] = []
+    kick_during = {2}  # the second kick's admission sees another kick arrive
+
+    def notify(payload: str) -> None:
+        with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+            other.execute("SELECT pg_notify(%s, %s)", [wake.CHANNEL, payload])
+
+    def on_kick(sync: bool) -> None:
+        calls.append(sync)
+        if len(calls) - 1 in kick_during:
+            notify(wake.EVERYTHING)
+
+    listener = threading.Thread(target=wake.listen, args=(on_kick, stop, 0.05, rests.append), daemon=True)
+    listener.start()
+    try:
+        wait_until(lambda: calls == [True])  # what arrived while nobody listened
+        notify(wake.ADMIT)  # a lone submit's kick
+        wait_until(lambda: len(calls) == 2)
+        assert calls[1] is False
+        assert rests == []
+        notify(wake.ADMIT)  # another arrives while this one is admitted
+        wait_until(lambda: len(calls) == 4)
+        assert len(rests) == 1
+        assert 0 <= rests[0] <= wake.MAX_REST_S
+        assert calls[2:] == [False, True]  # the one that arrived meanwhile was taken after the rest, with its sync
+        notify(wake.ADMIT)
+        wait_until(lambda: len(calls) == 5)
+        assert len(rests) == 1  # idle again: no rest
+    finally:
+        stop.set()
+        listener.join(timeout=30)
