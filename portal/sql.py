@@ -12,6 +12,7 @@ from django.db import connection, models
 from django.db.models import QuerySet
 from django.db.models.constants import OnConflict
 from django.db.models.fields import AutoFieldMixin
+from django.db.models.query import ValuesListIterable
 from django.db.models.sql import InsertQuery
 
 
@@ -85,6 +86,44 @@ class Compiled:
         statement, params = found
         by_stand_in = dict(zip(stand_ins, values, strict=True))
         return self.model._default_manager.raw(statement, [_put(p, by_stand_in) for p in params])
+
+
+class Rows:
+    """Fixed queries of plain values (a `values_list`), compiled by the ORM once and then sent as they are: the
+    worker's snapshot reads a dozen such queries on every admission, and building them cost more than running
+    them. Rows come back as the queryset would give them: the same tuples, converted by the same fields.
+
+    `rows(shape, build)` calls `build()` the first time it meets `shape`; `shape` must name everything that
+    decides the query, its parameters included (a setting it filters by, say). One per process, for any model."""
+
+    MAX_SHAPES = 256
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple[str, Hashable], tuple[str, tuple[Any, ...], Any, Any]] = {}
+
+    def rows(self, shape: Hashable, build: Callable[[], QuerySet[Any]]) -> list[tuple[Any, ...]]:
+        key = (connection.alias, shape)
+        found = self.cache.get(key)
+        if found is None:
+            if len(self.cache) >= self.MAX_SHAPES:
+                self.cache.clear()
+            queryset = build()
+            if queryset._fields is None or not issubclass(queryset._iterable_class, ValuesListIterable):  # type: ignore[attr-defined]
+                raise TypeError("sql.Rows runs values_list() querysets, whose rows are plain tuples")
+            compiler = queryset.query.get_compiler(connection=connection)
+            statement, params = compiler.as_sql()
+            fields = [s[0] for s in compiler.select[0 : compiler.col_count]]
+            found = self.cache[key] = (statement, tuple(params), compiler, compiler.get_converters(fields))
+        statement, params, compiler, converters = found
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            rows = cursor.fetchall()
+        if converters:
+            return [tuple(row) for row in compiler.apply_converters(rows, converters)]
+        return [tuple(row) for row in rows]
+
+
+ROWS = Rows()
 
 
 def _put(param: Any, by_stand_in: dict[Any, Any]) -> Any:

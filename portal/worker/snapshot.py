@@ -1,4 +1,5 @@
-"""Read the database once per cycle into the scheduler's frozen snapshot (a fixed number of queries)."""
+"""Read the database once per cycle into the scheduler's frozen snapshot (a fixed number of queries, the fixed
+ones compiled once per process: sql.Rows)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from django.db.models.functions import RowNumber
 from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup, ServiceIdentity
 from portal.queues.models import Fabric, PriorityTier, Queue, Quota, QuotaGrant
+from portal.sql import ROWS
 from portal.worker.capacity import planned
 from portal.worker.models import GroupUsage
 from portal.workloads.models import Workload
@@ -83,7 +85,7 @@ def pending_candidates(limit: int | None = None) -> list[tuple[Any, ...]]:
         )
     )
     limit = settings.GRIDLANE_CANDIDATES_PER_QUEUE if limit is None else limit
-    return list(ranked.filter(place__lte=limit).values_list(*FIELDS))
+    return ROWS.rows(("pending candidates", limit), lambda: ranked.filter(place__lte=limit).values_list(*FIELDS))
 
 
 def weights() -> model.Weights:
@@ -103,13 +105,15 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
         kinds[f.kind] = (*kinds.get(f.kind, ()), f.pk)
     queues = queue_states(fabrics)
     quotas = with_grants(quota_states(fabrics), active_grants(now, fabrics))
-    values = list(Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
+    values = ROWS.rows("active", lambda: Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
     values += pending_candidates(candidates)
     by_id = {str(v[0]): Row._make((*v[:6], v[-1])) for v in values}
     half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
     usage = {
-        u.group_id: average_gpus(u.decayed_gpu_seconds, u.updated_at, now, half_life_s)
-        for u in GroupUsage.objects.all()
+        group_id: average_gpus(gpu_seconds, updated_at, now, half_life_s)
+        for group_id, gpu_seconds, updated_at in ROWS.rows(
+            "usage", lambda: GroupUsage.objects.values_list("group_id", "decayed_gpu_seconds", "updated_at")
+        )
     }
     caps = agent_caps(now)
     tree = group_tree()
@@ -172,8 +176,11 @@ def agent_caps(now: datetime) -> AgentCaps:
     """The agent identities' caps and reservations (one query)."""
     agents = [
         (user_id, limit, reserved, disabled is None and expires > now)
-        for user_id, limit, reserved, disabled, expires in ServiceIdentity.objects.values_list(
-            "user_id", "gpu_limit_milli", "gpu_reservation_milli", "disabled_at", "expires_at"
+        for user_id, limit, reserved, disabled, expires in ROWS.rows(
+            "agent caps",
+            lambda: ServiceIdentity.objects.values_list(
+                "user_id", "gpu_limit_milli", "gpu_reservation_milli", "disabled_at", "expires_at"
+            ),
         )
     ]
     return AgentCaps(
@@ -191,7 +198,10 @@ class GroupTree(NamedTuple):
 
 def group_tree() -> GroupTree:
     """Teams and departments: who is below whom, member caps and fair-share weights (one query)."""
-    rows = list(ResourceGroup.objects.values_list("pk", "parent_id", "member_gpu_limit_milli", "fair_share_weight"))
+    rows = ROWS.rows(
+        "group tree",
+        lambda: ResourceGroup.objects.values_list("pk", "parent_id", "member_gpu_limit_milli", "fair_share_weight"),
+    )
     return GroupTree(
         parents={pk: parent for pk, parent, _, _ in rows if parent is not None},
         member_limits={pk: cap for pk, _, cap, _ in rows if cap is not None},
@@ -241,7 +251,7 @@ def _raised(limit: Resources, extra: int) -> Resources:
 def tier_states() -> dict[str, model.TierState]:
     """IT's priority tiers as the scheduler sees them (one query): a higher weight is a higher rank, and tiers of
     equal weight share one (neither preempts the other)."""
-    rows = list(PriorityTier.objects.values_list("slug", "weight", "may_preempt"))
+    rows = ROWS.rows("tiers", lambda: PriorityTier.objects.values_list("slug", "weight", "may_preempt"))
     ranks = {w: i for i, w in enumerate(sorted({w for _, w, _ in rows}))}
     return {slug: model.TierState(weight, may_preempt, ranks[weight]) for slug, weight, may_preempt in rows}
 
