@@ -12,19 +12,33 @@ from django.db import connection, models
 from django.db.models import QuerySet
 from django.db.models.constants import OnConflict
 from django.db.models.fields import AutoFieldMixin
-from django.db.models.query import ValuesListIterable
+from django.db.models.query import ValuesListIterable, get_related_populators  # type: ignore[attr-defined]
 from django.db.models.sql import InsertQuery
 
 
 def insert_sql(obj: models.Model, ignore_conflicts: bool = False) -> tuple[str, list[Any]]:
     """Django's own INSERT of one object (every concrete field but an auto-increment key), as SQL and
-    parameters, to be put inside a larger statement (`WITH w AS (<insert> RETURNING ...) ...`)."""
+    parameters, to be put inside a larger statement (`WITH w AS (<insert> RETURNING ...) ...`). The statement
+    is compiled once per model; each object's values are prepared as Django's INSERT prepares them."""
     model = type(obj)
+    key = (connection.alias, model, ignore_conflicts)
+    found = _INSERTS.get(key)
+    if found is not None:
+        statement, compiler, fields = found
+        values = [compiler.pre_save_val(f, obj) for f in fields]
+        if not any(hasattr(v, "resolve_expression") for v in values):  # an expression changes the statement
+            return statement, [compiler.prepare_value(f, v) for f, v in zip(fields, values, strict=True)]
     fields = [f for f in model._meta.concrete_fields if not isinstance(f, AutoFieldMixin) and not f.generated]
     query = InsertQuery(model, on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
     query.insert_values(fields, [obj])
-    ((sql, params),) = query.get_compiler(connection=connection).as_sql()
-    return sql, list(params)
+    compiler = query.get_compiler(connection=connection)
+    ((statement, params),) = compiler.as_sql()
+    if not any(hasattr(p, "resolve_expression") or hasattr(p, "as_sql") for p in params):
+        _INSERTS[key] = (statement, compiler, fields)
+    return statement, list(params)
+
+
+_INSERTS: dict[tuple[str, type[models.Model], bool], tuple[str, Any, list[Any]]] = {}
 
 
 def insert_select_sql(obj: models.Model, source: str) -> tuple[str, list[Any]]:
@@ -61,31 +75,73 @@ def copy_insert(objs: Sequence[models.Model]) -> None:
 
 
 class Compiled:
-    """A query built and compiled by the ORM once per shape, then run again (as a raw query of `model`) with
-    other values in its parameters: a query with a dozen subqueries costs more to build than to run.
+    """A query built and compiled by the ORM once per shape, then run again with other values in its parameters,
+    giving model instances as the queryset would (its select_related objects and annotations included): a
+    query with joins or a dozen subqueries costs more to build than to run.
 
-    `run(shape, build, *values)` calls `build(*stand_ins)` the first time it meets `shape`, with stand-ins no
-    real value equals (ids and a time far outside any real one), and keeps its SQL and parameters; each run
-    puts `values` where the stand-ins were. `shape` must name everything that decides the query's structure
-    (which columns `build` annotates, say): two different queries under one shape would run the first."""
+    `run(shape, build, *values)` calls `build(*stand_ins)` the first time it meets `shape`, with a stand-in
+    for each value that no real value equals (of its type: an id, a time or a text far outside any real one),
+    and keeps its SQL and parameters; each run puts `values` where the stand-ins were. `shape` must name
+    everything that decides the query's structure (which columns `build` annotates, how many values, say):
+    two different queries under one shape would run the first."""
 
-    STAND_INS = (-2_000_000_011, -2_000_000_013, datetime(1901, 2, 3, 4, 5, 6, 789, tzinfo=UTC))
     MAX_SHAPES = 256
 
     def __init__(self, model: type[models.Model]) -> None:
         self.model = model
-        self.cache: dict[Hashable, tuple[str, tuple[Any, ...]]] = {}
+        self.cache: dict[Hashable, _Statement] = {}
 
-    def run(self, shape: Hashable, build: Callable[..., QuerySet[Any]], *values: Any) -> Any:
-        stand_ins = self.STAND_INS[: len(values)]
-        found = self.cache.get(shape)
+    def run(self, shape: Hashable, build: Callable[..., QuerySet[Any]], *values: Any) -> list[Any]:
+        stand_ins = tuple(_stand_in(value, i) for i, value in enumerate(values))
+        key = (connection.alias, shape)
+        found = self.cache.get(key)
         if found is None:
             if len(self.cache) >= self.MAX_SHAPES:
                 self.cache.clear()
-            found = self.cache[shape] = build(*stand_ins).query.sql_with_params()
-        statement, params = found
+            found = self.cache[key] = _Statement(build(*stand_ins))
         by_stand_in = dict(zip(stand_ins, values, strict=True))
-        return self.model._default_manager.raw(statement, [_put(p, by_stand_in) for p in params])
+        for stand_in, value in zip(stand_ins, values, strict=True):
+            if isinstance(stand_in, datetime):  # as the database takes it: on SQLite, a text
+                adapt = connection.ops.adapt_datetimefield_value
+                by_stand_in[adapt(stand_in)] = adapt(value)
+        return found.objects([_put(p, by_stand_in) for p in found.params])
+
+
+class _Statement:
+    """One compiled query of model instances and what it takes to make them from its rows: what Django's
+    ModelIterable works out on every run, worked out once (the query must not use prefetch_related)."""
+
+    def __init__(self, queryset: QuerySet[Any]) -> None:
+        if queryset._prefetch_related_lookups or queryset._fields is not None:  # type: ignore[attr-defined]
+            raise TypeError("sql.Compiled runs querysets of model instances, without prefetch_related")
+        compiler = queryset.query.get_compiler(connection=connection)
+        self.sql, params = compiler.as_sql()  # fills compiler.select, klass_info and annotation_col_map
+        self.params = tuple(params)
+        self.compiler = compiler
+        select, info = compiler.select, compiler.klass_info
+        self.model = info["model"]
+        first, last = info["select_fields"][0], info["select_fields"][-1] + 1
+        self.own = slice(first, last)
+        self.init_list = [column[0].target.attname for column in select[first:last]]
+        self.related = get_related_populators(info, select, connection.alias)
+        self.annotations = dict(compiler.annotation_col_map or {})
+        self.converters = compiler.get_converters([column[0] for column in select[0 : compiler.col_count]])
+
+    def objects(self, params: list[Any]) -> list[Any]:
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            rows: Any = cursor.fetchall()
+        if self.converters:
+            rows = self.compiler.apply_converters(rows, self.converters)
+        out = []
+        for row in rows:
+            obj = self.model.from_db(connection.alias, self.init_list, row[self.own])
+            for populator in self.related:
+                populator.populate(row, obj)
+            for name, at in self.annotations.items():
+                setattr(obj, name, row[at])
+            out.append(obj)
+        return out
 
 
 class Rows:
@@ -124,6 +180,17 @@ class Rows:
 
 
 ROWS = Rows()
+
+
+def _stand_in(value: Any, i: int) -> Any:
+    """A value of value's type, for a query's i-th parameter, that no real one equals."""
+    if isinstance(value, datetime):
+        return datetime(1901, 2, 3, 4, 5, 6, 100 + i, tzinfo=UTC)
+    if isinstance(value, str):
+        return f"\x01gridlane stand-in {i}\x01"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -2_000_000_011 - 2 * i
+    raise TypeError(f"sql.Compiled takes ids, times and texts as values, not {type(value).__name__}")
 
 
 def _put(param: Any, by_stand_in: dict[Any, Any]) -> Any:

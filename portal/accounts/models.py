@@ -17,6 +17,8 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
+from portal import sql
+
 
 class ResourceGroup(models.Model):
     """A team or department: the unit that owns quotas and sees its own work."""
@@ -325,7 +327,12 @@ class ApiToken(models.Model):
         if not plaintext.startswith(TOKEN_PREFIX):
             return None
         digests = _candidate_digests(plaintext)
-        token = cls.objects.select_related("user", "user__service_identity").filter(digest__in=digests).first()
+        found = _TOKEN.run(
+            ("token", len(digests)),
+            lambda *d: cls.objects.select_related("user", "user__service_identity").filter(digest__in=d)[:1],
+            *digests,
+        )
+        token: ApiToken | None = found[0] if found else None
         if token is None or token.revoked_at is not None:
             return None
         if token.expires_at is not None and token.expires_at <= timezone.now():
@@ -334,6 +341,10 @@ class ApiToken(models.Model):
             cls.objects.filter(pk=token.pk, digest=token.digest).update(digest=digests[0])
             token.digest = digests[0]
         return token
+
+
+# A token's look-up runs on every API request: built and compiled once (sql.Compiled), then only sent.
+_TOKEN = sql.Compiled(ApiToken)
 
 
 class AuditEvent(models.Model):

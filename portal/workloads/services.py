@@ -136,10 +136,12 @@ def submit_context(user: Any, slug: str) -> SubmitContext:
     Raises SubmitRejected when there is no such enabled queue, QueueForbidden when the user may not use it.
     """
     # fabric__posix_policy: the run-as check (_check_run_as) reads each fabric's POSIX policy, in the same statement.
-    targets = list(
-        QueueTarget.objects.filter(queue__slug=slug, queue__enabled=True).select_related(
+    targets = _TARGETS.run(
+        "targets",
+        lambda s: QueueTarget.objects.filter(queue__slug=s, queue__enabled=True).select_related(
             "queue", "fabric", "fabric__posix_policy"
-        )
+        ),
+        slug,
     )
     queue = targets[0].queue if targets else Queue.objects.filter(slug=slug, enabled=True).first()
     if queue is None:
@@ -158,6 +160,10 @@ def submit_context(user: Any, slug: str) -> SubmitContext:
     if not groups and not access.is_it(user):
         raise QueueForbidden(f"You may not use the queue {queue.name}.")
     return SubmitContext(queue, groups, leads)
+
+
+# A queue's targets, read on every submit: built and compiled once (sql.Compiled), then only sent.
+_TARGETS = sql.Compiled(QueueTarget)
 
 
 def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = None) -> Workload:

@@ -1,0 +1,106 @@
+"""Statements the hot paths compile once and send again (portal.sql): a token's look-up, a queue's targets, a
+person's teams, a workload's INSERT. Each must give exactly what the ORM gives for the same values, on the
+second run as on the first, and never answer one value with another's rows."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.db.models.sql import InsertQuery
+from django.utils import timezone
+
+from portal import sql
+from portal.accounts.models import ApiToken, ResourceGroup
+from portal.queues.models import QueueTarget
+from portal.workloads import services
+from portal.workloads.models import Workload
+
+
+def targets(slug):
+    return QueueTarget.objects.filter(queue__slug=slug, queue__enabled=True).select_related(
+        "queue", "fabric", "fabric__posix_policy"
+    )
+
+
+def same(a, b):
+    """Two lists of instances hold the same rows, and the same related rows loaded with them."""
+    assert [(type(x), x.pk, vars_of(x)) for x in a] == [(type(y), y.pk, vars_of(y)) for y in b]
+
+
+def vars_of(obj):
+    related = {name: vars_of(value) for name, value in obj._state.fields_cache.items() if value is not None}
+    return {k: v for k, v in vars(obj).items() if k != "_state"} | {"related": related}
+
+
+def test_a_compiled_query_gives_what_the_orm_gives_for_each_value_it_is_run_with(cast):
+    compiled = sql.Compiled(QueueTarget)
+    for slug in ["train", "notebooks", "train", "no-such-queue", "train"]:
+        got = compiled.run("targets", targets, slug)
+        same(got, list(targets(slug)))
+        for target in got:  # the related rows came with it: no query to reach them
+            assert target.queue.slug == slug
+            assert target.fabric.name
+    assert len(compiled.cache) == 1
+
+
+def test_compiled_annotations_ids_and_times_are_put_in_their_places(cast, alice, bob):
+    from django.db.models import F, Value
+
+    def teams(user_id, at):
+        return (
+            ResourceGroup.objects.filter(memberships__user=user_id)
+            .annotate(role=F("memberships__role"), asked=Value(at))
+            .order_by("slug")
+        )
+
+    compiled = sql.Compiled(ResourceGroup)
+    now = timezone.now()
+    for user in (alice, bob, alice):
+        got = compiled.run("teams", teams, user.pk, now)
+        assert [(g.slug, g.role, g.asked) for g in got] == [(g.slug, g.role, now) for g in teams(user.pk, now)]
+        assert got
+
+
+def test_a_token_is_found_with_its_user_in_one_statement(alice, django_assert_num_queries):
+    token, plaintext = ApiToken.issue(alice, "t")
+    ApiToken.lookup(plaintext)  # compiled here
+    with django_assert_num_queries(1):
+        found = ApiToken.lookup(plaintext)
+        assert found is not None
+        assert found.pk == token.pk
+        assert found.user.username == "alice"
+    assert ApiToken.lookup(plaintext[:-1] + ("A" if plaintext[-1] != "A" else "B")) is None
+
+
+@pytest.mark.parametrize("ignore_conflicts", [False, True])
+def test_a_compiled_insert_is_the_insert_django_compiles(cast, alice, submit, ignore_conflicts):
+    first = submit(alice, name="first")
+    for name, gpus in [("second", 1), ("third", 0.5)]:
+        workload = services.check_submit(alice, services.SubmitRequest(
+            queue="train", kind="training", name=name, command="true", gpus=Decimal(gpus)))  # fmt: skip
+        workload.submitted_at = workload.updated_at = timezone.now()
+        sql.insert_sql(first, ignore_conflicts)  # compiled with another object first
+        statement, params = sql.insert_sql(workload, ignore_conflicts)
+        expected, expected_params = fresh_insert(workload, ignore_conflicts)
+        assert statement == expected
+        assert [*map(plain, params)] == [*map(plain, expected_params)]
+        assert [type(p) for p in params] == [type(p) for p in expected_params]  # adapted alike (Int4, Jsonb)
+    assert Workload.objects.count() == 1
+
+
+def plain(param):
+    """A parameter's value: a JSON value's wrapper (psycopg's Jsonb) compares by identity, its value does not."""
+    return getattr(param, "obj", param)
+
+
+def fresh_insert(obj, ignore_conflicts):
+    from django.db.models.constants import OnConflict
+    from django.db.models.fields import AutoFieldMixin
+
+    fields = [f for f in type(obj)._meta.concrete_fields if not isinstance(f, AutoFieldMixin) and not f.generated]
+    query = InsertQuery(type(obj), on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
+    query.insert_values(fields, [obj])
+    ((statement, params),) = query.get_compiler(connection=connection).as_sql()
+    return statement, list(params)
