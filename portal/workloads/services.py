@@ -424,7 +424,7 @@ def submit(user: Any, req: SubmitRequest, idempotency_key: str | None = None) ->
     workload.idempotency_key = idempotency_key or None
     if workload.array_size:
         try:
-            do_submit_many([(workload, None)])
+            do_submit_many([(workload, None)], answered_whole=True)
             return workload, True
         except IntegrityError:
             if not idempotency_key:
@@ -624,10 +624,13 @@ def _check_by_shape(
     return workload
 
 
-def do_submit_many(checked: list[tuple[Workload, Workload | None]]) -> list[tuple[Workload, bool]]:
+def do_submit_many(
+    checked: list[tuple[Workload, Workload | None]], answered_whole: bool = False
+) -> list[tuple[Workload, bool]]:
     """Record the new workloads of a checked bulk submit in one transaction (all or nothing) with their first
     events (an array's parent with a workload per index), and kick the worker once. Returns each item's
-    workload and whether it was created now.
+    workload and whether it was created now; with `answered_whole` (a single submit, answered with the
+    workload's detail), each carries its first event too.
 
     Raises IntegrityError when a key was taken meanwhile (by a concurrent request): nothing is recorded.
     """
@@ -646,8 +649,9 @@ def do_submit_many(checked: list[tuple[Workload, Workload | None]]) -> list[tupl
                 Workload.objects.bulk_create(new, batch_size=BULK_BATCH)
                 WorkloadEvent.objects.bulk_create(events, batch_size=BULK_BATCH)
             kick_worker(wake.ADMIT)
-    for w, event in zip(new, events, strict=True):
-        _remember_events(w, [event])
+    if answered_whole:  # a bulk submit answers with ids and states only
+        for w, event in zip(new, events, strict=True):
+            _remember_events(w, [event])
     if new:
         log.info("%d workloads submitted in bulk by %s", len(new), new[0].owner)
     return [(w, earlier is None) for w, earlier in checked]
