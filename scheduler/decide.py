@@ -9,6 +9,7 @@ borrows what is left, in priority order, with backfill around the first work wai
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from datetime import datetime, timedelta
 from operator import itemgetter
@@ -107,6 +108,8 @@ class _Cycle:
         self.spans: dict[int, timedelta] = {}  # runtime limit (s) -> as a timedelta
         self.ends: dict[int, datetime] = {}  # runtime limit (s) -> when work started now ends
         self.by_limit: dict[tuple[int, int | None], list[tuple[datetime, Amount]]] | None = None
+        # Each level's reservation bound (_bound), worked out when first asked.
+        self.bounds: dict[int, tuple[float, float, float]] = {}
         for job in snapshot.running:
             if job.array_id:
                 self.array_active[job.array_id] += 1
@@ -121,37 +124,35 @@ class _Cycle:
         rest: list[Job] = []
         routes: list[Route] = []  # each job's in `rest`, worked out once for the passes after this one
         queues, agents = self.s.queues, bool(self.s.owner_reservations)
-        passed: set[tuple[tuple[int, ...], int]] = set()  # see _within_any
+        known = self.routes.get
+        passed: set[tuple[tuple[int, ...], int]] = set()  # see _room
         preempted = 0
+        own = self.own
         for job in line:
             if job.array_throttle and self.throttled(job):
                 continue
-            queue = queues.get(job.queue_id)
-            route = () if queue is None else self._route(job, queue)
+            r = job.per_node
+            route = known((job.queue_id, job.only_on, job.nodes, r.gpus_milli, r.cpus_milli, r.memory_mib))
+            if route is None:  # (a shape seen first: its queue's targets, once; see _route)
+                queue = queues.get(job.queue_id)
+                route = () if queue is None else self._route(job, queue)
             # (An agent's own reservation may make its work owed whatever the team's holds.)
             if route and not agents:
                 if len(self.preempted) != preempted:
                     passed.clear()
                     preempted = len(self.preempted)
-                if self._no_room(self._levels_of(job.group_id), route, passed):
+                levels = own.get(job.group_id)
+                if levels is None:  # the one level a team's own reservation is judged at, as _room takes levels
+                    levels = own[job.group_id] = (job.group_id,)
+                targets = self._room(levels, route, passed)
+                if not (targets and self.owed(job, route, targets=targets)):
                     rest.append(job)
                     routes.append(route)
-                    continue
+                continue
             if not self.owed(job, route):
                 rest.append(job)
                 routes.append(route)
         return rest, routes
-
-    def _no_room(self, levels: tuple[int, ...], route: Route, passed: set[tuple[tuple[int, ...], int]]) -> bool:
-        """Whether no unused reservation at these levels holds this route's work (remembered in `passed` for the
-        rest of the pass, see _within_any): such work is passed over, as owed() would do."""
-        seen = (levels, id(route))
-        if seen in passed:
-            return True
-        if not self._within_any(levels, route):
-            passed.add(seen)
-            return True
-        return False
 
     def departments_owed(self, rest: list[Job], routes: list[Route]) -> tuple[list[Job], list[Route]]:
         """Handle the work within a department's unused reservation; the rest, returned in line order with each
@@ -163,95 +164,103 @@ class _Cycle:
         left: list[Route] = []
         ledger = self.ledger
         above_of: dict[int, tuple[int, ...]] = {}
-        passed: set[tuple[tuple[int, ...], int]] = set()  # see _within_any
+        passed: set[tuple[tuple[int, ...], int]] = set()  # see _room
         for job, route in zip(rest, routes, strict=True):
             if not self.preempted:
                 above = above_of.get(job.group_id)
                 if above is None:
                     above = above_of[job.group_id] = ledger.lineage(job.group_id)[1:]
-                if not route or not above:
+                targets = self._room(above, route, passed) if route and above else None
+                if not (targets and self.owed(job, route, department=True, targets=targets)):
                     borrowers.append(job)
                     left.append(route)
-                    continue
-                if self._no_room(above, route, passed):
-                    borrowers.append(job)
-                    left.append(route)
-                    continue
+                continue
             if not self.owed(job, route, department=True):
                 borrowers.append(job)
                 left.append(route)
         return borrowers, left
 
-    def _levels_of(self, group_id: int) -> tuple[int, ...]:
-        """The one level a team's own reservation is judged at, as _within_any takes levels (one tuple per team)."""
-        found = self.own.get(group_id)
-        if found is None:
-            found = self.own[group_id] = (group_id,)
-        return found
+    def _room(
+        self, levels: tuple[int, ...], route: Route, passed: set[tuple[tuple[int, ...], int]]
+    ) -> list[tuple[int, Amount]]:
+        """The job's healthy targets, in its route's order, where the unused reservation of one of these levels
+        holds it (Ledger.within_reservation, inlined: the hot path of both passes); none: it is passed over, as
+        owed() would do.
 
-    def _within_any(self, levels: tuple[int, ...], route: Route) -> bool:
-        """Whether the unused reservation of one of these levels holds the job on one of its healthy targets
-        (Ledger.within_reservation, inlined: the hot path of both passes).
-
-        Once it does not, for these levels and this route (one object per shape of work for the whole cycle, so
-        its id names the shape), it will not for any later job of the same levels and shape in the same pass:
-        a level's use only grows as work is admitted, and only preemption gives any back. The passes remember
-        such (levels, route) pairs, and forget them when something is preempted."""
+        Once there are none, for these levels and this route (one object per shape of work for the whole cycle,
+        so its id names the shape), there will be none for any later job of the same levels and shape in the
+        same pass: a level's use only grows as work is admitted, and only preemption gives any back. The passes
+        remember such (levels, route) pairs in `passed`, and forget them when something is preempted."""
+        seen = (levels, id(route))
+        if seen in passed:
+            return []
         healthy, reserved, group_used = self.healthy, self.ledger.reserved.get, self.ledger.group_used.get
+        bounds = self.bounds
+        targets = []
         for fid, need in route:
-            if fid in healthy:
-                for level in levels:
-                    r = reserved((level, fid))
-                    if r is None or not (r[0] or r[1] or r[2]):
-                        continue
-                    used = group_used((level, fid), ZERO)
-                    if (
-                        (not r[0] or used[0] + need[0] <= r[0])
-                        and (not r[1] or used[1] + need[1] <= r[1])
-                        and (not r[2] or used[2] + need[2] <= r[2])
-                    ):
-                        return True
-        return False
+            if fid not in healthy:
+                continue
+            n0, n1, n2 = need
+            for level in levels:
+                # Beyond what the level reserves on any healthy fabric: beyond its unused reservation on this one.
+                b0, b1, b2 = bounds[level] if level in bounds else self._bound(level)
+                if n0 > b0 or n1 > b1 or n2 > b2:
+                    continue
+                r = reserved((level, fid))
+                if r is None or not (r[0] or r[1] or r[2]):
+                    continue
+                used = group_used((level, fid), ZERO)
+                if (
+                    (not r[0] or used[0] + n0 <= r[0])
+                    and (not r[1] or used[1] + n1 <= r[1])
+                    and (not r[2] or used[2] + n2 <= r[2])
+                ):
+                    targets.append((fid, need))
+                    break
+        if not targets:
+            passed.add(seen)
+        return targets
 
-    def owed(self, job: Job, route: Route, department: bool = False) -> bool:
+    def _bound(self, level: int) -> tuple[float, float, float]:
+        """The most a level reserves on any one healthy fabric, in each resource (unbounded in one it leaves
+        unreserved on some fabric; below zero in all where it reserves nothing): no work beyond it is within
+        its unused reservation on any healthy fabric, since a level's use is never below zero."""
+        reserved = self.ledger.reserved.get
+        found = {r for fid in self.healthy if (r := reserved((level, fid))) is not None}
+        found.discard(ZERO)
+        bound: tuple[float, float, float] = (-1, -1, -1)
+        if found:
+            bound = (
+                max(r[0] or math.inf for r in found),
+                max(r[1] or math.inf for r in found),
+                max(r[2] or math.inf for r in found),
+            )
+        self.bounds[level] = bound
+        return bound
+
+    def owed(
+        self, job: Job, route: Route, department: bool = False, targets: list[tuple[int, Amount]] | None = None
+    ) -> bool:
         """Handle the job if it fits within its team's unused reservation on one of its targets (with
         `department`: within that of a department above the team).
 
         Returns False, deciding nothing, when it does not: it then borrows in the second pass. `route`: the job's
-        targets with its need on each (none where its queue is gone)."""
+        targets with its need on each (none where its queue is gone). `targets`: those where the unused
+        reservation holds it, where the pass found them already (_room)."""
         if not route:
             return False
+        if targets is None:
+            targets = self._owed_on(job, route, department)
+            if not targets:
+                return False
         ledger = self.ledger
-        healthy = self.healthy
-        g = job.group_id
-        if department:
-            lineage = ledger.lineage(g)
-            if self.preempted:  # a team's use may have come down since the first pass: every level again
-                targets = [
-                    (f, need) for f, need in route if f in healthy and ledger.owed_within(g, f, need) is not None
-                ]
-            elif len(lineage) == 1:
-                return False  # no department, and the first pass found the team's own floor full
-            else:  # the team's own level only filled up since the first pass found it full: the levels above
-                within = ledger.within_reservation
-                targets = []
-                for f, need in route:
-                    if f in healthy:
-                        for d in lineage[1:]:
-                            if within(d, f, need):
-                                targets.append((f, need))
-                                break
-        elif self.s.owner_reservations and self._owed_to_agent(job):
-            targets = [(f, need) for f, need in route if f in healthy]
-        else:
-            within = ledger.within_reservation
-            targets = [(f, need) for f, need in route if f in healthy and within(g, f, need)]
-        if not targets:
-            return False
+        capacity, used, held = ledger.capacity, ledger.used, ledger.held
         for fid, need in targets:
-            if self._limit_reason(job, fid, need) is None and fits(need, sub(ledger.free(fid), ledger.held[fid])):
-                self._admit(job, fid, need)
-                return True
+            if self._limit_reason(job, fid, need) is None:
+                c, u, h = capacity[fid], used[fid], held[fid]
+                if need[0] <= c[0] - u[0] - h[0] and need[1] <= c[1] - u[1] - h[1] and need[2] <= c[2] - u[2] - h[2]:
+                    self._admit(job, fid, need)
+                    return True
         for fid, need in targets:
             limited = self._limit_reason(job, fid, need)
             if limited is None and self._reclaim(job, fid, need):
@@ -277,6 +286,33 @@ class _Cycle:
         free = sub(ledger.free(fid), ledger.held[fid])
         self._wait(job, _Why(reasons.no_capacity(self._name(fid), free, need), fid))
         return True
+
+    def _owed_on(self, job: Job, route: Route, department: bool) -> list[tuple[int, Amount]]:
+        """The job's healthy targets where its team's unused reservation holds it (with `department`: that of a
+        department above the team), or an agent's own reservation does."""
+        ledger = self.ledger
+        healthy = self.healthy
+        g = job.group_id
+        if department:
+            lineage = ledger.lineage(g)
+            if self.preempted:  # a team's use may have come down since the first pass: every level again
+                return [(f, need) for f, need in route if f in healthy and ledger.owed_within(g, f, need) is not None]
+            if len(lineage) == 1:
+                return []  # no department, and the first pass found the team's own floor full
+            # The team's own level only filled up since the first pass found it full: the levels above.
+            within = ledger.within_reservation
+            targets = []
+            for f, need in route:
+                if f in healthy:
+                    for d in lineage[1:]:
+                        if within(d, f, need):
+                            targets.append((f, need))
+                            break
+            return targets
+        if self.s.owner_reservations and self._owed_to_agent(job):
+            return [(f, need) for f, need in route if f in healthy]
+        within = ledger.within_reservation
+        return [(f, need) for f, need in route if f in healthy and within(g, f, need)]
 
     def departments_owe(self) -> bool:
         """Whether the department pass can find anything owed: a department has unused reservation left on a
