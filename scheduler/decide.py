@@ -13,7 +13,6 @@ import math
 from collections import defaultdict
 from datetime import datetime, timedelta
 from operator import itemgetter
-from typing import NamedTuple
 
 from scheduler import reasons
 from scheduler.backfill import RESERVED, Plan
@@ -31,17 +30,10 @@ _SHORT_OF_CAPACITY = frozenset({reasons.NO_CAPACITY, reasons.GANG_DOES_NOT_FIT, 
 Route = tuple[tuple[int, Amount], ...]  # a job's targets in order, each with its need there
 
 
-class _Why(NamedTuple):
-    """Why a job waits, and the fabric it waits for capacity on (where a start can be estimated), or the team
-    limit it waits under ((group, fabric or None), where a start can be estimated from the team's running work)."""
-
-    reason: Reason
-    fabric_id: int | None
-    limit_key: tuple[int, int | None] | None = None
-
-    @property
-    def code(self) -> str:
-        return self.reason.code
+# Why a job waits: the reason, the fabric it waits for capacity on (where a start can be estimated) or None, and
+# the team limit it waits under ((group, fabric or None), where a start can be estimated from the team's running
+# work) or None. A plain tuple: the borrowing pass makes one for each target of most of the work it looks at.
+_Why = tuple[Reason, int | None, tuple[int, int | None] | None]
 
 
 def decide(snapshot: Snapshot) -> Decisions:
@@ -270,8 +262,8 @@ class _Cycle:
             if (
                 limited is not None
                 and not department
-                and limited.code == reasons.DEPARTMENT_AT_LIMIT
-                and self._reclaim(job, fid, need, within=limited.limit_key)
+                and limited[0].code == reasons.DEPARTMENT_AT_LIMIT
+                and self._reclaim(job, fid, need, within=limited[2])
                 and self._limit_reason(job, fid, need) is None
             ):
                 self._admit(job, fid, need)
@@ -284,7 +276,7 @@ class _Cycle:
         # Owed but not free yet, and nothing to take back: hold it, so it goes to this team as it frees up.
         ledger.hold(fid, need)
         free = sub(ledger.free(fid), ledger.held[fid])
-        self._wait(job, _Why(reasons.no_capacity(self._name(fid), free, need), fid))
+        self._wait(job, (reasons.no_capacity(self._name(fid), free, need), fid, None))
         return True
 
     def _owed_on(self, job: Job, route: Route, department: bool) -> list[tuple[int, Amount]]:
@@ -353,7 +345,7 @@ class _Cycle:
             return
         plans = self.plans
         for (fid, need), blocked in zip(route, why, strict=True):
-            if blocked.fabric_id is not None:
+            if blocked[1] is not None:
                 plan = plans.get(fid)
                 if plan is None or len(plan.starts) < RESERVED:  # a plan with all its reservations takes no more
                     self._reserve(job, fid, need)
@@ -377,11 +369,11 @@ class _Cycle:
         fabric = self.s.fabrics[fid]
         ledger = self.ledger
         if not fabric.healthy:
-            return _Why(reasons.fabric_unavailable(fabric.name), None)
+            return (reasons.fabric_unavailable(fabric.name), None, None)
         size = self.sizes[fid]
         n0, n1, n2 = need
         if n0 > size[0] or n1 > size[1] or n2 > size[2]:
-            return _Why(reasons.too_big(fabric.name, size, need), None)
+            return (reasons.too_big(fabric.name, size, need), None, None)
         limited = self._limit_reason(job, fid, need)
         if limited is not None:
             return limited
@@ -390,14 +382,14 @@ class _Cycle:
         if n0 > free[0] or n1 > free[1] or n2 > free[2]:
             if job.nodes > 1:
                 args = (fabric.name, job.nodes, free, need)
-                return _Why(reasons.gang_does_not_fit(*args), fid)
-            return _Why(reasons.no_capacity(fabric.name, free, need), fid)
+                return (reasons.gang_does_not_fit(*args), fid, None)
+            return (reasons.no_capacity(fabric.name, free, need), fid, None)
         held = ledger.held[fid]
         if (held[0] or held[1] or held[2]) and not fits(need, sub(free, held)):  # (nothing held: it fits)
-            return _Why(reasons.held_for_reservations(fabric.name, held), None)
+            return (reasons.held_for_reservations(fabric.name, held), None, None)
         plan = self.plans.get(fid)
         if plan is not None and not plan.admits(job.runtime_limit_s, need):
-            return _Why(reasons.behind_higher_priority(fabric.name, plan.first or self.now), fid)
+            return (reasons.behind_higher_priority(fabric.name, plan.first or self.now), fid, None)
         self._admit(job, fid, need)
         return None
 
@@ -433,7 +425,7 @@ class _Cycle:
         key: tuple[int, int | None], depth: int, where: str, used: Amount, limit: Amount, need: Amount
     ) -> _Why:
         at_limit = reasons.group_at_limit if depth == 0 else reasons.department_at_limit
-        return _Why(at_limit(where, used, limit, need), None, key)
+        return (at_limit(where, used, limit, need), None, key)
 
     def _person_limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
         """Past the team's limits: a member's, a queue's share and an agent identity's own (None: all hold)."""
@@ -446,15 +438,15 @@ class _Cycle:
         if ledger.within_limits(job, fid, need, owner_limit, member_limit, queue_cap):
             return None  # (the team's limits hold: _limit_reason judged them)
         if member_limit is not None and ledger.member_used[g, job.owner_id] + need[0] > member_limit:
-            return _Why(reasons.member_at_limit(ledger.member_used[g, job.owner_id], member_limit, need[0]), None)
+            return (reasons.member_at_limit(ledger.member_used[g, job.owner_id], member_limit, need[0]), None, None)
         in_queue = ledger.queue_used[job.queue_id, fid]
         if queue is not None and queue_cap is not None and in_queue + need[0] > queue_cap:
             share = reasons.queue_at_share(
                 queue.slug, self._name(fid), queue.gpu_share or 0, in_queue, queue_cap, need[0]
             )
-            return _Why(share, None)
+            return (share, None, None)
         owner = (ledger.owner_used[job.owner_id], owner_limit or 0, need[0])
-        return _Why(reasons.owner_at_limit(*owner), None)
+        return (reasons.owner_at_limit(*owner), None, None)
 
     def throttled(self, job: Job) -> bool:
         """Whether the job is an array element past its array's % limit (then it waits, with that reason)."""
@@ -464,11 +456,12 @@ class _Cycle:
         return True
 
     def _wait(self, job: Job, why: _Why) -> None:
-        self.waiting[job.id] = why.reason
-        if why.fabric_id is not None:
-            self.waits_on[job.id] = why.fabric_id
-        elif why.limit_key is not None:
-            self.waits_under[job.id] = why.limit_key
+        reason, fid, limit_key = why
+        self.waiting[job.id] = reason
+        if fid is not None:
+            self.waits_on[job.id] = fid
+        elif limit_key is not None:
+            self.waits_under[job.id] = limit_key
 
     def _admit(self, job: Job, fid: int, need: Amount) -> None:
         if job.array_id:
@@ -546,7 +539,7 @@ class _Cycle:
         if tier is None:
             return False
         for (fid, need), blocked in zip(route, why, strict=True):
-            if blocked.code not in _SHORT_OF_CAPACITY or fid in self.plans:
+            if blocked[0].code not in _SHORT_OF_CAPACITY or fid in self.plans:
                 continue
             if self._reclaim(job, fid, need, below=tier.rank):
                 self._admit(job, fid, need)
