@@ -100,8 +100,8 @@ class _Cycle:
         self.spans: dict[int, timedelta] = {}  # runtime limit (s) -> as a timedelta
         self.ends: dict[int, datetime] = {}  # runtime limit (s) -> when work started now ends
         self.by_limit: dict[tuple[int, int | None], list[tuple[datetime, Amount]]] | None = None
-        # Each level's reservation bound (_bound), worked out when first asked.
-        self.bounds: dict[int, tuple[float, float, float]] = {}
+        # Levels as _room takes them -> each with its reservation bound (_bound), worked out when first asked.
+        self.bounds: dict[tuple[int, ...], tuple[tuple[int, float, float, float], ...]] = {}
         for job in snapshot.running:
             if job.array_id:
                 self.array_active[job.array_id] += 1
@@ -187,15 +187,16 @@ class _Cycle:
         if seen in passed:
             return []
         healthy, reserved, group_used = self.healthy, self.ledger.reserved.get, self.ledger.group_used.get
-        bounds = self.bounds
+        bounded = self.bounds.get(levels)
+        if bounded is None:
+            bounded = self.bounds[levels] = tuple((level, *self._bound(level)) for level in levels)
         targets = []
         for fid, need in route:
             if fid not in healthy:
                 continue
             n0, n1, n2 = need
-            for level in levels:
+            for level, b0, b1, b2 in bounded:
                 # Beyond what the level reserves on any healthy fabric: beyond its unused reservation on this one.
-                b0, b1, b2 = bounds[level] if level in bounds else self._bound(level)
                 if n0 > b0 or n1 > b1 or n2 > b2:
                     continue
                 r = reserved((level, fid))
@@ -220,15 +221,13 @@ class _Cycle:
         reserved = self.ledger.reserved.get
         found = {r for fid in self.healthy if (r := reserved((level, fid))) is not None}
         found.discard(ZERO)
-        bound: tuple[float, float, float] = (-1, -1, -1)
-        if found:
-            bound = (
-                max(r[0] or math.inf for r in found),
-                max(r[1] or math.inf for r in found),
-                max(r[2] or math.inf for r in found),
-            )
-        self.bounds[level] = bound
-        return bound
+        if not found:
+            return (-1, -1, -1)
+        return (
+            max(r[0] or math.inf for r in found),
+            max(r[1] or math.inf for r in found),
+            max(r[2] or math.inf for r in found),
+        )
 
     def owed(
         self, job: Job, route: Route, department: bool = False, targets: list[tuple[int, Amount]] | None = None
@@ -466,7 +465,7 @@ class _Cycle:
     def _admit(self, job: Job, fid: int, need: Amount) -> None:
         if job.array_id:
             self.array_active[job.array_id] += 1
-        self.ledger.take(job, fid, need)
+        self.ledger.move(job, fid, need, 1)
         self.admitted.append(Admit(job.id, fid))
         self.admitted_on[fid].append(job)
 
@@ -595,6 +594,7 @@ class _Cycle:
         waiting = []
         reason_of, waits_on, waits_under = self.waiting.get, self.waits_on.get, self.waits_under.get
         sharing = self.ledger.sharing
+        spans, span = self.spans, self._span
         for job in line:
             reason = reason_of(job.id)
             if reason is None:
@@ -608,7 +608,8 @@ class _Cycle:
                 if profile is None:
                     profile = profiles[fid] = Profile(self.now, self.ledger.free(fid), self._releases(fid))
                 if profile.estimated < MAX_PER_FABRIC:
-                    start = profile.earliest(need_on(job, sharing[fid]), job.runtime_limit_s)
+                    runtime = job.runtime_limit_s
+                    start = profile.earliest(need_on(job, sharing[fid]), runtime, spans.get(runtime) or span(runtime))
             else:
                 key = waits_under(job.id)
                 if key is not None:
@@ -617,8 +618,11 @@ class _Cycle:
                         room = sub(self.ledger.limit[key], self.ledger.group_used[key])
                         profile = limit_profiles[key] = Profile(self.now, room, self._team_releases(key))
                     if profile.estimated < MAX_PER_FABRIC:
+                        runtime = job.runtime_limit_s
                         start = profile.earliest(
-                            need_on(job, sharing[key[1]] if key[1] is not None else True), job.runtime_limit_s
+                            need_on(job, sharing[key[1]] if key[1] is not None else True),
+                            runtime,
+                            spans.get(runtime) or span(runtime),
                         )
             waiting.append(Waiting(job.id, reason, start, place))
         return Decisions(admit=tuple(self.admitted), waiting=tuple(waiting), preempt=tuple(self.preempted))

@@ -145,21 +145,26 @@ class Ledger:
         return owner_limit is None or self.owner_used[job.owner_id] + need[0] <= owner_limit
 
     def take(self, job: Job, fabric_id: int, need: Amount) -> None:
-        self._move(job, fabric_id, need, 1)
+        self.move(job, fabric_id, need, 1)
 
     def give(self, job: Job, fabric_id: int, need: Amount) -> None:
-        self._move(job, fabric_id, need, -1)
+        self.move(job, fabric_id, need, -1)
 
-    def _move(self, job: Job, fabric_id: int, need: Amount, sign: int) -> None:
+    def move(self, job: Job, fabric_id: int, need: Amount, sign: int) -> None:
+        """The job takes `need` on the fabric (sign 1) or gives it back (sign -1), at every level above it too."""
         g = job.group_id
         d0, d1, d2 = sign * need[0], sign * need[1], sign * need[2]
         used = self.used[fabric_id]
         self.used[fabric_id] = (used[0] + d0, used[1] + d1, used[2] + d2)
         group_used = self.group_used
-        for level in self.lineage(g):
-            for key in ((level, fabric_id), (level, None)):
-                used = group_used[key]
-                group_used[key] = (used[0] + d0, used[1] + d1, used[2] + d2)
+        key: tuple[int, int | None]
+        for level in self.lineages.get(g) or self.lineage(g):
+            key = (level, fabric_id)
+            used = group_used[key]
+            group_used[key] = (used[0] + d0, used[1] + d1, used[2] + d2)
+            key = (level, None)
+            used = group_used[key]
+            group_used[key] = (used[0] + d0, used[1] + d1, used[2] + d2)
         self.owner_used[job.owner_id] += d0
         self.member_used[g, job.owner_id] += d0
         self.queue_used[job.queue_id, fabric_id] += d0
