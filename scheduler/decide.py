@@ -34,6 +34,8 @@ Route = tuple[tuple[int, Amount], ...]  # a job's targets in order, each with it
 # the team limit it waits under ((group, fabric or None), where a start can be estimated from the team's running
 # work) or None. A plain tuple: the borrowing pass makes one for each target of most of the work it looks at.
 _Why = tuple[Reason, int | None, tuple[int, int | None] | None]
+# Why it waits on a later target where nothing reads it (consider()).
+_UNREAD: _Why = (Reason(reasons.NO_CAPACITY), None, None)
 
 
 def decide(snapshot: Snapshot) -> Decisions:
@@ -333,8 +335,23 @@ class _Cycle:
             self.waiting[job.id] = reasons.no_target(slug)
             return
         # Routing: the first target that can hold all of it now.
-        why = []
+        why: list[_Why] = []
+        plans = self.plans
+        # Why it waits on a later target is read only where it may still reserve a start there (the fabric's plan
+        # has room for one; tier preemption passes over a fabric with a plan): elsewhere a later target without
+        # the room for it is passed over without asking why (its limits, the reason's words).
+        capacity, used, healthy = self.ledger.capacity, self.ledger.used, self.healthy
         for fid, need in route:
+            if why:
+                plan = plans.get(fid)
+                if plan is not None and len(plan.starts) >= RESERVED:
+                    if fid not in healthy:
+                        why.append(_UNREAD)
+                        continue
+                    c, u = capacity[fid], used[fid]
+                    if need[0] > c[0] - u[0] or need[1] > c[1] - u[1] or need[2] > c[2] - u[2]:
+                        why.append(_UNREAD)
+                        continue
             outcome = self._try(job, fid, need)
             if outcome is None:
                 return
@@ -342,7 +359,6 @@ class _Cycle:
         # A tier that may preempt: the first target where lower tiers' borrowed work can make room.
         if self.preempting and self._tier_preempts(job, route, why):
             return
-        plans = self.plans
         for (fid, need), blocked in zip(route, why, strict=True):
             if blocked[1] is not None:
                 plan = plans.get(fid)
