@@ -85,10 +85,10 @@ class _Cycle:
         # A job's targets and its need on each, by what decides them: its queue, native fabrics, nodes and request
         # (many jobs share one; a cycle keeps few objects alive, and so spends little on collecting garbage).
         self.routes: dict[tuple[object, ...], Route] = {}
+        self.least: dict[int, Amount] = {}  # a route (its id) -> the least the job needs on any of its targets
         self.healthy = {fid for fid, f in snapshot.fabrics.items() if f.healthy}
         # Each team's levels, nearest first: (the level, its depth, its limit across fabrics or None).
         self.levels: dict[int, tuple[tuple[int, int, Amount | None], ...]] = {}
-        self.own: dict[int, tuple[int]] = {}  # group -> (group,): the one level its own reservation is judged at
         # Whether any cap below the team's applies in this snapshot: a member's, a queue's share, an identity's.
         self.person_caps = bool(
             snapshot.owner_limits
@@ -121,7 +121,8 @@ class _Cycle:
         known = self.routes.get
         passed: set[tuple[tuple[int, ...], int]] = set()  # see _room
         preempted = 0
-        own = self.own
+        own: dict[int, tuple[tuple[int, ...], float, float, float]] = {}  # team -> its own level (_levels)
+        leasts = self.least
         for job in line:
             if job.array_throttle and self.throttled(job):
                 continue
@@ -135,9 +136,15 @@ class _Cycle:
                 if len(self.preempted) != preempted:
                     passed.clear()
                     preempted = len(self.preempted)
-                levels = own.get(job.group_id)
-                if levels is None:  # the one level a team's own reservation is judged at, as _room takes levels
-                    levels = own[job.group_id] = (job.group_id,)
+                found = own.get(job.group_id)
+                if found is None:  # the one level a team's own reservation is judged at, as _room takes levels
+                    found = own[job.group_id] = self._levels((job.group_id,))
+                levels, most0, most1, most2 = found
+                least = leasts[id(route)]
+                if least[0] > most0 or least[1] > most1 or least[2] > most2:
+                    rest.append(job)  # beyond what its team reserves on any healthy fabric (_bound)
+                    routes.append(route)
+                    continue
                 targets = self._room(levels, route, passed)
                 if not (targets and self.owed(job, route, targets=targets)):
                     rest.append(job)
@@ -157,17 +164,24 @@ class _Cycle:
         borrowers: list[Job] = []
         left: list[Route] = []
         ledger = self.ledger
-        above_of: dict[int, tuple[int, ...]] = {}
+        above_of: dict[int, tuple[tuple[int, ...], float, float, float]] = {}  # team -> its departments (_levels)
         passed: set[tuple[tuple[int, ...], int]] = set()  # see _room
+        leasts = self.least
         for job, route in zip(rest, routes, strict=True):
             if not self.preempted:
-                above = above_of.get(job.group_id)
-                if above is None:
-                    above = above_of[job.group_id] = ledger.lineage(job.group_id)[1:]
-                targets = self._room(above, route, passed) if route and above else None
-                if not (targets and self.owed(job, route, department=True, targets=targets)):
-                    borrowers.append(job)
-                    left.append(route)
+                found = above_of.get(job.group_id)
+                if found is None:
+                    found = above_of[job.group_id] = self._levels(ledger.lineage(job.group_id)[1:])
+                above, most0, most1, most2 = found
+                if route:
+                    least = leasts[id(route)]
+                    # (Beyond what its departments reserve on any healthy fabric: passed over, see _bound.)
+                    if not (least[0] > most0 or least[1] > most1 or least[2] > most2):
+                        targets = self._room(above, route, passed)
+                        if targets and self.owed(job, route, department=True, targets=targets):
+                            continue
+                borrowers.append(job)
+                left.append(route)
                 continue
             if not self.owed(job, route, department=True):
                 borrowers.append(job)
@@ -189,9 +203,7 @@ class _Cycle:
         if seen in passed:
             return []
         healthy, reserved, group_used = self.healthy, self.ledger.reserved.get, self.ledger.group_used.get
-        bounded = self.bounds.get(levels)
-        if bounded is None:
-            bounded = self.bounds[levels] = tuple((level, *self._bound(level)) for level in levels)
+        bounded = self.bounds[levels]
         targets = []
         for fid, need in route:
             if fid not in healthy:
@@ -215,6 +227,21 @@ class _Cycle:
         if not targets:
             passed.add(seen)
         return targets
+
+    def _levels(self, levels: tuple[int, ...]) -> tuple[tuple[int, ...], float, float, float]:
+        """Levels as _room takes them, with the most any of them reserves on a healthy fabric in each resource
+        (below zero in all where there are none); each level's own bound kept for _room."""
+        bounded = self.bounds.get(levels)
+        if bounded is None:
+            bounded = self.bounds[levels] = tuple((level, *self._bound(level)) for level in levels)
+        if not bounded:
+            return (levels, -1, -1, -1)
+        return (
+            levels,
+            max(b[1] for b in bounded),
+            max(b[2] for b in bounded),
+            max(b[3] for b in bounded),
+        )
 
     def _bound(self, level: int) -> tuple[float, float, float]:
         """The most a level reserves on any one healthy fabric, in each resource (unbounded in one it leaves
@@ -377,6 +404,8 @@ class _Cycle:
             sharing = self.ledger.sharing
             targets = _targets(job, queue, self.s)
             route = self.routes[shape] = tuple((fid, shared if sharing[fid] else whole) for fid in targets)
+            if route:  # (the least it needs on any target: less than `whole` only where a fabric shares GPUs)
+                self.least[id(route)] = shared if any(sharing[fid] for fid in targets) else whole
         return route
 
     def _try(self, job: Job, fid: int, need: Amount) -> _Why | None:
