@@ -73,7 +73,7 @@ class _Cycle:
         # The tiers whose work may preempt borrowed work of lower ones (the old classes never may).
         self.preempting = {slug: t for slug, t in snapshot.tiers.items() if t.may_preempt}
         self.admitted: list[Admit] = []
-        self.admitted_on: defaultdict[int, list[Job]] = defaultdict(list)
+        self.admitted_on: defaultdict[int, list[tuple[Job, Amount]]] = defaultdict(list)  # with its need there
         self.preempted: list[Preempt] = []
         self.gone: set[str] = set()  # preempted in this cycle
         # Why each waiting job waits, and what it waits for: a fabric's capacity, or a limit (its key). Kept apart
@@ -512,7 +512,7 @@ class _Cycle:
             self.array_active[job.array_id] += 1
         self.ledger.move(job, fid, need, 1)
         self.admitted.append(Admit(job.id, fid))
-        self.admitted_on[fid].append(job)
+        self.admitted_on[fid].append((job, need))
 
     def _name(self, fid: int) -> str:
         return self.s.fabrics[fid].name
@@ -600,8 +600,10 @@ class _Cycle:
                 continue
             start = job.started_at or self.now
             out.append((max(self.now, start + self._span(job.runtime_limit_s)), need_on(job, sharing)))
-        for job in self.admitted_on[fid]:
-            out.append((self._end(job.runtime_limit_s), need_on(job, sharing)))
+        ends, end = self.ends, self._end
+        for job, need in self.admitted_on[fid]:
+            runtime = job.runtime_limit_s
+            out.append((ends.get(runtime) or end(runtime), need))
         out.sort(key=itemgetter(0))
         return out
 
@@ -676,22 +678,33 @@ class _Cycle:
         """When a team's use under one of its limits comes down: each of its running jobs (on that fabric, or
         anywhere for its team-wide limit) at its runtime limit."""
         if self.by_limit is None:  # every job's release under each limit work waits under, indexed once
-            self.by_limit = defaultdict(list)
+            by_limit = self.by_limit = defaultdict(list)
             asked = set(self.waits_under.values())
-            for fid, jobs in [*self.running.items(), *self.admitted_on.items()]:
+            now, gone, span, sharing = self.now, self.gone, self._span, self.ledger.sharing
+            releases = []  # (when, what, where, whose), in time order: each limit's share of it is in order too
+            for fid, jobs in self.running.items():
                 for job in jobs:
-                    if job.id in self.gone:
-                        continue
-                    start = job.started_at or self.now
-                    end = max(self.now, start + self._span(job.runtime_limit_s))
-                    release = (end, need_on(job, self.ledger.sharing[fid]))
-                    for level in self.ledger.lineage(job.group_id):
-                        for limit_key in ((level, fid), (level, None)):
-                            if limit_key in asked:
-                                self.by_limit[limit_key].append(release)
-        out = list(self.by_limit.get(key, ()))
-        out.sort(key=itemgetter(0))
-        return out
+                    if job.id not in gone:
+                        end = max(now, (job.started_at or now) + span(job.runtime_limit_s))
+                        releases.append((end, need_on(job, sharing[fid]), fid, job.group_id))
+            for fid, admitted in self.admitted_on.items():
+                for job, need in admitted:
+                    if job.id not in gone:
+                        end = max(now, (job.started_at or now) + span(job.runtime_limit_s))
+                        releases.append((end, need, fid, job.group_id))
+            releases.sort(key=itemgetter(0))
+            lineage = self.ledger.lineage
+            limit_key: tuple[int, int | None]
+            for end, need, fid, group_id in releases:
+                release = (end, need)
+                for level in lineage(group_id):
+                    limit_key = (level, fid)
+                    if limit_key in asked:
+                        by_limit[limit_key].append(release)
+                    limit_key = (level, None)
+                    if limit_key in asked:
+                        by_limit[limit_key].append(release)
+        return self.by_limit.get(key, [])
 
 
 def _targets(job: Job, queue: QueueState, snapshot: Snapshot) -> tuple[int, ...]:
