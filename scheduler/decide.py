@@ -89,6 +89,7 @@ class _Cycle:
         self.healthy = {fid for fid, f in snapshot.fabrics.items() if f.healthy}
         # Each team's levels, nearest first: (the level, its depth, its limit across fabrics or None).
         self.levels: dict[int, tuple[tuple[int, int, Amount | None], ...]] = {}
+        self.limit_of, self.used_of = self.ledger.limit.get, self.ledger.group_used.get  # (for _limit_reason)
         # Whether any cap below the team's applies in this snapshot: a member's, a queue's share, an identity's.
         self.person_caps = bool(
             snapshot.owner_limits
@@ -440,10 +441,10 @@ class _Cycle:
     def _limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
         """Why a cap holds the job back on this fabric (the first that does, team before member before queue
         before agent identity), or None."""
-        ledger = self.ledger
-        limits, used_by = ledger.limit.get, ledger.group_used.get
+        limits, used_by = self.limit_of, self.used_of
         levels = self.levels.get(job.group_id)
         if levels is None:
+            ledger = self.ledger
             levels = self.levels[job.group_id] = tuple(
                 (level, depth, ledger.limit.get((level, None)))
                 for depth, level in enumerate(ledger.lineage(job.group_id))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 from datetime import datetime, timedelta
 
-from scheduler.ledger import Amount, add
+from scheduler.ledger import Amount
 
 MAX_PER_FABRIC = 50
 
@@ -18,15 +18,19 @@ class Profile:
     """Free capacity on one fabric from `now` on: free[i] holds from times[i] until times[i+1]."""
 
     def __init__(self, now: datetime, free: Amount, releases: list[tuple[datetime, Amount]]) -> None:
-        self.times = [now]
-        self.free = [free]
+        times = self.times = [now]
+        out = self.free = [free]
+        last = now
         for when, amount in releases:
             when = max(when, now)
-            if when == self.times[-1]:
-                self.free[-1] = add(self.free[-1], amount)
+            f = out[-1]
+            f = (f[0] + amount[0], f[1] + amount[1], f[2] + amount[2])
+            if when == last:
+                out[-1] = f
             else:
-                self.times.append(when)
-                self.free.append(add(self.free[-1], amount))
+                times.append(when)
+                out.append(f)
+                last = when
         self.estimated = 0
 
     def earliest(self, need: Amount, runtime_s: int, duration: timedelta | None = None) -> datetime | None:
