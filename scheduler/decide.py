@@ -73,7 +73,9 @@ class _Cycle:
         # The tiers whose work may preempt borrowed work of lower ones (the old classes never may).
         self.preempting = {slug: t for slug, t in snapshot.tiers.items() if t.may_preempt}
         self.admitted: list[Admit] = []
-        self.admitted_on: defaultdict[int, list[tuple[Job, Amount]]] = defaultdict(list)  # with its need there
+        self.admitted_on: defaultdict[int, list[Job]] = defaultdict(list)
+        # Their needs there, in the same order (kept apart: no object per admission for the collector to walk).
+        self.needs_on: defaultdict[int, list[Amount]] = defaultdict(list)
         self.preempted: list[Preempt] = []
         self.gone: set[str] = set()  # preempted in this cycle
         # Why each waiting job waits, and what it waits for: a fabric's capacity, or a limit (its key). Kept apart
@@ -513,7 +515,8 @@ class _Cycle:
             self.array_active[job.array_id] += 1
         self.ledger.move(job, fid, need, 1)
         self.admitted.append(Admit(job.id, fid))
-        self.admitted_on[fid].append((job, need))
+        self.admitted_on[fid].append(job)
+        self.needs_on[fid].append(need)
 
     def _name(self, fid: int) -> str:
         return self.s.fabrics[fid].name
@@ -602,7 +605,7 @@ class _Cycle:
             start = job.started_at or self.now
             out.append((max(self.now, start + self._span(job.runtime_limit_s)), need_on(job, sharing)))
         ends, end = self.ends, self._end
-        for job, need in self.admitted_on[fid]:
+        for job, need in zip(self.admitted_on[fid], self.needs_on[fid], strict=True):
             runtime = job.runtime_limit_s
             out.append((ends.get(runtime) or end(runtime), need))
         out.sort(key=itemgetter(0))
@@ -689,7 +692,7 @@ class _Cycle:
                         end = max(now, (job.started_at or now) + span(job.runtime_limit_s))
                         releases.append((end, need_on(job, sharing[fid]), fid, job.group_id))
             for fid, admitted in self.admitted_on.items():
-                for job, need in admitted:
+                for job, need in zip(admitted, self.needs_on[fid], strict=True):
                     if job.id not in gone:
                         end = max(now, (job.started_at or now) + span(job.runtime_limit_s))
                         releases.append((end, need, fid, job.group_id))
