@@ -9,6 +9,7 @@ borrows what is left, in priority order, with backfill around the first work wai
 
 from __future__ import annotations
 
+import gc
 import math
 from collections import defaultdict
 from datetime import datetime, timedelta
@@ -39,6 +40,21 @@ _UNREAD: _Why = (Reason(reasons.NO_CAPACITY), None, None)
 
 
 def decide(snapshot: Snapshot) -> Decisions:
+    # The cyclic garbage collector waits while a cycle decides (and catches up after): a cycle keeps tens of
+    # thousands of new objects alive until it returns (each waiting job's reason and place, each admission, the
+    # ledger's uses), and collections in its middle would walk them again and again, and move them up to be
+    # walked again with everything else in the process; it makes no reference cycles for them to free. (Process
+    # wide for as long as decide() runs; left alone where something else has already turned it off.)
+    if not gc.isenabled():
+        return _decide(snapshot)
+    gc.disable()
+    try:
+        return _decide(snapshot)
+    finally:
+        gc.enable()
+
+
+def _decide(snapshot: Snapshot) -> Decisions:
     cycle = _Cycle(snapshot)
     # 1. Order the line: fair share, priority tier, age and size (priority.py).
     line = ordered(snapshot)
