@@ -108,6 +108,8 @@ class _Cycle:
         # Each team's levels, nearest first: (the level, its depth, its limit across fabrics or None).
         self.levels: dict[int, tuple[tuple[int, int, Amount | None], ...]] = {}
         self.limit_of, self.used_of = self.ledger.limit.get, self.ledger.group_used.get  # (for _limit_reason)
+        # (fabric, need) -> the fabric's use when work of that need last found no room there, and why it waits.
+        self.short: dict[tuple[int, Amount], tuple[Amount, _Why]] = {}
         # Whether any cap below the team's applies in this snapshot: a member's, a queue's share, an identity's.
         self.person_caps = bool(
             snapshot.owner_limits
@@ -446,7 +448,12 @@ class _Cycle:
             if job.nodes > 1:
                 args = (fabric.name, job.nodes, free, need)
                 return (reasons.gang_does_not_fit(*args), fid, None)
-            return (reasons.no_capacity(fabric.name, free, need), fid, None)
+            # One reason for all the work of one size that finds the fabric as full (its use the same object: the
+            # ledger replaces it on every change): the same words, one object for them all.
+            short = self.short.get((fid, need))
+            if short is None or short[0] is not used:
+                short = self.short[fid, need] = (used, (reasons.no_capacity(fabric.name, free, need), fid, None))
+            return short[1]
         held = ledger.held[fid]
         if (held[0] or held[1] or held[2]) and not fits(need, sub(free, held)):  # (nothing held: it fits)
             return (reasons.held_for_reservations(fabric.name, held), None, None)
