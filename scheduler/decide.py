@@ -9,10 +9,11 @@ borrows what is left, in priority order, with backfill around the first work wai
 
 from __future__ import annotations
 
+import gc
+import math
 from collections import defaultdict
 from datetime import datetime, timedelta
 from operator import itemgetter
-from typing import NamedTuple
 
 from scheduler import reasons
 from scheduler.backfill import RESERVED, Plan
@@ -30,20 +31,30 @@ _SHORT_OF_CAPACITY = frozenset({reasons.NO_CAPACITY, reasons.GANG_DOES_NOT_FIT, 
 Route = tuple[tuple[int, Amount], ...]  # a job's targets in order, each with its need there
 
 
-class _Why(NamedTuple):
-    """Why a job waits, and the fabric it waits for capacity on (where a start can be estimated), or the team
-    limit it waits under ((group, fabric or None), where a start can be estimated from the team's running work)."""
-
-    reason: Reason
-    fabric_id: int | None
-    limit_key: tuple[int, int | None] | None = None
-
-    @property
-    def code(self) -> str:
-        return self.reason.code
+# Why a job waits: the reason, the fabric it waits for capacity on (where a start can be estimated) or None, and
+# the team limit it waits under ((group, fabric or None), where a start can be estimated from the team's running
+# work) or None. A plain tuple: the borrowing pass makes one for each target of most of the work it looks at.
+_Why = tuple[Reason, int | None, tuple[int, int | None] | None]
+# Why it waits on a later target where nothing reads it (consider()).
+_UNREAD: _Why = (Reason(reasons.NO_CAPACITY), None, None)
 
 
 def decide(snapshot: Snapshot) -> Decisions:
+    # The cyclic garbage collector waits while a cycle decides (and catches up after): a cycle keeps tens of
+    # thousands of new objects alive until it returns (each waiting job's reason and place, each admission, the
+    # ledger's uses), and collections in its middle would walk them again and again, and move them up to be
+    # walked again with everything else in the process; it makes no reference cycles for them to free. (Process
+    # wide for as long as decide() runs; left alone where something else has already turned it off.)
+    if not gc.isenabled():
+        return _decide(snapshot)
+    gc.disable()
+    try:
+        return _decide(snapshot)
+    finally:
+        gc.enable()
+
+
+def _decide(snapshot: Snapshot) -> Decisions:
     cycle = _Cycle(snapshot)
     # 1. Order the line: fair share, priority tier, age and size (priority.py).
     line = ordered(snapshot)
@@ -79,6 +90,8 @@ class _Cycle:
         self.preempting = {slug: t for slug, t in snapshot.tiers.items() if t.may_preempt}
         self.admitted: list[Admit] = []
         self.admitted_on: defaultdict[int, list[Job]] = defaultdict(list)
+        # Their needs there, in the same order (kept apart: no object per admission for the collector to walk).
+        self.needs_on: defaultdict[int, list[Amount]] = defaultdict(list)
         self.preempted: list[Preempt] = []
         self.gone: set[str] = set()  # preempted in this cycle
         # Why each waiting job waits, and what it waits for: a fabric's capacity, or a limit (its key). Kept apart
@@ -90,10 +103,13 @@ class _Cycle:
         # A job's targets and its need on each, by what decides them: its queue, native fabrics, nodes and request
         # (many jobs share one; a cycle keeps few objects alive, and so spends little on collecting garbage).
         self.routes: dict[tuple[object, ...], Route] = {}
+        self.least: dict[int, Amount] = {}  # a route (its id) -> the least the job needs on any of its targets
         self.healthy = {fid for fid, f in snapshot.fabrics.items() if f.healthy}
         # Each team's levels, nearest first: (the level, its depth, its limit across fabrics or None).
         self.levels: dict[int, tuple[tuple[int, int, Amount | None], ...]] = {}
-        self.own: dict[int, tuple[int]] = {}  # group -> (group,): the one level its own reservation is judged at
+        self.limit_of, self.used_of = self.ledger.limit.get, self.ledger.group_used.get  # (for _limit_reason)
+        # (fabric, need) -> the fabric's use when work of that need last found no room there, and why it waits.
+        self.short: dict[tuple[int, Amount], tuple[Amount, _Why]] = {}
         # Whether any cap below the team's applies in this snapshot: a member's, a queue's share, an identity's.
         self.person_caps = bool(
             snapshot.owner_limits
@@ -107,6 +123,8 @@ class _Cycle:
         self.spans: dict[int, timedelta] = {}  # runtime limit (s) -> as a timedelta
         self.ends: dict[int, datetime] = {}  # runtime limit (s) -> when work started now ends
         self.by_limit: dict[tuple[int, int | None], list[tuple[datetime, Amount]]] | None = None
+        # Levels as _room takes them -> each with its reservation bound (_bound), worked out when first asked.
+        self.bounds: dict[tuple[int, ...], tuple[tuple[int, float, float, float], ...]] = {}
         for job in snapshot.running:
             if job.array_id:
                 self.array_active[job.array_id] += 1
@@ -121,37 +139,42 @@ class _Cycle:
         rest: list[Job] = []
         routes: list[Route] = []  # each job's in `rest`, worked out once for the passes after this one
         queues, agents = self.s.queues, bool(self.s.owner_reservations)
-        passed: set[tuple[tuple[int, ...], int]] = set()  # see _within_any
+        known = self.routes.get
+        passed: set[tuple[tuple[int, ...], int]] = set()  # see _room
         preempted = 0
+        own: dict[int, tuple[tuple[int, ...], float, float, float]] = {}  # team -> its own level (_levels)
+        leasts = self.least
         for job in line:
             if job.array_throttle and self.throttled(job):
                 continue
-            queue = queues.get(job.queue_id)
-            route = () if queue is None else self._route(job, queue)
+            r = job.per_node
+            route = known((job.queue_id, job.only_on, job.nodes, r.gpus_milli, r.cpus_milli, r.memory_mib))
+            if route is None:  # (a shape seen first: its queue's targets, once; see _route)
+                queue = queues.get(job.queue_id)
+                route = () if queue is None else self._route(job, queue)
             # (An agent's own reservation may make its work owed whatever the team's holds.)
             if route and not agents:
                 if len(self.preempted) != preempted:
                     passed.clear()
                     preempted = len(self.preempted)
-                if self._no_room(self._levels_of(job.group_id), route, passed):
-                    rest.append(job)
+                found = own.get(job.group_id)
+                if found is None:  # the one level a team's own reservation is judged at, as _room takes levels
+                    found = own[job.group_id] = self._levels((job.group_id,))
+                levels, most0, most1, most2 = found
+                least = leasts[id(route)]
+                if least[0] > most0 or least[1] > most1 or least[2] > most2:
+                    rest.append(job)  # beyond what its team reserves on any healthy fabric (_bound)
                     routes.append(route)
                     continue
+                targets = self._room(levels, route, passed)
+                if not (targets and self.owed(job, route, targets=targets)):
+                    rest.append(job)
+                    routes.append(route)
+                continue
             if not self.owed(job, route):
                 rest.append(job)
                 routes.append(route)
         return rest, routes
-
-    def _no_room(self, levels: tuple[int, ...], route: Route, passed: set[tuple[tuple[int, ...], int]]) -> bool:
-        """Whether no unused reservation at these levels holds this route's work (remembered in `passed` for the
-        rest of the pass, see _within_any): such work is passed over, as owed() would do."""
-        seen = (levels, id(route))
-        if seen in passed:
-            return True
-        if not self._within_any(levels, route):
-            passed.add(seen)
-            return True
-        return False
 
     def departments_owed(self, rest: list[Job], routes: list[Route]) -> tuple[list[Job], list[Route]]:
         """Handle the work within a department's unused reservation; the rest, returned in line order with each
@@ -162,96 +185,123 @@ class _Cycle:
         borrowers: list[Job] = []
         left: list[Route] = []
         ledger = self.ledger
-        above_of: dict[int, tuple[int, ...]] = {}
-        passed: set[tuple[tuple[int, ...], int]] = set()  # see _within_any
+        above_of: dict[int, tuple[tuple[int, ...], float, float, float]] = {}  # team -> its departments (_levels)
+        passed: set[tuple[tuple[int, ...], int]] = set()  # see _room
+        leasts = self.least
         for job, route in zip(rest, routes, strict=True):
             if not self.preempted:
-                above = above_of.get(job.group_id)
-                if above is None:
-                    above = above_of[job.group_id] = ledger.lineage(job.group_id)[1:]
-                if not route or not above:
-                    borrowers.append(job)
-                    left.append(route)
-                    continue
-                if self._no_room(above, route, passed):
-                    borrowers.append(job)
-                    left.append(route)
-                    continue
+                found = above_of.get(job.group_id)
+                if found is None:
+                    found = above_of[job.group_id] = self._levels(ledger.lineage(job.group_id)[1:])
+                above, most0, most1, most2 = found
+                if route:
+                    least = leasts[id(route)]
+                    # (Beyond what its departments reserve on any healthy fabric: passed over, see _bound.)
+                    if not (least[0] > most0 or least[1] > most1 or least[2] > most2):
+                        targets = self._room(above, route, passed)
+                        if targets and self.owed(job, route, department=True, targets=targets):
+                            continue
+                borrowers.append(job)
+                left.append(route)
+                continue
             if not self.owed(job, route, department=True):
                 borrowers.append(job)
                 left.append(route)
         return borrowers, left
 
-    def _levels_of(self, group_id: int) -> tuple[int, ...]:
-        """The one level a team's own reservation is judged at, as _within_any takes levels (one tuple per team)."""
-        found = self.own.get(group_id)
-        if found is None:
-            found = self.own[group_id] = (group_id,)
-        return found
+    def _room(
+        self, levels: tuple[int, ...], route: Route, passed: set[tuple[tuple[int, ...], int]]
+    ) -> list[tuple[int, Amount]]:
+        """The job's healthy targets, in its route's order, where the unused reservation of one of these levels
+        holds it (Ledger.within_reservation, inlined: the hot path of both passes); none: it is passed over, as
+        owed() would do.
 
-    def _within_any(self, levels: tuple[int, ...], route: Route) -> bool:
-        """Whether the unused reservation of one of these levels holds the job on one of its healthy targets
-        (Ledger.within_reservation, inlined: the hot path of both passes).
-
-        Once it does not, for these levels and this route (one object per shape of work for the whole cycle, so
-        its id names the shape), it will not for any later job of the same levels and shape in the same pass:
-        a level's use only grows as work is admitted, and only preemption gives any back. The passes remember
-        such (levels, route) pairs, and forget them when something is preempted."""
+        Once there are none, for these levels and this route (one object per shape of work for the whole cycle,
+        so its id names the shape), there will be none for any later job of the same levels and shape in the
+        same pass: a level's use only grows as work is admitted, and only preemption gives any back. The passes
+        remember such (levels, route) pairs in `passed`, and forget them when something is preempted."""
+        seen = (levels, id(route))
+        if seen in passed:
+            return []
         healthy, reserved, group_used = self.healthy, self.ledger.reserved.get, self.ledger.group_used.get
+        bounded = self.bounds[levels]
+        targets = []
         for fid, need in route:
-            if fid in healthy:
-                for level in levels:
-                    r = reserved((level, fid))
-                    if r is None or not (r[0] or r[1] or r[2]):
-                        continue
-                    used = group_used((level, fid), ZERO)
-                    if (
-                        (not r[0] or used[0] + need[0] <= r[0])
-                        and (not r[1] or used[1] + need[1] <= r[1])
-                        and (not r[2] or used[2] + need[2] <= r[2])
-                    ):
-                        return True
-        return False
+            if fid not in healthy:
+                continue
+            n0, n1, n2 = need
+            for level, b0, b1, b2 in bounded:
+                # Beyond what the level reserves on any healthy fabric: beyond its unused reservation on this one.
+                if n0 > b0 or n1 > b1 or n2 > b2:
+                    continue
+                r = reserved((level, fid))
+                if r is None or not (r[0] or r[1] or r[2]):
+                    continue
+                used = group_used((level, fid), ZERO)
+                if (
+                    (not r[0] or used[0] + n0 <= r[0])
+                    and (not r[1] or used[1] + n1 <= r[1])
+                    and (not r[2] or used[2] + n2 <= r[2])
+                ):
+                    targets.append((fid, need))
+                    break
+        if not targets:
+            passed.add(seen)
+        return targets
 
-    def owed(self, job: Job, route: Route, department: bool = False) -> bool:
+    def _levels(self, levels: tuple[int, ...]) -> tuple[tuple[int, ...], float, float, float]:
+        """Levels as _room takes them, with the most any of them reserves on a healthy fabric in each resource
+        (below zero in all where there are none); each level's own bound kept for _room."""
+        bounded = self.bounds.get(levels)
+        if bounded is None:
+            bounded = self.bounds[levels] = tuple((level, *self._bound(level)) for level in levels)
+        if not bounded:
+            return (levels, -1, -1, -1)
+        return (
+            levels,
+            max(b[1] for b in bounded),
+            max(b[2] for b in bounded),
+            max(b[3] for b in bounded),
+        )
+
+    def _bound(self, level: int) -> tuple[float, float, float]:
+        """The most a level reserves on any one healthy fabric, in each resource (unbounded in one it leaves
+        unreserved on some fabric; below zero in all where it reserves nothing): no work beyond it is within
+        its unused reservation on any healthy fabric, since a level's use is never below zero."""
+        reserved = self.ledger.reserved.get
+        found = {r for fid in self.healthy if (r := reserved((level, fid))) is not None}
+        found.discard(ZERO)
+        if not found:
+            return (-1, -1, -1)
+        return (
+            max(r[0] or math.inf for r in found),
+            max(r[1] or math.inf for r in found),
+            max(r[2] or math.inf for r in found),
+        )
+
+    def owed(
+        self, job: Job, route: Route, department: bool = False, targets: list[tuple[int, Amount]] | None = None
+    ) -> bool:
         """Handle the job if it fits within its team's unused reservation on one of its targets (with
         `department`: within that of a department above the team).
 
         Returns False, deciding nothing, when it does not: it then borrows in the second pass. `route`: the job's
-        targets with its need on each (none where its queue is gone)."""
+        targets with its need on each (none where its queue is gone). `targets`: those where the unused
+        reservation holds it, where the pass found them already (_room)."""
         if not route:
             return False
+        if targets is None:
+            targets = self._owed_on(job, route, department)
+            if not targets:
+                return False
         ledger = self.ledger
-        healthy = self.healthy
-        g = job.group_id
-        if department:
-            lineage = ledger.lineage(g)
-            if self.preempted:  # a team's use may have come down since the first pass: every level again
-                targets = [
-                    (f, need) for f, need in route if f in healthy and ledger.owed_within(g, f, need) is not None
-                ]
-            elif len(lineage) == 1:
-                return False  # no department, and the first pass found the team's own floor full
-            else:  # the team's own level only filled up since the first pass found it full: the levels above
-                within = ledger.within_reservation
-                targets = []
-                for f, need in route:
-                    if f in healthy:
-                        for d in lineage[1:]:
-                            if within(d, f, need):
-                                targets.append((f, need))
-                                break
-        elif self.s.owner_reservations and self._owed_to_agent(job):
-            targets = [(f, need) for f, need in route if f in healthy]
-        else:
-            within = ledger.within_reservation
-            targets = [(f, need) for f, need in route if f in healthy and within(g, f, need)]
-        if not targets:
-            return False
+        capacity, used, held = ledger.capacity, ledger.used, ledger.held
         for fid, need in targets:
-            if self._limit_reason(job, fid, need) is None and fits(need, sub(ledger.free(fid), ledger.held[fid])):
-                self._admit(job, fid, need)
-                return True
+            if self._limit_reason(job, fid, need) is None:
+                c, u, h = capacity[fid], used[fid], held[fid]
+                if need[0] <= c[0] - u[0] - h[0] and need[1] <= c[1] - u[1] - h[1] and need[2] <= c[2] - u[2] - h[2]:
+                    self._admit(job, fid, need)
+                    return True
         for fid, need in targets:
             limited = self._limit_reason(job, fid, need)
             if limited is None and self._reclaim(job, fid, need):
@@ -261,8 +311,8 @@ class _Cycle:
             if (
                 limited is not None
                 and not department
-                and limited.code == reasons.DEPARTMENT_AT_LIMIT
-                and self._reclaim(job, fid, need, within=limited.limit_key)
+                and limited[0].code == reasons.DEPARTMENT_AT_LIMIT
+                and self._reclaim(job, fid, need, within=limited[2])
                 and self._limit_reason(job, fid, need) is None
             ):
                 self._admit(job, fid, need)
@@ -275,8 +325,35 @@ class _Cycle:
         # Owed but not free yet, and nothing to take back: hold it, so it goes to this team as it frees up.
         ledger.hold(fid, need)
         free = sub(ledger.free(fid), ledger.held[fid])
-        self._wait(job, _Why(reasons.no_capacity(self._name(fid), free, need), fid))
+        self._wait(job, (reasons.no_capacity(self._name(fid), free, need), fid, None))
         return True
+
+    def _owed_on(self, job: Job, route: Route, department: bool) -> list[tuple[int, Amount]]:
+        """The job's healthy targets where its team's unused reservation holds it (with `department`: that of a
+        department above the team), or an agent's own reservation does."""
+        ledger = self.ledger
+        healthy = self.healthy
+        g = job.group_id
+        if department:
+            lineage = ledger.lineage(g)
+            if self.preempted:  # a team's use may have come down since the first pass: every level again
+                return [(f, need) for f, need in route if f in healthy and ledger.owed_within(g, f, need) is not None]
+            if len(lineage) == 1:
+                return []  # no department, and the first pass found the team's own floor full
+            # The team's own level only filled up since the first pass found it full: the levels above.
+            within = ledger.within_reservation
+            targets = []
+            for f, need in route:
+                if f in healthy:
+                    for d in lineage[1:]:
+                        if within(d, f, need):
+                            targets.append((f, need))
+                            break
+            return targets
+        if self.s.owner_reservations and self._owed_to_agent(job):
+            return [(f, need) for f, need in route if f in healthy]
+        within = ledger.within_reservation
+        return [(f, need) for f, need in route if f in healthy and within(g, f, need)]
 
     def departments_owe(self) -> bool:
         """Whether the department pass can find anything owed: a department has unused reservation left on a
@@ -306,8 +383,23 @@ class _Cycle:
             self.waiting[job.id] = reasons.no_target(slug)
             return
         # Routing: the first target that can hold all of it now.
-        why = []
+        why: list[_Why] = []
+        plans = self.plans
+        # Why it waits on a later target is read only where it may still reserve a start there (the fabric's plan
+        # has room for one; tier preemption passes over a fabric with a plan): elsewhere a later target without
+        # the room for it is passed over without asking why (its limits, the reason's words).
+        capacity, used, healthy = self.ledger.capacity, self.ledger.used, self.healthy
         for fid, need in route:
+            if why:
+                plan = plans.get(fid)
+                if plan is not None and len(plan.starts) >= RESERVED:
+                    if fid not in healthy:
+                        why.append(_UNREAD)
+                        continue
+                    c, u = capacity[fid], used[fid]
+                    if need[0] > c[0] - u[0] or need[1] > c[1] - u[1] or need[2] > c[2] - u[2]:
+                        why.append(_UNREAD)
+                        continue
             outcome = self._try(job, fid, need)
             if outcome is None:
                 return
@@ -315,9 +407,8 @@ class _Cycle:
         # A tier that may preempt: the first target where lower tiers' borrowed work can make room.
         if self.preempting and self._tier_preempts(job, route, why):
             return
-        plans = self.plans
         for (fid, need), blocked in zip(route, why, strict=True):
-            if blocked.fabric_id is not None:
+            if blocked[1] is not None:
                 plan = plans.get(fid)
                 if plan is None or len(plan.starts) < RESERVED:  # a plan with all its reservations takes no more
                     self._reserve(job, fid, need)
@@ -334,6 +425,8 @@ class _Cycle:
             sharing = self.ledger.sharing
             targets = _targets(job, queue, self.s)
             route = self.routes[shape] = tuple((fid, shared if sharing[fid] else whole) for fid in targets)
+            if route:  # (the least it needs on any target: less than `whole` only where a fabric shares GPUs)
+                self.least[id(route)] = shared if any(sharing[fid] for fid in targets) else whole
         return route
 
     def _try(self, job: Job, fid: int, need: Amount) -> _Why | None:
@@ -341,11 +434,11 @@ class _Cycle:
         fabric = self.s.fabrics[fid]
         ledger = self.ledger
         if not fabric.healthy:
-            return _Why(reasons.fabric_unavailable(fabric.name), None)
+            return (reasons.fabric_unavailable(fabric.name), None, None)
         size = self.sizes[fid]
         n0, n1, n2 = need
         if n0 > size[0] or n1 > size[1] or n2 > size[2]:
-            return _Why(reasons.too_big(fabric.name, size, need), None)
+            return (reasons.too_big(fabric.name, size, need), None, None)
         limited = self._limit_reason(job, fid, need)
         if limited is not None:
             return limited
@@ -354,24 +447,29 @@ class _Cycle:
         if n0 > free[0] or n1 > free[1] or n2 > free[2]:
             if job.nodes > 1:
                 args = (fabric.name, job.nodes, free, need)
-                return _Why(reasons.gang_does_not_fit(*args), fid)
-            return _Why(reasons.no_capacity(fabric.name, free, need), fid)
+                return (reasons.gang_does_not_fit(*args), fid, None)
+            # One reason for all the work of one size that finds the fabric as full (its use the same object: the
+            # ledger replaces it on every change): the same words, one object for them all.
+            short = self.short.get((fid, need))
+            if short is None or short[0] is not used:
+                short = self.short[fid, need] = (used, (reasons.no_capacity(fabric.name, free, need), fid, None))
+            return short[1]
         held = ledger.held[fid]
         if (held[0] or held[1] or held[2]) and not fits(need, sub(free, held)):  # (nothing held: it fits)
-            return _Why(reasons.held_for_reservations(fabric.name, held), None)
+            return (reasons.held_for_reservations(fabric.name, held), None, None)
         plan = self.plans.get(fid)
         if plan is not None and not plan.admits(job.runtime_limit_s, need):
-            return _Why(reasons.behind_higher_priority(fabric.name, plan.first or self.now), fid)
+            return (reasons.behind_higher_priority(fabric.name, plan.first or self.now), fid, None)
         self._admit(job, fid, need)
         return None
 
     def _limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
         """Why a cap holds the job back on this fabric (the first that does, team before member before queue
         before agent identity), or None."""
-        ledger = self.ledger
-        limits, used_by = ledger.limit.get, ledger.group_used.get
+        limits, used_by = self.limit_of, self.used_of
         levels = self.levels.get(job.group_id)
         if levels is None:
+            ledger = self.ledger
             levels = self.levels[job.group_id] = tuple(
                 (level, depth, ledger.limit.get((level, None)))
                 for depth, level in enumerate(ledger.lineage(job.group_id))
@@ -397,7 +495,7 @@ class _Cycle:
         key: tuple[int, int | None], depth: int, where: str, used: Amount, limit: Amount, need: Amount
     ) -> _Why:
         at_limit = reasons.group_at_limit if depth == 0 else reasons.department_at_limit
-        return _Why(at_limit(where, used, limit, need), None, key)
+        return (at_limit(where, used, limit, need), None, key)
 
     def _person_limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
         """Past the team's limits: a member's, a queue's share and an agent identity's own (None: all hold)."""
@@ -410,15 +508,15 @@ class _Cycle:
         if ledger.within_limits(job, fid, need, owner_limit, member_limit, queue_cap):
             return None  # (the team's limits hold: _limit_reason judged them)
         if member_limit is not None and ledger.member_used[g, job.owner_id] + need[0] > member_limit:
-            return _Why(reasons.member_at_limit(ledger.member_used[g, job.owner_id], member_limit, need[0]), None)
+            return (reasons.member_at_limit(ledger.member_used[g, job.owner_id], member_limit, need[0]), None, None)
         in_queue = ledger.queue_used[job.queue_id, fid]
         if queue is not None and queue_cap is not None and in_queue + need[0] > queue_cap:
             share = reasons.queue_at_share(
                 queue.slug, self._name(fid), queue.gpu_share or 0, in_queue, queue_cap, need[0]
             )
-            return _Why(share, None)
+            return (share, None, None)
         owner = (ledger.owner_used[job.owner_id], owner_limit or 0, need[0])
-        return _Why(reasons.owner_at_limit(*owner), None)
+        return (reasons.owner_at_limit(*owner), None, None)
 
     def throttled(self, job: Job) -> bool:
         """Whether the job is an array element past its array's % limit (then it waits, with that reason)."""
@@ -428,18 +526,20 @@ class _Cycle:
         return True
 
     def _wait(self, job: Job, why: _Why) -> None:
-        self.waiting[job.id] = why.reason
-        if why.fabric_id is not None:
-            self.waits_on[job.id] = why.fabric_id
-        elif why.limit_key is not None:
-            self.waits_under[job.id] = why.limit_key
+        reason, fid, limit_key = why
+        self.waiting[job.id] = reason
+        if fid is not None:
+            self.waits_on[job.id] = fid
+        elif limit_key is not None:
+            self.waits_under[job.id] = limit_key
 
     def _admit(self, job: Job, fid: int, need: Amount) -> None:
         if job.array_id:
             self.array_active[job.array_id] += 1
-        self.ledger.take(job, fid, need)
+        self.ledger.move(job, fid, need, 1)
         self.admitted.append(Admit(job.id, fid))
         self.admitted_on[fid].append(job)
+        self.needs_on[fid].append(need)
 
     def _name(self, fid: int) -> str:
         return self.s.fabrics[fid].name
@@ -510,7 +610,7 @@ class _Cycle:
         if tier is None:
             return False
         for (fid, need), blocked in zip(route, why, strict=True):
-            if blocked.code not in _SHORT_OF_CAPACITY or fid in self.plans:
+            if blocked[0].code not in _SHORT_OF_CAPACITY or fid in self.plans:
                 continue
             if self._reclaim(job, fid, need, below=tier.rank):
                 self._admit(job, fid, need)
@@ -527,8 +627,10 @@ class _Cycle:
                 continue
             start = job.started_at or self.now
             out.append((max(self.now, start + self._span(job.runtime_limit_s)), need_on(job, sharing)))
-        for job in self.admitted_on[fid]:
-            out.append((self._end(job.runtime_limit_s), need_on(job, sharing)))
+        ends, end = self.ends, self._end
+        for job, need in zip(self.admitted_on[fid], self.needs_on[fid], strict=True):
+            runtime = job.runtime_limit_s
+            out.append((ends.get(runtime) or end(runtime), need))
         out.sort(key=itemgetter(0))
         return out
 
@@ -566,6 +668,7 @@ class _Cycle:
         waiting = []
         reason_of, waits_on, waits_under = self.waiting.get, self.waits_on.get, self.waits_under.get
         sharing = self.ledger.sharing
+        spans, span = self.spans, self._span
         for job in line:
             reason = reason_of(job.id)
             if reason is None:
@@ -579,7 +682,8 @@ class _Cycle:
                 if profile is None:
                     profile = profiles[fid] = Profile(self.now, self.ledger.free(fid), self._releases(fid))
                 if profile.estimated < MAX_PER_FABRIC:
-                    start = profile.earliest(need_on(job, sharing[fid]), job.runtime_limit_s)
+                    runtime = job.runtime_limit_s
+                    start = profile.earliest(need_on(job, sharing[fid]), runtime, spans.get(runtime) or span(runtime))
             else:
                 key = waits_under(job.id)
                 if key is not None:
@@ -588,8 +692,11 @@ class _Cycle:
                         room = sub(self.ledger.limit[key], self.ledger.group_used[key])
                         profile = limit_profiles[key] = Profile(self.now, room, self._team_releases(key))
                     if profile.estimated < MAX_PER_FABRIC:
+                        runtime = job.runtime_limit_s
                         start = profile.earliest(
-                            need_on(job, sharing[key[1]] if key[1] is not None else True), job.runtime_limit_s
+                            need_on(job, sharing[key[1]] if key[1] is not None else True),
+                            runtime,
+                            spans.get(runtime) or span(runtime),
                         )
             waiting.append(Waiting(job.id, reason, start, place))
         return Decisions(admit=tuple(self.admitted), waiting=tuple(waiting), preempt=tuple(self.preempted))
@@ -598,22 +705,33 @@ class _Cycle:
         """When a team's use under one of its limits comes down: each of its running jobs (on that fabric, or
         anywhere for its team-wide limit) at its runtime limit."""
         if self.by_limit is None:  # every job's release under each limit work waits under, indexed once
-            self.by_limit = defaultdict(list)
+            by_limit = self.by_limit = defaultdict(list)
             asked = set(self.waits_under.values())
-            for fid, jobs in [*self.running.items(), *self.admitted_on.items()]:
+            now, gone, span, sharing = self.now, self.gone, self._span, self.ledger.sharing
+            releases = []  # (when, what, where, whose), in time order: each limit's share of it is in order too
+            for fid, jobs in self.running.items():
                 for job in jobs:
-                    if job.id in self.gone:
-                        continue
-                    start = job.started_at or self.now
-                    end = max(self.now, start + self._span(job.runtime_limit_s))
-                    release = (end, need_on(job, self.ledger.sharing[fid]))
-                    for level in self.ledger.lineage(job.group_id):
-                        for limit_key in ((level, fid), (level, None)):
-                            if limit_key in asked:
-                                self.by_limit[limit_key].append(release)
-        out = list(self.by_limit.get(key, ()))
-        out.sort(key=itemgetter(0))
-        return out
+                    if job.id not in gone:
+                        end = max(now, (job.started_at or now) + span(job.runtime_limit_s))
+                        releases.append((end, need_on(job, sharing[fid]), fid, job.group_id))
+            for fid, admitted in self.admitted_on.items():
+                for job, need in zip(admitted, self.needs_on[fid], strict=True):
+                    if job.id not in gone:
+                        end = max(now, (job.started_at or now) + span(job.runtime_limit_s))
+                        releases.append((end, need, fid, job.group_id))
+            releases.sort(key=itemgetter(0))
+            lineage = self.ledger.lineage
+            limit_key: tuple[int, int | None]
+            for end, need, fid, group_id in releases:
+                release = (end, need)
+                for level in lineage(group_id):
+                    limit_key = (level, fid)
+                    if limit_key in asked:
+                        by_limit[limit_key].append(release)
+                    limit_key = (level, None)
+                    if limit_key in asked:
+                        by_limit[limit_key].append(release)
+        return self.by_limit.get(key, [])
 
 
 def _targets(job: Job, queue: QueueState, snapshot: Snapshot) -> tuple[int, ...]:

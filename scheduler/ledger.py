@@ -55,9 +55,18 @@ class Ledger:
         # Capacity held for teams' own work that waits within their reservation: nobody after them may take it.
         self.held: dict[int, Amount] = dict.fromkeys(snapshot.fabrics, ZERO)
         self.group_used: defaultdict[tuple[int, int | None], Amount] = defaultdict(lambda: ZERO)
+        # GPUs (milli) each identity, each member of a team ((team, owner)) and each queue on each fabric
+        # ((queue, fabric)) holds: kept only where the snapshot has a cap or a reservation they are read for (a
+        # member's or an identity's limit, a queue's share, an identity's reservation).
+        self.people = bool(
+            snapshot.owner_limits
+            or snapshot.member_limits
+            or snapshot.owner_reservations
+            or any(q.gpu_share is not None for q in snapshot.queues.values())
+        )
         self.owner_used: defaultdict[int, int] = defaultdict(int)
-        self.member_used: defaultdict[tuple[int, int], int] = defaultdict(int)  # (team, owner) -> GPUs (milli)
-        self.queue_used: defaultdict[tuple[int, int], int] = defaultdict(int)  # (queue, fabric) -> GPUs (milli)
+        self.member_used: defaultdict[tuple[int, int], int] = defaultdict(int)
+        self.queue_used: defaultdict[tuple[int, int], int] = defaultdict(int)
         self.reserved: dict[tuple[int, int | None], Amount] = {}
         self.limit: dict[tuple[int, int | None], Amount] = {}
         # amount() inlined: one per quota, there may be thousands. Most quotas share a few amounts: each is kept
@@ -145,24 +154,30 @@ class Ledger:
         return owner_limit is None or self.owner_used[job.owner_id] + need[0] <= owner_limit
 
     def take(self, job: Job, fabric_id: int, need: Amount) -> None:
-        self._move(job, fabric_id, need, 1)
+        self.move(job, fabric_id, need, 1)
 
     def give(self, job: Job, fabric_id: int, need: Amount) -> None:
-        self._move(job, fabric_id, need, -1)
+        self.move(job, fabric_id, need, -1)
 
-    def _move(self, job: Job, fabric_id: int, need: Amount, sign: int) -> None:
+    def move(self, job: Job, fabric_id: int, need: Amount, sign: int) -> None:
+        """The job takes `need` on the fabric (sign 1) or gives it back (sign -1), at every level above it too."""
         g = job.group_id
         d0, d1, d2 = sign * need[0], sign * need[1], sign * need[2]
         used = self.used[fabric_id]
         self.used[fabric_id] = (used[0] + d0, used[1] + d1, used[2] + d2)
-        group_used = self.group_used
-        for level in self.lineage(g):
-            for key in ((level, fabric_id), (level, None)):
-                used = group_used[key]
-                group_used[key] = (used[0] + d0, used[1] + d1, used[2] + d2)
-        self.owner_used[job.owner_id] += d0
-        self.member_used[g, job.owner_id] += d0
-        self.queue_used[job.queue_id, fabric_id] += d0
+        group_used, before = self.group_used, self.group_used.get
+        key: tuple[int, int | None]
+        for level in self.lineages.get(g) or self.lineage(g):
+            key = (level, fabric_id)
+            used = before(key, ZERO)
+            group_used[key] = (used[0] + d0, used[1] + d1, used[2] + d2)
+            key = (level, None)
+            used = before(key, ZERO)
+            group_used[key] = (used[0] + d0, used[1] + d1, used[2] + d2)
+        if self.people:
+            self.owner_used[job.owner_id] += d0
+            self.member_used[g, job.owner_id] += d0
+            self.queue_used[job.queue_id, fabric_id] += d0
 
     def queue_cap(self, share: int | None, fabric_id: int) -> int | None:
         """The GPUs (milli) a queue with this share of a fabric may hold there; None: no cap."""

@@ -128,19 +128,19 @@ class Snapshot:
         return self.quotas.get((group_id, fabric_id)) or Quota(group_id, fabric_id)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Admit:
     job_id: str
     fabric_id: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Preempt:
     job_id: str
     reason: Reason
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Waiting:
     job_id: str
     reason: Reason

@@ -77,7 +77,7 @@ def _over(used: Amount, limit: Amount, need: Amount) -> str:
 
 
 def group_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> Reason:
-    return Reason(GROUP_AT_LIMIT, make=_group_at_limit, args=(fabric, used, limit, need))
+    return Reason(GROUP_AT_LIMIT, None, _group_at_limit, (fabric, used, limit, need))
 
 
 def _group_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> str:
@@ -86,7 +86,7 @@ def _group_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> s
 
 
 def member_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> Reason:
-    return Reason(MEMBER_AT_LIMIT, make=_member_at_limit, args=(used_milli, limit_milli, need_milli))
+    return Reason(MEMBER_AT_LIMIT, None, _member_at_limit, (used_milli, limit_milli, need_milli))
 
 
 def _member_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> str:
@@ -97,7 +97,7 @@ def _member_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> str:
 
 
 def queue_at_share(queue: str, fabric: str, share: int, used_milli: int, cap_milli: int, need_milli: int) -> Reason:
-    return Reason(QUEUE_AT_SHARE, make=_queue_at_share, args=(queue, fabric, share, used_milli, cap_milli, need_milli))
+    return Reason(QUEUE_AT_SHARE, None, _queue_at_share, (queue, fabric, share, used_milli, cap_milli, need_milli))
 
 
 def _queue_at_share(queue: str, fabric: str, share: int, used_milli: int, cap_milli: int, need_milli: int) -> str:
@@ -108,7 +108,7 @@ def _queue_at_share(queue: str, fabric: str, share: int, used_milli: int, cap_mi
 
 
 def department_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> Reason:
-    return Reason(DEPARTMENT_AT_LIMIT, make=_department_at_limit, args=(fabric, used, limit, need))
+    return Reason(DEPARTMENT_AT_LIMIT, None, _department_at_limit, (fabric, used, limit, need))
 
 
 def _department_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount) -> str:
@@ -117,7 +117,7 @@ def _department_at_limit(fabric: str, used: Amount, limit: Amount, need: Amount)
 
 
 def owner_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> Reason:
-    return Reason(OWNER_AT_LIMIT, make=_owner_at_limit, args=(used_milli, limit_milli, need_milli))
+    return Reason(OWNER_AT_LIMIT, None, _owner_at_limit, (used_milli, limit_milli, need_milli))
 
 
 def _owner_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> str:
@@ -128,7 +128,7 @@ def _owner_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> str:
 
 
 def no_capacity(fabric: str, free: Amount, need: Amount) -> Reason:
-    return Reason(NO_CAPACITY, make=_no_capacity, args=(fabric, free, need))
+    return Reason(NO_CAPACITY, None, _no_capacity, (fabric, free, need))
 
 
 def _no_capacity(fabric: str, free: Amount, need: Amount) -> str:
@@ -138,7 +138,7 @@ def _no_capacity(fabric: str, free: Amount, need: Amount) -> str:
 
 
 def held_for_reservations(fabric: str, held: Amount) -> Reason:
-    return Reason(HELD_FOR_RESERVATIONS, make=_held_for_reservations, args=(fabric, held))
+    return Reason(HELD_FOR_RESERVATIONS, None, _held_for_reservations, (fabric, held))
 
 
 def _held_for_reservations(fabric: str, held: Amount) -> str:
@@ -149,7 +149,7 @@ def _held_for_reservations(fabric: str, held: Amount) -> str:
 
 
 def gang_does_not_fit(fabric: str, nodes: int, free: Amount, need: Amount) -> Reason:
-    return Reason(GANG_DOES_NOT_FIT, make=_gang_does_not_fit, args=(fabric, nodes, free, need))
+    return Reason(GANG_DOES_NOT_FIT, None, _gang_does_not_fit, (fabric, nodes, free, need))
 
 
 def _gang_does_not_fit(fabric: str, nodes: int, free: Amount, need: Amount) -> str:
@@ -159,7 +159,7 @@ def _gang_does_not_fit(fabric: str, nodes: int, free: Amount, need: Amount) -> s
 
 
 def too_big(fabric: str, capacity: Amount, need: Amount) -> Reason:
-    return Reason(TOO_BIG, make=_too_big, args=(fabric, capacity, need))
+    return Reason(TOO_BIG, None, _too_big, (fabric, capacity, need))
 
 
 def _too_big(fabric: str, capacity: Amount, need: Amount) -> str:
@@ -167,7 +167,7 @@ def _too_big(fabric: str, capacity: Amount, need: Amount) -> str:
 
 
 def behind_higher_priority(fabric: str, head_start: datetime) -> Reason:
-    return Reason(BEHIND_HIGHER_PRIORITY, make=_behind_higher_priority, args=(fabric, head_start))
+    return Reason(BEHIND_HIGHER_PRIORITY, None, _behind_higher_priority, (fabric, head_start))
 
 
 def _behind_higher_priority(fabric: str, head_start: datetime) -> str:

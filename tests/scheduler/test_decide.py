@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import ast
+import gc
 import pathlib
+import sys
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import pytest
 
-from scheduler import Job, decide
+from scheduler import Job, Snapshot, decide
 from scheduler import reasons as r
 from scheduler.model import TierState
 from tests.scheduler.shapes import (
@@ -622,6 +624,40 @@ def test_the_scheduler_imports_no_django_and_reads_no_clock() -> None:
                 continue
             for name in names:
                 assert not name.startswith(("django", "portal")), f"{path.name} imports {name}"
+
+
+def test_deciding_leaves_the_garbage_collector_as_it_found_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """decide() holds the collector off while it runs and turns it back on after, even when it fails; one that
+    something else turned off stays off."""
+    pending = gpu_jobs(VISION, 3, 1)
+    seen: list[bool] = []
+    module = sys.modules["scheduler.decide"]
+    ordered = module.ordered
+
+    def watched(s: Snapshot) -> list[Job]:
+        seen.append(gc.isenabled())
+        return ordered(s)
+
+    monkeypatch.setattr(module, "ordered", watched)
+    assert gc.isenabled()
+    decide(snapshot([fabric(POOL, 2)], pending))
+    assert seen == [False]
+    assert gc.isenabled()
+
+    def fails(s: Snapshot) -> list[Job]:
+        raise RuntimeError
+
+    monkeypatch.setattr(module, "ordered", fails)
+    with pytest.raises(RuntimeError):
+        decide(snapshot([fabric(POOL, 2)], pending))
+    assert gc.isenabled()
+    monkeypatch.setattr(module, "ordered", ordered)
+    gc.disable()
+    try:
+        decide(snapshot([fabric(POOL, 2)], pending))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_waiting_work_knows_its_place_in_its_queues_line():
