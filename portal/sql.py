@@ -34,6 +34,7 @@ def insert_sql(obj: models.Model, ignore_conflicts: bool = False) -> tuple[str, 
     compiler = query.get_compiler(connection=connection)
     ((statement, params),) = compiler.as_sql()
     if not any(hasattr(p, "resolve_expression") or hasattr(p, "as_sql") for p in params):
+        query.objs = []  # kept to prepare later objects' values with, not to hold on to this one
         _INSERTS[key] = (statement, compiler, fields)
     return statement, list(params)
 
@@ -126,11 +127,10 @@ class _Statement:
         self.related = get_related_populators(info, select, connection.alias)
         self.annotations = dict(compiler.annotation_col_map or {})
         self.converters = compiler.get_converters([column[0] for column in select[0 : compiler.col_count]])
+        self.width = compiler.col_count if compiler.has_extra_select else None  # columns only ordering reads
 
     def objects(self, params: list[Any]) -> list[Any]:
-        with connection.cursor() as cursor:
-            cursor.execute(self.sql, params)
-            rows: Any = cursor.fetchall()
+        rows: Any = _fetch(self.sql, params, self.width)
         if self.converters:
             rows = self.compiler.apply_converters(rows, self.converters)
         out = []
@@ -155,7 +155,7 @@ class Rows:
     MAX_SHAPES = 256
 
     def __init__(self) -> None:
-        self.cache: dict[tuple[str, Hashable], tuple[str, tuple[Any, ...], Any, Any]] = {}
+        self.cache: dict[tuple[str, Hashable], tuple[str, tuple[Any, ...], Any, Any, int | None]] = {}
 
     def rows(self, shape: Hashable, build: Callable[[], QuerySet[Any]]) -> list[tuple[Any, ...]]:
         key = (connection.alias, shape)
@@ -164,22 +164,29 @@ class Rows:
             if len(self.cache) >= self.MAX_SHAPES:
                 self.cache.clear()
             queryset = build()
-            if queryset._fields is None or not issubclass(queryset._iterable_class, ValuesListIterable):  # type: ignore[attr-defined]
-                raise TypeError("sql.Rows runs values_list() querysets, whose rows are plain tuples")
+            if queryset._iterable_class is not ValuesListIterable:
+                raise TypeError("sql.Rows runs values_list() querysets (not flat or named), whose rows are tuples")
             compiler = queryset.query.get_compiler(connection=connection)
             statement, params = compiler.as_sql()
             fields = [s[0] for s in compiler.select[0 : compiler.col_count]]
-            found = self.cache[key] = (statement, tuple(params), compiler, compiler.get_converters(fields))
-        statement, params, compiler, converters = found
-        with connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            rows = cursor.fetchall()
+            width = compiler.col_count if compiler.has_extra_select else None  # columns only ordering reads
+            found = self.cache[key] = (statement, tuple(params), compiler, compiler.get_converters(fields), width)
+        statement, params, compiler, converters, width = found
+        rows = _fetch(statement, params, width)
         if converters:
             return [tuple(row) for row in compiler.apply_converters(rows, converters)]
         return [tuple(row) for row in rows]
 
 
 ROWS = Rows()
+
+
+def _fetch(statement: str, params: Sequence[Any], width: int | None) -> list[Any]:
+    """A compiled statement's rows, cut to `width` columns where the query selected more only to order by them."""
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        rows = cursor.fetchall()
+    return rows if width is None else [row[:width] for row in rows]
 
 
 def _stand_in(value: Any, i: int) -> Any:

@@ -104,3 +104,26 @@ def fresh_insert(obj, ignore_conflicts):
     query.insert_values(fields, [obj])
     ((statement, params),) = query.get_compiler(connection=connection).as_sql()
     return statement, list(params)
+
+
+def test_columns_selected_only_to_order_by_are_cut_as_the_orm_cuts_them(cast):
+    """DISTINCT with an order the select does not hold makes the ORM select more columns than it gives."""
+    from django.db.models.functions import Lower
+
+    rows = sql.Rows().rows(
+        "ordered slugs", lambda: ResourceGroup.objects.order_by(Lower("name")).distinct().values_list("slug", "pk")
+    )
+    assert rows == list(ResourceGroup.objects.order_by(Lower("name")).distinct().values_list("slug", "pk"))
+    assert all(len(row) == 2 for row in rows)
+
+    def teams(user_id):
+        return ResourceGroup.objects.exclude(pk=user_id).order_by(Lower("name")).distinct()
+
+    same(sql.Compiled(ResourceGroup).run("ordered", teams, 0), list(teams(0)))
+
+
+@pytest.mark.parametrize("flavour", [{"flat": True}, {"named": True}])
+def test_compiled_rows_refuse_flat_and_named_rows(cast, flavour):
+    fields = ["slug"] if "flat" in flavour else ["slug", "pk"]
+    with pytest.raises(TypeError, match="values_list"):
+        sql.Rows().rows("slugs", lambda: ResourceGroup.objects.values_list(*fields, **flavour))
