@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import F, Sum, Window
+from django.db.models import F, QuerySet, Sum, Window
 from django.db.models.functions import RowNumber
 
 from fabrics.base import Resources
@@ -78,14 +78,25 @@ def pending_candidates(limit: int | None = None) -> list[tuple[Any, ...]]:
     (GRIDLANE_CANDIDATES_PER_QUEUE unless given). Within one of those, fair share orders mostly by age (size moves it a
     little), so the rest wait their turn in the slice; their reason and estimate are refreshed when they
     come into it."""
-    # An array's parent is never scheduled: its elements are.
-    ranked = Workload.objects.filter(state=State.PENDING, array_size=0).annotate(
-        place=Window(
-            RowNumber(), partition_by=[F("group_id"), F("queue_id"), F("priority")], order_by=F("submitted_at").asc()
-        )
-    )
     limit = settings.GRIDLANE_CANDIDATES_PER_QUEUE if limit is None else limit
-    return ROWS.rows(("pending candidates", limit), lambda: ranked.filter(place__lte=limit).values_list(*FIELDS))
+    return ROWS.rows(("pending candidates", limit), lambda: _candidates(limit))
+
+
+def _candidates(limit: int) -> QuerySet[Any]:
+    """pending_candidates' query, built only when first compiled. An array's parent is never scheduled: its
+    elements are."""
+    return (
+        Workload.objects.filter(state=State.PENDING, array_size=0)
+        .annotate(
+            place=Window(
+                RowNumber(),
+                partition_by=[F("group_id"), F("queue_id"), F("priority")],
+                order_by=F("submitted_at").asc(),
+            )
+        )
+        .filter(place__lte=limit)
+        .values_list(*FIELDS)
+    )
 
 
 def weights() -> model.Weights:
