@@ -298,7 +298,7 @@ class _Cycle:
         capacity, used, held = ledger.capacity, ledger.used, ledger.held
         for fid, need in targets:
             if self._limit_reason(job, fid, need) is None:
-                c, u, h = capacity[fid], used[fid], held[fid]
+                c, u, h = capacity[fid], used[fid], held[fid]  # fits(need, free less held), inlined
                 if need[0] <= c[0] - u[0] - h[0] and need[1] <= c[1] - u[1] - h[1] and need[2] <= c[2] - u[2] - h[2]:
                     self._admit(job, fid, need)
                     return True
@@ -396,7 +396,7 @@ class _Cycle:
                     if fid not in healthy:
                         why.append(_UNREAD)
                         continue
-                    c, u = capacity[fid], used[fid]
+                    c, u = capacity[fid], used[fid]  # fits(need, ledger.free(fid)), inlined
                     if need[0] > c[0] - u[0] or need[1] > c[1] - u[1] or need[2] > c[2] - u[2]:
                         why.append(_UNREAD)
                         continue
