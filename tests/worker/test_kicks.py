@@ -98,40 +98,78 @@ def listening() -> bool:
     return bool(row and row[0])
 
 
-def test_the_listener_rests_only_when_kicks_arrived_while_it_admitted(transactional_db):
+class Notifications:
+    """A listening connection whose notifications the test hands it, each at a moment the test chooses (a real
+    one receives them whenever PostgreSQL delivers, so "while the admission ran" could not be arranged)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.pending: list[str] = []
+        self.arrived = threading.Condition()
+
+    def send(self, payload: str) -> None:
+        with self.arrived:
+            self.pending.append(payload)
+            self.arrived.notify_all()
+
+    def __call__(self, **params: Any) -> Notifications:  # psycopg.connect
+        return self
+
+    def __enter__(self) -> Notifications:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def execute(self, statement: str, *args: Any) -> None:
+        return None
+
+    def notifies(self, timeout: float, stop_after: int | None = None) -> Any:
+        with self.arrived:
+            if timeout and not self.pending:
+                self.arrived.wait(timeout)
+            taken = self.pending[:stop_after] if stop_after else list(self.pending)
+            del self.pending[: len(taken)]
+        return [type("Notify", (), {"payload": p}) for p in taken]
+
+
+def test_the_listener_rests_only_when_kicks_arrived_while_it_admitted(db, monkeypatch):
     """A kick that finds the listener idle (a lone submit, or the next of a client that waits for each
     admission) is admitted at once; kicks that arrive during an admission (a stream) wait for a rest as long
     as that admission took, and then share the next one. Nothing is lost either way."""
     import threading
+    from types import SimpleNamespace
 
+    conn = Notifications()
+    # Only the listener's own connection is the test's (Django's connections stay real).
+    monkeypatch.setattr(
+        "portal.worker.wake.psycopg", SimpleNamespace(connect=conn, OperationalError=psycopg.OperationalError)
+    )
     stop = threading.Event()
     calls: list[bool] = []
     rests: list[float] = []
     kick_during = {2}  # the second kick's admission sees another kick arrive
 
-    def notify(payload: str) -> None:
-        with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
-            other.execute("SELECT pg_notify(%s, %s)", [wake.CHANNEL, payload])
-
     def on_kick(sync: bool) -> None:
         calls.append(sync)
         if len(calls) - 1 in kick_during:
-            notify(wake.EVERYTHING)
+            conn.send(wake.EVERYTHING)
 
     listener = threading.Thread(target=wake.listen, args=(on_kick, stop, 0.05, rests.append), daemon=True)
     listener.start()
     try:
         wait_until(lambda: calls == [True])  # what arrived while nobody listened
-        notify(wake.ADMIT)  # a lone submit's kick
+        conn.send(wake.ADMIT)  # a lone submit's kick
         wait_until(lambda: len(calls) == 2)
         assert calls[1] is False
         assert rests == []
-        notify(wake.ADMIT)  # another arrives while this one is admitted
+        conn.send(wake.ADMIT)  # another arrives while this one is admitted
         wait_until(lambda: len(calls) == 4)
         assert len(rests) == 1
         assert 0 <= rests[0] <= wake.MAX_REST_S
         assert calls[2:] == [False, True]  # the one that arrived meanwhile was taken after the rest, with its sync
-        notify(wake.ADMIT)
+        conn.send(wake.ADMIT)
         wait_until(lambda: len(calls) == 5)
         assert len(rests) == 1  # idle again: no rest
     finally:
