@@ -18,7 +18,7 @@ from operator import itemgetter
 from scheduler import reasons
 from scheduler.backfill import RESERVED, Plan
 from scheduler.estimates import MAX_PER_FABRIC, Profile
-from scheduler.ledger import ZERO, Amount, Ledger, add, amount, fits, need_on, sub
+from scheduler.ledger import ZERO, Amount, Ledger, PerFabric, add, amount, fits, need_on, sub
 from scheduler.model import Admit, Decisions, Job, Preempt, QueueState, Snapshot, Waiting
 from scheduler.preemption import idle, may_preempt, victims
 from scheduler.priority import ordered
@@ -105,9 +105,9 @@ class _Cycle:
         self.routes: dict[tuple[object, ...], Route] = {}
         self.least: dict[int, Amount] = {}  # a route (its id) -> the least the job needs on any of its targets
         self.healthy = {fid for fid, f in snapshot.fabrics.items() if f.healthy}
-        # Each team's levels, nearest first: (the level, its depth, its limit across fabrics or None).
-        self.levels: dict[int, tuple[tuple[int, int, Amount | None], ...]] = {}
-        self.limit_of, self.used_of = self.ledger.limit.get, self.ledger.group_used.get  # (for _limit_reason)
+        # Each team's levels, nearest first: (the level, its depth, its limit across fabrics or None, its limits
+        # and its use, each by fabric: the ledger's own maps, read as they change).
+        self.levels: dict[int, tuple[tuple[int, int, Amount | None, PerFabric, PerFabric], ...]] = {}
         # (fabric, need) -> the fabric's use when work of that need last found no room there, and why it waits.
         self.short: dict[tuple[int, Amount], tuple[Amount, _Why]] = {}
         # Whether any cap below the team's applies in this snapshot: a member's, a queue's share, an identity's.
@@ -123,8 +123,9 @@ class _Cycle:
         self.spans: dict[int, timedelta] = {}  # runtime limit (s) -> as a timedelta
         self.ends: dict[int, datetime] = {}  # runtime limit (s) -> when work started now ends
         self.by_limit: dict[tuple[int, int | None], list[tuple[datetime, Amount]]] | None = None
-        # Levels as _room takes them -> each with its reservation bound (_bound), worked out when first asked.
-        self.bounds: dict[tuple[int, ...], tuple[tuple[int, float, float, float], ...]] = {}
+        # Levels as _room takes them -> each with its reservation bound (_bound), its reservations and its use (the
+        # ledger's maps by fabric), worked out when first asked.
+        self.bounds: dict[tuple[int, ...], tuple[tuple[int, float, float, float, PerFabric, PerFabric], ...]] = {}
         for job in snapshot.running:
             if job.array_id:
                 self.array_active[job.array_id] += 1
@@ -223,21 +224,21 @@ class _Cycle:
         seen = (levels, id(route))
         if seen in passed:
             return []
-        healthy, reserved, group_used = self.healthy, self.ledger.reserved.get, self.ledger.group_used.get
+        healthy = self.healthy
         bounded = self.bounds[levels]
         targets = []
         for fid, need in route:
             if fid not in healthy:
                 continue
             n0, n1, n2 = need
-            for level, b0, b1, b2 in bounded:
+            for _level, b0, b1, b2, reserved, used_at in bounded:
                 # Beyond what the level reserves on any healthy fabric: beyond its unused reservation on this one.
                 if n0 > b0 or n1 > b1 or n2 > b2:
                     continue
-                r = reserved((level, fid))
+                r = reserved.get(fid)
                 if r is None or not (r[0] or r[1] or r[2]):
                     continue
-                used = group_used((level, fid), ZERO)
+                used = used_at.get(fid, ZERO)
                 if (
                     (not r[0] or used[0] + n0 <= r[0])
                     and (not r[1] or used[1] + n1 <= r[1])
@@ -254,7 +255,11 @@ class _Cycle:
         (below zero in all where there are none); each level's own bound kept for _room."""
         bounded = self.bounds.get(levels)
         if bounded is None:
-            bounded = self.bounds[levels] = tuple((level, *self._bound(level)) for level in levels)
+            ledger = self.ledger
+            bounded = self.bounds[levels] = tuple(
+                (level, *self._bound(level), ledger.reserved.get(level) or {}, ledger.group_used[level])
+                for level in levels
+            )
         if not bounded:
             return (levels, -1, -1, -1)
         return (
@@ -268,8 +273,8 @@ class _Cycle:
         """The most a level reserves on any one healthy fabric, in each resource (unbounded in one it leaves
         unreserved on some fabric; below zero in all where it reserves nothing): no work beyond it is within
         its unused reservation on any healthy fabric, since a level's use is never below zero."""
-        reserved = self.ledger.reserved.get
-        found = {r for fid in self.healthy if (r := reserved((level, fid))) is not None}
+        reserved = (self.ledger.reserved.get(level) or {}).get
+        found = {r for fid in self.healthy if (r := reserved(fid)) is not None}
         found.discard(ZERO)
         if not found:
             return (-1, -1, -1)
@@ -466,24 +471,23 @@ class _Cycle:
     def _limit_reason(self, job: Job, fid: int, need: Amount) -> _Why | None:
         """Why a cap holds the job back on this fabric (the first that does, team before member before queue
         before agent identity), or None."""
-        limits, used_by = self.limit_of, self.used_of
         levels = self.levels.get(job.group_id)
         if levels is None:
             ledger = self.ledger
             levels = self.levels[job.group_id] = tuple(
-                (level, depth, ledger.limit.get((level, None)))
+                (level, depth, ledger.limit_at(level, None), ledger.limit.get(level) or {}, ledger.group_used[level])
                 for depth, level in enumerate(ledger.lineage(job.group_id))
             )
         n0, n1, n2 = need
         # Each level's limit on the fabric, then across fabrics, nearest level first: the first one over.
-        for level, depth, across in levels:
-            limit = limits((level, fid))
+        for level, depth, across, limits, used_at in levels:
+            limit = limits.get(fid)
             if limit is not None:
-                used = used_by((level, fid), ZERO)
+                used = used_at.get(fid, ZERO)
                 if used[0] + n0 > limit[0] or used[1] + n1 > limit[1] or used[2] + n2 > limit[2]:
                     return self._at_limit((level, fid), depth, self._name(fid), used, limit, need)
             if across is not None:
-                used = used_by((level, None), ZERO)
+                used = used_at.get(None, ZERO)
                 if used[0] + n0 > across[0] or used[1] + n1 > across[1] or used[2] + n2 > across[2]:
                     return self._at_limit((level, None), depth, "", used, across, need)
         if not self.person_caps:
@@ -566,7 +570,7 @@ class _Cycle:
         running = [j for j in self.preemptible[fid] if j.id not in self.gone]
         chosen: list[Job] = []
         if within is not None:
-            over = sub(add(ledger.group_used[within], need), ledger.limit[within])
+            over = sub(add(ledger.used_at(*within), need), ledger.limit[within[0]][within[1]])
             sisters = [j for j in running if within[0] in ledger.lineage(j.group_id)]
             first = victims(
                 self.s, ledger, sisters, job.group_id, fid, (max(0, over[0]), max(0, over[1]), max(0, over[2]))
@@ -689,7 +693,7 @@ class _Cycle:
                 if key is not None:
                     profile = limit_profiles.get(key)
                     if profile is None:
-                        room = sub(self.ledger.limit[key], self.ledger.group_used[key])
+                        room = sub(self.ledger.limit[key[0]][key[1]], self.ledger.used_at(*key))
                         profile = limit_profiles[key] = Profile(self.now, room, self._team_releases(key))
                     if profile.estimated < MAX_PER_FABRIC:
                         runtime = job.runtime_limit_s

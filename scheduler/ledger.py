@@ -17,6 +17,10 @@ from scheduler.model import UNLIMITED, Job, Snapshot
 
 Amount = tuple[int, int, int]
 ZERO: Amount = (0, 0, 0)
+# A group's amounts on each fabric, and across all fabrics under None. Kept per group (level) rather than by
+# (group, fabric) keys: the passes look up one level's amounts on fabric after fabric, and an int key costs a
+# dict look-up less than a tuple made and hashed for each.
+PerFabric = dict[int | None, Amount]
 NO_CAP: Amount = (UNLIMITED, UNLIMITED, UNLIMITED)
 
 
@@ -54,7 +58,7 @@ class Ledger:
         self.used: dict[int, Amount] = dict.fromkeys(snapshot.fabrics, ZERO)
         # Capacity held for teams' own work that waits within their reservation: nobody after them may take it.
         self.held: dict[int, Amount] = dict.fromkeys(snapshot.fabrics, ZERO)
-        self.group_used: defaultdict[tuple[int, int | None], Amount] = defaultdict(lambda: ZERO)
+        self.group_used: defaultdict[int, PerFabric] = defaultdict(dict)  # group -> its use (PerFabric)
         # GPUs (milli) each identity, each member of a team ((team, owner)) and each queue on each fabric
         # ((queue, fabric)) holds: kept only where the snapshot has a cap or a reservation they are read for (a
         # member's or an identity's limit, a queue's share, an identity's reservation).
@@ -67,23 +71,37 @@ class Ledger:
         self.owner_used: defaultdict[int, int] = defaultdict(int)
         self.member_used: defaultdict[tuple[int, int], int] = defaultdict(int)
         self.queue_used: defaultdict[tuple[int, int], int] = defaultdict(int)
-        self.reserved: dict[tuple[int, int | None], Amount] = {}
-        self.limit: dict[tuple[int, int | None], Amount] = {}
+        self.reserved: dict[int, PerFabric] = {}  # group -> its reservations (PerFabric)
+        self.limit: dict[int, PerFabric] = {}  # group -> its limits (PerFabric)
         # amount() inlined: one per quota, there may be thousands. Most quotas share a few amounts: each is kept
         # once, so a cycle leaves few objects for the garbage collector to walk.
         shared: dict[Amount, Amount] = {}
-        for key, quota in snapshot.quotas.items():
+        for (group_id, fabric_id), quota in snapshot.quotas.items():
             r, cap = quota.reservation, quota.limit
             reserved = (r.gpus_milli, r.cpus_milli, r.memory_mib)
             limit = (cap.gpus_milli, cap.cpus_milli, cap.memory_mib)
-            self.reserved[key] = shared.setdefault(reserved, reserved)
-            self.limit[key] = shared.setdefault(limit, limit)
+            self.reserved.setdefault(group_id, {})[fabric_id] = shared.setdefault(reserved, reserved)
+            self.limit.setdefault(group_id, {})[fabric_id] = shared.setdefault(limit, limit)
         self.sharing = {fid: f.gpu_sharing for fid, f in snapshot.fabrics.items()}
         self.lineages: dict[int, tuple[int, ...]] = {}  # group -> (group, its department, ...)
         self.parents = snapshot.parents
         for job in snapshot.running:
             if job.fabric_id in self.used:
                 self.take(job, job.fabric_id, need_on(job, self.sharing[job.fabric_id]))
+
+    def used_at(self, group_id: int, fabric_id: int | None) -> Amount:
+        """What the group (and the teams below it) holds on the fabric; None: across all fabrics."""
+        return self.group_used[group_id].get(fabric_id, ZERO)
+
+    def limit_at(self, group_id: int, fabric_id: int | None) -> Amount | None:
+        """The group's limit on the fabric (None: across all fabrics), or None where it has none."""
+        limits = self.limit.get(group_id)
+        return None if limits is None else limits.get(fabric_id)
+
+    def reserved_at(self, group_id: int, fabric_id: int) -> Amount:
+        """The group's reservation on the fabric (ZERO where it has none)."""
+        reserved = self.reserved.get(group_id)
+        return ZERO if reserved is None else reserved.get(fabric_id, ZERO)
 
     def free(self, fabric_id: int) -> Amount:
         return sub(self.capacity[fabric_id], self.used[fabric_id])
@@ -113,13 +131,11 @@ class Ledger:
 
     def within_reservation(self, group_id: int, fabric_id: int, need: Amount) -> bool:
         """Whether `need` keeps the group within its reservation in every resource that has one."""
-        reserved = self.reserved.get((group_id, fabric_id))
-        if reserved is None:
-            return False
+        reserved = self.reserved_at(group_id, fabric_id)
         g, c, m = reserved
         if not (g or c or m):
             return False
-        used = self.group_used.get((group_id, fabric_id), ZERO)
+        used = self.group_used[group_id].get(fabric_id, ZERO)
         # Unrolled over the three resources (the hot path of both passes): each one reserved must hold `need`.
         return (
             (not g or used[0] + need[0] <= g)
@@ -140,10 +156,14 @@ class Ledger:
         person may hold), the queue's share of the fabric, and an agent identity's own limit."""
         g = job.group_id
         for level in self.lineage(g):
-            for key in ((level, fabric_id), (level, None)):
-                limit = self.limit.get(key)
+            limits = self.limit.get(level)
+            if limits is None:
+                continue
+            used_at = self.group_used[level]
+            for where in (fabric_id, None):
+                limit = limits.get(where)
                 if limit is not None:
-                    used = self.group_used[key]
+                    used = used_at.get(where, ZERO)
                     if used[0] + need[0] > limit[0] or used[1] + need[1] > limit[1] or used[2] + need[2] > limit[2]:
                         return False
         if need[0]:
@@ -165,15 +185,13 @@ class Ledger:
         d0, d1, d2 = sign * need[0], sign * need[1], sign * need[2]
         used = self.used[fabric_id]
         self.used[fabric_id] = (used[0] + d0, used[1] + d1, used[2] + d2)
-        group_used, before = self.group_used, self.group_used.get
-        key: tuple[int, int | None]
+        group_used = self.group_used
         for level in self.lineages.get(g) or self.lineage(g):
-            key = (level, fabric_id)
-            used = before(key, ZERO)
-            group_used[key] = (used[0] + d0, used[1] + d1, used[2] + d2)
-            key = (level, None)
-            used = before(key, ZERO)
-            group_used[key] = (used[0] + d0, used[1] + d1, used[2] + d2)
+            at = group_used[level]
+            used = at.get(fabric_id, ZERO)
+            at[fabric_id] = (used[0] + d0, used[1] + d1, used[2] + d2)
+            used = at.get(None, ZERO)
+            at[None] = (used[0] + d0, used[1] + d1, used[2] + d2)
         if self.people:
             self.owner_used[job.owner_id] += d0
             self.member_used[g, job.owner_id] += d0

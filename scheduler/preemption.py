@@ -71,8 +71,8 @@ def victims(
         # above the department's unless the claimant is in that department too (borrowing within a department
         # is taken back by its own teams, not by other departments).
         apart = [level for level in ledger.lineage(job.group_id) if level not in claimant]
-        current = {level: used.get(level, ledger.group_used[level, fabric_id]) for level in apart}
-        lent = all(_borrowing(current[h], ledger.reserved.get((h, fabric_id), ZERO), deficit) for h in apart)
+        current = {level: used.get(level, ledger.used_at(level, fabric_id)) for level in apart}
+        lent = all(_borrowing(current[h], ledger.reserved_at(h, fabric_id), deficit) for h in apart)
         if not (takes_idle and idle(snapshot, job)) and not lent:
             continue  # within a reservation at some level: nothing of it is borrowed from the claimant
         need = need_on(job, sharing)
