@@ -28,7 +28,7 @@ run: $(VENV)/.installed ## Install, migrate, seed the demo, serve on 127.0.0.1:$
 	GRIDLANE_DEMO=1 $(PY) manage.py run_portal --port $(PORT)
 
 test: $(VENV)/.installed ## Install what the tests need, start the test services, run the whole suite
-	DATABASE_URL=$(TEST_DATABASE_URL) tests/services/run.sh $(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) tests/services/run.sh $(VENV)/bin/pytest -n 2 --durations=25 $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed ## Benchmarks: Gridlane against its baselines side by side, printed as ratios (BENCH=name to pick)
 	DATABASE_URL=$(TEST_DATABASE_URL) tests/services/run.sh $(PY) -m bench $(BENCH)
