@@ -198,6 +198,31 @@ def test_detail_takes_a_fixed_number_of_queries(api_as, alice, submit, django_as
         assert client.get(f"{URL}{workload.pk}/").status_code == 200
 
 
+def test_the_answer_s_fields_are_worked_out_once_and_each_answer_binds_copies_of_its_own(
+    api_as, alice, submit, monkeypatch
+):
+    from rest_framework import serializers
+
+    from portal.api.serializers import ModelOut, WorkloadDetailOut
+
+    workload = submit(alice, name="first")
+    built = []
+    real = serializers.ModelSerializer.build_field
+    monkeypatch.setattr(serializers.ModelSerializer, "build_field", lambda *a: built.append(a[1]) or real(*a))
+    monkeypatch.setattr(ModelOut, "_built", {})
+    first = WorkloadDetailOut(workload)
+    assert "state" in first.fields
+    assert "state" in built  # the first worked them out from the model
+    second, before = WorkloadDetailOut(submit(alice, name="second")), len(built)
+    assert "state" in second.fields
+    assert len(built) == before  # the second did not
+    assert first.fields["state"] is not second.fields["state"]
+    assert first.fields["state"].parent is first
+    assert second.fields["state"].parent is second
+    assert (first.data["name"], second.data["name"]) == ("first", "second")
+    assert api_as(alice).get(f"{URL}{workload.pk}/").json() == {**first.data, "id": str(workload.pk)}
+
+
 def test_queues_list_what_the_caller_may_use_with_figures(api_as, alice, submit, django_assert_num_queries):
     from portal.queues.models import Queue
 
