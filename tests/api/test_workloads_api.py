@@ -206,9 +206,14 @@ def test_the_answer_s_fields_are_worked_out_once_and_each_answer_binds_copies_of
     from portal.api.serializers import ModelOut, WorkloadDetailOut
 
     workload = submit(alice, name="first")
-    built = []
+    built: list[str] = []
     real = serializers.ModelSerializer.build_field
-    monkeypatch.setattr(serializers.ModelSerializer, "build_field", lambda *a: built.append(a[1]) or real(*a))
+
+    def build_field(*args):
+        built.append(args[1])  # (the serializer, the field's name, ...)
+        return real(*args)
+
+    monkeypatch.setattr(serializers.ModelSerializer, "build_field", build_field)
     monkeypatch.setattr(ModelOut, "_built", {})
     first = WorkloadDetailOut(workload)
     assert "state" in first.fields
