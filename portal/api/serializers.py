@@ -175,7 +175,7 @@ M = TypeVar("M", bound=Model)
 class ModelOut(serializers.ModelSerializer[M]):
     """A ModelSerializer whose fields are worked out from its model once per class, then copied for each
     instance as a plain Serializer copies its declared fields. ModelSerializer works them out again for every
-    instance: for a submit's answer (WorkloadDetailOut) that was a quarter of the serializer's time."""
+    instance: for a submit's answer (WorkloadDetailOut) that was about a third of the time it took."""
 
     _built: ClassVar[dict[type, dict[str, Field[Any, Any, Any, Any]]]] = {}
 
