@@ -30,14 +30,37 @@ RESOURCE_DEFAULTS: dict[str, Any] = {
 }
 
 
-class ResourcesIn(serializers.Serializer[Any]):
+def copied(fields: dict[str, Field[Any, Any, Any, Any]]) -> dict[str, Field[Any, Any, Any, Any]]:
+    """Copies of unbound fields for one serializer instance to bind. DRF deep-copies each field, which builds it
+    again from its arguments; a plain field (no child field, not a serializer) is copied shallowly here instead:
+    its settings (validators, choices, messages) are shared and only read, and bind() sets what is the
+    instance's own (its name, its parent, its source) on the copy. A serializer, or a field with a child bound to
+    it, is deep-copied as DRF does, so that it binds fields of its own."""
+    return {
+        name: copy.deepcopy(f) if isinstance(f, serializers.BaseSerializer) or _has_child(f) else copy.copy(f)
+        for name, f in fields.items()
+    }
+
+
+def _has_child(field: Field[Any, Any, Any, Any]) -> bool:
+    return hasattr(field, "child") or hasattr(field, "child_relation")
+
+
+class CopiedFields(serializers.Serializer[Any]):
+    """A serializer whose declared fields are copied for each instance as `copied` does (the submit path's)."""
+
+    def get_fields(self) -> dict[str, Field[Any, Any, Any, Any]]:
+        return copied(self._declared_fields)
+
+
+class ResourcesIn(CopiedFields):
     gpus = serializers.DecimalField(max_digits=12, decimal_places=3, default=RESOURCE_DEFAULTS["gpus"])
     cpus = serializers.DecimalField(max_digits=12, decimal_places=3, default=RESOURCE_DEFAULTS["cpus"])
     memory_gb = serializers.DecimalField(max_digits=12, decimal_places=3, default=RESOURCE_DEFAULTS["memory_gb"])
     nodes = serializers.IntegerField(default=1, min_value=-(2**31), max_value=2**31)
 
 
-class WorkloadIn(serializers.Serializer[Any]):
+class WorkloadIn(CopiedFields):
     queue = serializers.CharField(max_length=50)
     kind = serializers.CharField(max_length=20, default="training")
     name = serializers.CharField(max_length=200, trim_whitespace=False, allow_blank=True, default="")
@@ -174,8 +197,8 @@ M = TypeVar("M", bound=Model)
 
 class ModelOut(serializers.ModelSerializer[M]):
     """A ModelSerializer whose fields are worked out from its model once per class, then copied for each
-    instance as a plain Serializer copies its declared fields. ModelSerializer works them out again for every
-    instance: for a submit's answer (WorkloadDetailOut) that was about a third of the time it took."""
+    instance (`copied`). ModelSerializer works them out again for every instance: for a submit's answer
+    (WorkloadDetailOut) that was about a third of the time it took."""
 
     _built: ClassVar[dict[type, dict[str, Field[Any, Any, Any, Any]]]] = {}
 
@@ -183,7 +206,7 @@ class ModelOut(serializers.ModelSerializer[M]):
         built = ModelOut._built.get(type(self))
         if built is None:  # (two threads may both build it first: the same fields, either kept)
             built = ModelOut._built[type(self)] = super().get_fields()
-        return copy.deepcopy(built)  # each instance binds fields of its own
+        return copied(built)  # each instance binds fields of its own
 
 
 class EventOut(ModelOut[WorkloadEvent]):

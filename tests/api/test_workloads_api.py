@@ -228,6 +228,36 @@ def test_the_answer_s_fields_are_worked_out_once_and_each_answer_binds_copies_of
     assert api_as(alice).get(f"{URL}{workload.pk}/").json() == {**first.data, "id": str(workload.pk)}
 
 
+def test_copied_fields_bind_to_their_own_serializer_and_a_field_with_a_child_gets_a_child_of_its_own():
+    from rest_framework import serializers
+
+    from portal.api.serializers import CopiedFields, WorkloadIn, copied
+
+    class Shape(CopiedFields):
+        tags = serializers.ListField(child=serializers.CharField(max_length=3))
+        name = serializers.CharField(max_length=5)
+
+    one, two = Shape(data={"tags": ["abc"], "name": "ok"}), Shape(data={"tags": ["abcd"], "name": "too long"})
+    assert one.is_valid(), one.errors
+    assert not two.is_valid()
+    assert set(two.errors) == {"tags", "name"}  # the shared length checks still hold for each
+    assert one.fields["name"] is not two.fields["name"]
+    assert one.fields["name"].parent is one
+    tags, declared_tags = one.fields["tags"], Shape._declared_fields["tags"]
+    assert isinstance(tags, serializers.ListField)
+    assert isinstance(declared_tags, serializers.ListField)
+    assert tags.child is not declared_tags.child
+    assert vars(tags.child)["parent"] is tags  # (the stubs type a parent as a serializer)
+    declared = WorkloadIn._declared_fields
+    fresh = copied(declared)
+    assert fresh["resources"] is not declared["resources"]
+    resources, other = fresh["resources"], WorkloadIn().fields["resources"]
+    assert isinstance(resources, serializers.Serializer)
+    assert isinstance(other, serializers.Serializer)
+    assert resources.fields["gpus"] is not other.fields["gpus"]
+    assert all(f.parent is None for f in declared.values())  # what is copied is never bound itself
+
+
 def test_queues_list_what_the_caller_may_use_with_figures(api_as, alice, submit, django_assert_num_queries):
     from portal.queues.models import Queue
 
