@@ -313,6 +313,9 @@ GRIDLANE_RETENTION_BATCH = int(os.environ.get("GRIDLANE_RETENTION_BATCH", "2000"
 GRIDLANE_RETENTION_MAX_BATCHES = int(os.environ.get("GRIDLANE_RETENTION_MAX_BATCHES", "50"))
 # Ask the worker for a cycle right after submit and cancel (tests switch it off to drive cycles by hand).
 GRIDLANE_KICK_WORKER = env_flag("GRIDLANE_KICK_WORKER", default=True)
+# PostgreSQL prepares the statements the hot paths send again and again (portal.sql.prepared). Off only behind
+# a pooler that does not keep a connection's prepared statements (PgBouncer in transaction mode before 1.21).
+GRIDLANE_DB_PREPARE = env_flag("GRIDLANE_DB_PREPARE", default=True)
 
 # Scripts stay as they are (pages use inline ones); framing, plugins and foreign <base> are refused.
 GRIDLANE_CONTENT_SECURITY_POLICY = "frame-ancestors 'none'; object-src 'none'; base-uri 'self'"

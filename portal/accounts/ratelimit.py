@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from portal import access
+from portal import access, sql
 from portal.accounts import audit
 from portal.accounts.models import RateLimitWindow
 
@@ -55,7 +55,7 @@ def _count_one(key: str, start: datetime) -> int:
         f'ON CONFLICT ("key", "window_start") DO UPDATE SET "count" = {table}."count" + 1 RETURNING "count"'
     )
     older = f'DELETE FROM {table} WHERE "key" = %s AND "window_start" < %s'  # noqa: S608 (our table)
-    with connection.cursor() as cursor:
+    with sql.prepared() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(f"WITH old AS ({older}) {upsert}", [key, when, key, when])
         else:

@@ -489,7 +489,7 @@ def _insert(workload: Workload) -> bool:
         e_sql, e_params = sql.insert_select_sql(event, "w")
         kick = ", pg_notify(%s, %s)" if settings.GRIDLANE_KICK_WORKER else ""
         statement = f"WITH w AS ({w_sql} RETURNING 1), e AS ({e_sql} RETURNING id) SELECT e.id{kick} FROM e"  # noqa: S608
-        with connection.cursor() as cursor:
+        with sql.prepared() as cursor:
             cursor.execute(statement, [*w_params, *e_params] + ([wake.CHANNEL, wake.ADMIT] if kick else []))
             row = cursor.fetchone()
         if row is None:

@@ -1,0 +1,95 @@
+"""Statements the hot paths send again and again are prepared by PostgreSQL once per connection (portal.sql.prepared):
+parsed and planned once, then only executed with each call's values. The suite runs on PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from portal import sql
+from portal.accounts.models import ApiToken
+
+JOB = {"queue": "train", "kind": "training", "command": "true", "resources": {"gpus": 0, "cpus": 1}}
+
+
+def prepared_here() -> dict[str, int]:
+    """This connection's prepared statements: the first words of each, and how often each was executed."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements")
+        return {text[:60]: runs for text, runs in cursor.fetchall()}
+
+
+def api(user):
+    _, token = ApiToken.issue(user, "prepared")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def test_a_submit_s_statements_are_prepared_once_and_then_only_executed(cast, alice):
+    client = api(alice)
+    assert client.post("/api/v1/workloads/", JOB | {"name": "first"}, format="json").status_code == 201
+    first = prepared_here()
+    starts = sorted(first)
+    assert any(s.startswith('SELECT "accounts_apitoken"') for s in starts), starts  # the token's look-up
+    assert any(s.startswith('SELECT "queues_queuetarget"') for s in starts), starts  # the queue's targets
+    assert any(s.startswith('SELECT "accounts_resourcegroup"') for s in starts), starts  # the person's teams
+    assert any(s.startswith("WITH w AS (INSERT INTO") for s in starts), starts  # the workload, its event, the kick
+    assert any(s.startswith("WITH old AS (DELETE FROM") for s in starts), starts  # the rate limit's count
+    for n in range(2, 5):
+        assert client.post("/api/v1/workloads/", JOB | {"name": f"again {n}"}, format="json").status_code == 201
+    again = prepared_here()
+    assert sorted(again) == starts  # the same statements, none prepared twice
+    assert all(again[s] == first[s] + 3 for s in starts)  # each executed once more per submit
+
+
+def test_the_query_log_shows_a_prepared_statement_with_its_values(cast, alice):
+    client = api(alice)
+    with CaptureQueriesContext(connection) as captured:
+        response = client.post("/api/v1/workloads/", JOB | {"name": "shown-in-the-log"}, format="json")
+    assert response.status_code == 201
+    insert = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("WITH w AS (INSERT")]
+    assert len(insert) == 1
+    assert "'shown-in-the-log'" in insert[0]
+    assert "%s" not in insert[0]
+
+
+@pytest.mark.django_db(transaction=True)  # closes its connection: not inside the test's transaction
+def test_with_preparing_off_nothing_is_prepared_and_submits_still_work(cast, alice, settings):
+    settings.GRIDLANE_DB_PREPARE = False
+    connection.close()  # a connection of its own: none of the other tests' statements on it
+    client = api(alice)
+    for n in range(3):
+        assert client.post("/api/v1/workloads/", JOB | {"name": f"unprepared {n}"}, format="json").status_code == 201
+    assert prepared_here() == {}
+
+
+@pytest.mark.django_db(transaction=True)  # rolls back transactions of its own
+def test_a_statement_prepared_in_a_transaction_rolled_back_is_still_there_after(cast, alice):
+    """PostgreSQL keeps prepared statements across a rollback (they belong to the session); psycopg forgets its
+    own list on a rollback and prepares again. Either way the next run works and gives the right rows."""
+    rows = sql.Rows()
+
+    def alices_teams():
+        from portal.accounts.models import ResourceGroup
+
+        return ResourceGroup.objects.filter(memberships__user=alice.pk).order_by("slug").values_list("slug")
+
+    def fail_after_preparing() -> None:
+        with transaction.atomic():
+            assert rows.rows("teams", alices_teams) == list(alices_teams())
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1/0")
+
+    with pytest.raises(DatabaseError):  # the transaction's rollback
+        fail_after_preparing()
+    assert rows.rows("teams", alices_teams) == list(alices_teams())
+    with transaction.atomic():
+        with pytest.raises(DatabaseError):  # a savepoint's rollback
+            fail_after_preparing()
+        assert rows.rows("teams", alices_teams) == list(alices_teams())
+    connection.close()  # a new connection: prepared afresh
+    assert rows.rows("teams", alices_teams) == list(alices_teams())
+    assert any(s.startswith('SELECT "accounts_resourcegroup"."slug"') for s in prepared_here())
