@@ -102,16 +102,28 @@ class AgentFabric:
         return str(workload_id) if found else None
 
     def poll(self, ids: Sequence[str]) -> dict[str, JobStatus]:
+        """Each job's claim as a status. A claim still waiting for an agent is read as three plain values (a
+        burst leaves thousands waiting, polled every cycle); only claims an agent took come as objects, with
+        their host and workload (leases, logs)."""
         row = self._row()
         services.mark_lost(row.pk, services.lost_after_s(row))
-        wanted = [_uuid(i) for i in ids]
-        claims = Claim.objects.filter(fabric=row, run_id__in=[u for u in wanted if u]).select_related(
-            "host", "workload__queue"
-        )
-        by_id = {str(c.run_id): c for c in claims}
+        wanted = [u for u in (_uuid(i) for i in ids) if u]
+        found = list(Claim.objects.filter(fabric=row, run_id__in=wanted).values_list("run_id", "state", "reason"))
+        waiting = {str(run_id): reason for run_id, state, reason in found if state == Claim.ClaimState.CLAIMABLE}
+        taken = [run_id for run_id, state, _ in found if state != Claim.ClaimState.CLAIMABLE]
+        # As they are now (an agent may have ended one since): every claim is one of the two, or both.
+        by_id = {
+            str(c.run_id): c
+            for c in Claim.objects.filter(fabric=row, run_id__in=taken).select_related("host", "workload__queue")
+        } if taken else {}  # fmt: skip
         self._polled_logs = {run_id: c.log for run_id, c in by_id.items()}
         statuses = {}
         for external_id in ids:
+            if external_id in waiting:
+                statuses[external_id] = JobStatus(
+                    JobState.QUEUED, reason=waiting[external_id] or "waiting for an agent"
+                )
+                continue
             claim = by_id.get(external_id)
             if claim is None:
                 statuses[external_id] = JobStatus(JobState.MISSING)

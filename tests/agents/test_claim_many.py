@@ -85,3 +85,30 @@ def test_max_must_be_a_whole_number_from_1_to_256(agent, bad):
     answer = claim(agent, max=bad)
     assert answer.status_code == 400
     assert "max" in answer.json()["errors"]
+
+
+def test_a_poll_reads_waiting_claims_as_values_and_taken_ones_as_they_are_now(alice, submit, agent, hosts):
+    """A burst leaves thousands of claims waiting for an agent, polled every cycle: those come as plain values in
+    one statement, whatever their number; only claims an agent took are read as objects, in one more."""
+    from portal.worker.connections import fabric_for
+
+    for i in range(12):
+        submit(alice, queue="gpu-a", kind="batch", name=f"job-{i}", gpus=0, cpus=0.1)
+    tasks.cycle()
+    assert Claim.objects.count() == 12
+    Claim.objects.filter(workload__name="job-11").update(reason="the host is draining")
+    taken = claim(agent, max=2).json()["claims"]  # job-0 and job-1
+    ids = [str(w.external_id) for w in Workload.objects.order_by("name")] + ["3c5d1c2e-0000-4000-8000-000000000000"]
+    fabric = fabric_for(hosts["fabric"])
+    with CaptureQueriesContext(connection) as polled:
+        statuses = fabric.poll(ids)
+    claims = [q["sql"] for q in polled.captured_queries if '"agents_claim"' in q["sql"] and "SELECT" in q["sql"]]
+    assert len(claims) == 2  # the waiting ones' values, the taken ones' rows
+    by_name = {w.name: statuses[str(w.external_id)] for w in Workload.objects.all()}
+    assert {c["name"] for c in taken} == {"job-0", "job-1"}
+    for name in ("job-0", "job-1"):
+        assert (by_name[name].state.value, by_name[name].host) == ("running", "host-1")
+    for i in range(2, 11):
+        assert (by_name[f"job-{i}"].state.value, by_name[f"job-{i}"].reason) == ("queued", "waiting for an agent")
+    assert (by_name["job-11"].state.value, by_name["job-11"].reason) == ("queued", "the host is draining")
+    assert statuses["3c5d1c2e-0000-4000-8000-000000000000"].state.value == "missing"
