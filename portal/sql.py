@@ -4,7 +4,7 @@ INSERT put inside a larger statement, and related rows read by another query han
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection, models
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCursor  # type: ignore[attr-defined]
 from django.db.backends.postgresql.psycopg_any import register_tzloader  # type: ignore[import-untyped]
-from django.db.models import QuerySet
+from django.db.models import Case, F, QuerySet, Value, When
 from django.db.models.constants import OnConflict
 from django.db.models.fields import AutoFieldMixin
 from django.db.models.query import ValuesListIterable, get_related_populators  # type: ignore[attr-defined]
@@ -78,6 +78,37 @@ def copy_insert(objs: Sequence[models.Model]) -> None:
         )
     for obj in objs:
         obj._state.adding, obj._state.db = False, connection.alias
+
+
+def set_each(model: type[models.Model], name: str, by_pk: Mapping[Any, Any], *, blank_only: bool = False) -> int:
+    """Set one text column of many rows, each to its own value (`by_pk`: primary key -> value); returns how many
+    rows changed. `blank_only`: only rows where it is still '' (a second writer never overwrites the first).
+
+    On PostgreSQL one statement whatever the number of rows, always the same (prepared once): the keys and the
+    values go as two arrays, unnested into a join. Elsewhere Django's UPDATE with a CASE per row."""
+    if not by_pk:
+        return 0
+    if connection.vendor != "postgresql":
+        return _set_each_by_case(model, name, by_pk, blank_only=blank_only)
+    column, field = field_of(model, name)
+    meta = model._meta
+    table, key = connection.ops.quote_name(meta.db_table), connection.ops.quote_name(meta.pk.column)
+    statement = (
+        f"UPDATE {table} AS t SET {column} = v.value "  # noqa: S608 (our table and columns; values are parameters)
+        f"FROM unnest(%s::{meta.pk.db_type(connection)}[], %s::{field.db_type(connection)}[]) AS v(key, value) "
+        f"WHERE t.{key} = v.key" + (f" AND t.{column} = ''" if blank_only else "")
+    )
+    with prepared() as cursor:
+        cursor.execute(statement, [list(by_pk), list(by_pk.values())])
+        return int(cursor.rowcount)
+
+
+def _set_each_by_case(model: type[models.Model], name: str, by_pk: Mapping[Any, Any], *, blank_only: bool) -> int:
+    """set_each as Django's UPDATE with a CASE per row (any database)."""
+    _, field = field_of(model, name)
+    rows = model._default_manager.filter(pk__in=list(by_pk), **({name: ""} if blank_only else {}))
+    whens = [When(pk=pk, then=Value(value, output_field=field)) for pk, value in by_pk.items()]
+    return rows.update(**{name: Case(*whens, default=F(name), output_field=field)})
 
 
 class Compiled:

@@ -15,9 +15,10 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import connection, transaction
-from django.db.models import Case, Q, Value, When
+from django.db.models import Q
 
 from fabrics.base import Fabric, FabricError, JobSpec, TierHints, place_many
+from portal import sql
 from portal.accounts import posix
 from portal.code import services as code_travel
 from portal.queues import tiers
@@ -123,22 +124,28 @@ def dispatch(row: FabricRow, workloads: list[Workload]) -> int:
     hints = tiers.hints_of({w.priority for w in workloads})  # what their priority tiers ask of the fabric
     # 1. Record intent. Those moved from admitted just now were never sent anywhere: nothing to look up.
     admitted = {w.pk for w in workloads if w.state == State.ADMITTED}
-    ready = {w.run_id: w for w in _record_intents(row, fabric, workloads, hints)}
+    specs_of: dict[object, JobSpec] = {}  # each one's spec, worked out once: rendered, then sent
+    ready = {w.run_id: w for w in _record_intents(row, fabric, workloads, hints, specs_of)}
     if not ready:
         return 0
     fresh = {run_id for run_id, w in ready.items() if w.pk in admitted}
     # 2. Find jobs a previous attempt already submitted, 3. and submit the rest: in one round trip where
     # the fabric can (Slurm, PBS: one script under the login node's submit lock), else in two.
-    specs = [job_spec(w, hints.get(w.priority, TierHints())) for w in ready.values()]
+    specs = [specs_of.get(w.pk) or job_spec(w, hints.get(w.priority, TierHints())) for w in ready.values()]
     placed = place_many(fabric, specs, fresh=fresh)
     return _record_outcomes(row, {ready[run_id]: outcome for run_id, outcome in placed.items()})
 
 
 def _record_intents(
-    row: FabricRow, fabric: Fabric, workloads: list[Workload], hints: dict[str, TierHints]
+    row: FabricRow,
+    fabric: Fabric,
+    workloads: list[Workload],
+    hints: dict[str, TierHints],
+    specs: dict[object, JobSpec],
 ) -> list[Workload]:
     """admitted -> dispatching with each one's rendered script, all in one transaction (a few statements for a
-    whole batch); returns those that are ours to dispatch, with those whose intent a previous attempt recorded."""
+    whole batch); returns those that are ours to dispatch, with those whose intent a previous attempt recorded.
+    The spec each one was rendered from goes into `specs`, by workload id."""
     ours: list[Workload] = []
     rendered: dict[Workload, str] = {}
     for w in workloads:
@@ -152,7 +159,8 @@ def _record_intents(
             ours.append(w)  # dispatching already: a previous attempt recorded the intent
             continue
         try:
-            rendered[w] = fabric.render(job_spec(w, hints.get(w.priority, TierHints())))
+            specs[w.pk] = job_spec(w, hints.get(w.priority, TierHints()))
+            rendered[w] = fabric.render(specs[w.pk])
         except Exception as error:  # a template IT saved that cannot render this job
             services.transition(w, State.DISPATCHING, reason="dispatching")
             services.transition(w, State.FAILED, reason=f"could not render the job for {row.name}: {error}")
@@ -164,7 +172,7 @@ def _record_intents(
         won = [w for w in rendered if w.pk in moved]  # the others moved on meanwhile (a cancel)
         for w in won:
             w.state, w.rendered = State.DISPATCHING, rendered[w]
-        Workload.objects.bulk_update(won, ["rendered"], batch_size=BATCH)
+        sql.set_each(Workload, "rendered", {w.pk: w.rendered for w in won})
     keep = {w.pk for w in ours + won}
     return [w for w in workloads if w.pk in keep]  # in the order given (oldest admission first)
 
@@ -180,17 +188,8 @@ def _record_outcomes(row: FabricRow, outcomes: dict[Workload, str | FabricError]
             log.warning("dispatch of %s to %s will be retried: %s", w.pk, row.name, outcome)
         else:
             services.transition(w, State.FAILED, reason=f"{row.name} refused the job: {outcome}")
-    chunk = list(placed.items())
-    for start in range(0, len(chunk), BATCH):
-        part = chunk[start : start + BATCH]
-        Workload.objects.filter(pk__in=[w.pk for w, _ in part], external_id="").update(
-            external_id=Case(*(When(pk=w.pk, then=Value(job)) for w, job in part), default=Value(""))
-        )
+    sql.set_each(Workload, "external_id", {w.pk: job for w, job in placed.items()}, blank_only=True)
     for w, job in placed.items():
         w.external_id = job
         log.info("workload %s dispatched to %s as %s", w.pk, row.name, job)
     return len(placed)
-
-
-# Workloads per UPDATE when a batch's scripts and job ids are recorded.
-BATCH = 500

@@ -127,3 +127,27 @@ def test_compiled_rows_refuse_flat_and_named_rows(cast, flavour):
     fields = ["slug"] if "flat" in flavour else ["slug", "pk"]
     with pytest.raises(TypeError, match="values_list"):
         sql.Rows().rows("slugs", lambda: ResourceGroup.objects.values_list(*fields, **flavour))
+
+
+@pytest.mark.parametrize("way", ["set_each", "by_case"])
+def test_set_each_gives_each_row_its_own_value(cast, alice, submit, way, django_assert_num_queries):
+    """On PostgreSQL in one statement whatever the number of rows (unnested arrays); elsewhere a CASE per row."""
+    import uuid
+
+    def set_each(name, values, blank_only=False):
+        if way == "set_each":
+            return sql.set_each(Workload, name, values, blank_only=blank_only)
+        return sql._set_each_by_case(Workload, name, values, blank_only=blank_only)
+
+    workloads = [submit(alice, name=f"w{i}") for i in range(6)]
+    Workload.objects.filter(pk=workloads[0].pk).update(external_id="first-writer")
+    values = {w.pk: f"job-{i}" for i, w in enumerate(workloads)} | {uuid.uuid4(): "nobody's"}
+    with django_assert_num_queries(1):
+        assert set_each("external_id", values, blank_only=True) == 5
+    got = dict(Workload.objects.values_list("pk", "external_id"))
+    assert got == {w.pk: "first-writer" if i == 0 else f"job-{i}" for i, w in enumerate(workloads)}
+    scripts = {w.pk: f"#!/bin/sh\n# '{i}' %s\n" for i, w in enumerate(workloads)}
+    with django_assert_num_queries(1):
+        assert set_each("rendered", scripts) == 6
+    assert [w.rendered for w in Workload.objects.order_by("name")] == [f"#!/bin/sh\n# '{i}' %s\n" for i in range(6)]
+    assert sql.set_each(Workload, "rendered", {}) == 0
