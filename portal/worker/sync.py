@@ -66,8 +66,9 @@ def _sync_fabric(row: FabricRow, workloads: list[Workload], budget: jupyter.Budg
     changed = _record_starts(row, workloads, statuses)
     ended = _record_ends(row, workloads, statuses)
     changed += len(ended)
+    waiting = _waiting_on_fabric_many(workloads, statuses)
     for w in workloads:
-        if w.pk in ended:
+        if w.pk in ended or w.pk in waiting:
             continue
         status = statuses.get(w.external_id, JobStatus(JobState.UNDETERMINED))
         if w.external_id and status.state == JobState.RUNNING:  # a job still queued has written nothing yet
@@ -185,6 +186,26 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus, budget: jupyter.Budg
             return int(services.transition(w, State.CANCELLED, reason=f"cancelled; {row.name} has no job left"))
         return int(services.transition(w, State.FAILED, reason=f"{row.name} lost the job ({w.external_id})"))
     return 0  # queued, running as before, or undetermined: nothing to change
+
+
+def _waiting_on_fabric_many(workloads: list[Workload], statuses: dict[str, JobStatus]) -> set[object]:
+    """_waiting_on_fabric for every job the fabric still holds, with one UPDATE per distinct (reason, estimate):
+    a burst's thousand jobs waiting for the same thing are one statement, not a thousand. Returns their ids."""
+    held: defaultdict[tuple[str, object], list[Workload]] = defaultdict(list)
+    taken = set()
+    for w in workloads:
+        status = statuses.get(w.external_id)
+        if status is None or status.state != JobState.QUEUED or w.state != State.DISPATCHING or status.endpoint:
+            continue  # anything else (a notebook's server found while queued, say) goes through _follow
+        taken.add(w.pk)
+        reason = status.reason[:300]
+        if (reason, status.estimated_start) != (w.pending_reason, w.estimated_start):
+            held[(reason, status.estimated_start)].append(w)
+    for (reason, estimate), group in held.items():
+        Workload.objects.filter(pk__in=[w.pk for w in group]).update(pending_reason=reason, estimated_start=estimate)
+        for w in group:
+            w.pending_reason, w.estimated_start = reason, estimate
+    return taken
 
 
 def _waiting_on_fabric(w: Workload, status: JobStatus) -> None:

@@ -112,3 +112,22 @@ def test_a_poll_reads_waiting_claims_as_values_and_taken_ones_as_they_are_now(al
         assert (by_name[f"job-{i}"].state.value, by_name[f"job-{i}"].reason) == ("queued", "waiting for an agent")
     assert (by_name["job-11"].state.value, by_name["job-11"].reason) == ("queued", "the host is draining")
     assert statuses["3c5d1c2e-0000-4000-8000-000000000000"].state.value == "missing"
+
+
+def test_a_sync_says_why_each_waits_with_one_statement_per_reason(alice, submit, agent):
+    from portal.worker import sync
+
+    for i in range(12):
+        submit(alice, queue="gpu-a", kind="batch", name=f"job-{i}", gpus=0, cpus=0.1)
+    tasks.cycle()
+    Claim.objects.filter(workload__name__in=["job-10", "job-11"]).update(reason="the host is draining")
+    Workload.objects.update(pending_reason="")
+    with CaptureQueriesContext(connection) as synced:
+        sync.sync_all()
+    said = [q["sql"] for q in synced.captured_queries if q["sql"].startswith('UPDATE "workloads_workload"')]
+    assert len(said) == 2  # ten waiting for an agent, two for the draining host
+    reasons = dict(Workload.objects.values_list("name", "pending_reason"))
+    assert reasons == {f"job-{i}": "the host is draining" if i >= 10 else "waiting for an agent" for i in range(12)}
+    with CaptureQueriesContext(connection) as again:
+        sync.sync_all()
+    assert not [q for q in again.captured_queries if q["sql"].startswith('UPDATE "workloads_workload"')]
