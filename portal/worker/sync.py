@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from datetime import datetime
 
 from django.utils import timezone
 
@@ -191,8 +192,8 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus, budget: jupyter.Budg
 def _waiting_on_fabric_many(workloads: list[Workload], statuses: dict[str, JobStatus]) -> set[object]:
     """_waiting_on_fabric for every job the fabric still holds, with one UPDATE per distinct (reason, estimate):
     a burst's thousand jobs waiting for the same thing are one statement, not a thousand. Returns their ids."""
-    held: defaultdict[tuple[str, object], list[Workload]] = defaultdict(list)
-    taken = set()
+    held: defaultdict[tuple[str, datetime | None], list[Workload]] = defaultdict(list)
+    taken: set[object] = set()
     for w in workloads:
         status = statuses.get(w.external_id)
         if status is None or status.state != JobState.QUEUED or w.state != State.DISPATCHING or status.endpoint:
