@@ -3,6 +3,8 @@ INSERT put inside a larger statement, and related rows read by another query han
 
 from __future__ import annotations
 
+import functools
+import re
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -10,14 +12,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, models
-from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCursor  # type: ignore[attr-defined]
+from django.db.backends.postgresql.base import TIMESTAMPTZ_OID  # type: ignore[attr-defined]
 from django.db.backends.postgresql.psycopg_any import register_tzloader  # type: ignore[import-untyped]
 from django.db.models import Case, F, QuerySet, Value, When
 from django.db.models.constants import OnConflict
 from django.db.models.fields import AutoFieldMixin
 from django.db.models.query import ValuesListIterable, get_related_populators  # type: ignore[attr-defined]
 from django.db.models.sql import InsertQuery
-from psycopg import ClientCursor
+from psycopg import ClientCursor, RawCursor
 from psycopg.pq import Format
 
 
@@ -249,13 +251,37 @@ def prepared() -> Any:
 _ONLY_WHEN_ASKED = 2**31 - 1
 
 
-class _PreparedCursor(ServerBindingCursor):  # type: ignore[misc]
-    """psycopg's server-binding cursor (Django's class for it) that prepares every statement it executes."""
+class _PreparedCursor(RawCursor):
+    """A server-binding cursor that prepares every statement it executes. It takes Django's form (`%s` for a value,
+    `%%` for a percent sign) and sends PostgreSQL's (`$1`, `$2`...), converted once per statement (psycopg converts
+    on every call, and keeps the conversion only of short statements: ours are long, and few)."""
 
     def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: Any = None) -> Any:
-        done = super().execute(query, params, prepare=True, binary=binary)
-        self._query = _Shown(self, query, params)  # what Django's query log reads
+        native = numbered(query) if params is not None else query
+        done = super().execute(native, params, prepare=True, binary=binary)
+        self._query = _Shown(self, query, params)  # type: ignore[assignment]  # what Django's query log reads
         return done
+
+
+@functools.lru_cache(maxsize=512)
+def numbered(statement: str) -> str:
+    """A statement in Django's form (`%s` for each value, `%%` for a percent sign) in PostgreSQL's ($1, $2...)."""
+    count = 0
+
+    def place(match: re.Match[str]) -> str:
+        nonlocal count
+        if match[1] == "%":
+            return "%"
+        count += 1
+        return f"${count}"
+
+    native = _PLACEHOLDER.sub(place, statement)
+    if "%" in _PLACEHOLDER.sub("", statement):
+        raise ValueError(f"a statement holds a % that is neither %s nor %%: {statement[:200]!r}")
+    return native
+
+
+_PLACEHOLDER = re.compile(r"%([s%])")
 
 
 class _Shown:

@@ -3,6 +3,8 @@ parsed and planned once, then only executed with each call's values. The suite r
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -93,3 +95,20 @@ def test_a_statement_prepared_in_a_transaction_rolled_back_is_still_there_after(
     connection.close()  # a new connection: prepared afresh
     assert rows.rows("teams", alices_teams) == list(alices_teams())
     assert any(s.startswith('SELECT "accounts_resourcegroup"."slug"') for s in prepared_here())
+
+
+def test_a_statement_is_sent_in_postgresql_s_form_converted_once(db):
+    assert sql.numbered("SELECT %s, %s WHERE a LIKE '50%%' AND b = %s") == "SELECT $1, $2 WHERE a LIKE '50%' AND b = $3"
+    assert sql.numbered("SELECT '%%s', %s") == "SELECT '%s', $1"  # a percent sign, then an s: no value
+    assert sql.numbered("SELECT 1") == "SELECT 1"
+    with pytest.raises(ValueError, match="neither"):
+        sql.numbered("SELECT %d")
+    with connection.cursor() as plain, sql.prepared() as prepared:
+        cases: list[tuple[str, list[Any]]] = [
+            ("SELECT %s::int + %s::int, '5%%'", [2, 3]),
+            ("SELECT %s || '%%s'", ["x"]),
+        ]
+        for statement, params in cases:
+            plain.execute(statement, params)
+            prepared.execute(statement, params)
+            assert prepared.fetchall() == plain.fetchall()
