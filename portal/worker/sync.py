@@ -12,7 +12,7 @@ from django.utils import timezone
 from fabrics import jupyter
 from fabrics.base import FabricError, JobState, JobStatus
 from portal.queues.models import Fabric as FabricRow
-from portal.queues.models import WorkloadKind
+from portal.queues.models import Queue, WorkloadKind
 from portal.usage import samples
 from portal.worker import idle, stats
 from portal.worker.connections import fabric_for
@@ -34,22 +34,35 @@ FINAL = {
 
 def sync_all() -> int:
     """Poll every fabric that has live work; returns how many workloads changed state."""
-    live = (
-        Workload.objects.filter(state__in=[State.DISPATCHING, State.RUNNING, State.CANCELLING, State.PREEMPTED])
-        .exclude(state=State.DISPATCHING, external_id="")
-        .select_related("fabric", "queue")
-    )
     by_fabric: defaultdict[int, list[Workload]] = defaultdict(list)
-    fabrics: dict[int, FabricRow] = {}
-    for w in live:
-        if w.fabric is not None:
-            by_fabric[w.fabric.pk].append(w)
-            fabrics[w.fabric.pk] = w.fabric
+    for w in _live():
+        if w.fabric_id is not None:
+            by_fabric[w.fabric_id].append(w)
     changed = 0
     budget = jupyter.Budget()  # for asking notebooks' servers (idle.ask_server) in this cycle
-    for fabric_id, workloads in by_fabric.items():
-        changed += _sync_fabric(fabrics[fabric_id], workloads, budget)
+    for workloads in by_fabric.values():
+        changed += _sync_fabric(workloads[0].fabric, workloads, budget)
     return changed
+
+
+def _live() -> list[Workload]:
+    """Every workload whose fabric may still change it, with its fabric and queue: each of those read once and
+    shared, not joined to every row (a burst leaves thousands queued, polled every cycle: the join made the
+    read of 2,000 twice as long)."""
+    workloads = list(
+        Workload.objects.filter(
+            state__in=[State.DISPATCHING, State.RUNNING, State.CANCELLING, State.PREEMPTED]
+        ).exclude(state=State.DISPATCHING, external_id="")
+    )
+    if not workloads:
+        return []
+    fabrics = FabricRow.objects.in_bulk({w.fabric_id for w in workloads if w.fabric_id is not None})
+    queues = Queue.objects.in_bulk({w.queue_id for w in workloads})
+    for w in workloads:
+        if w.fabric_id is not None:
+            w.fabric = fabrics[w.fabric_id]
+        w.queue = queues[w.queue_id]
+    return workloads
 
 
 def _sync_fabric(row: FabricRow, workloads: list[Workload], budget: jupyter.Budget | None = None) -> int:
