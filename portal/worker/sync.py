@@ -35,13 +35,15 @@ FINAL = {
 def sync_all() -> int:
     """Poll every fabric that has live work; returns how many workloads changed state."""
     by_fabric: defaultdict[int, list[Workload]] = defaultdict(list)
+    fabrics: dict[int, FabricRow] = {}
     for w in _live():
-        if w.fabric_id is not None:
-            by_fabric[w.fabric_id].append(w)
+        if w.fabric is not None:
+            by_fabric[w.fabric.pk].append(w)
+            fabrics[w.fabric.pk] = w.fabric
     changed = 0
     budget = jupyter.Budget()  # for asking notebooks' servers (idle.ask_server) in this cycle
-    for workloads in by_fabric.values():
-        changed += _sync_fabric(workloads[0].fabric, workloads, budget)
+    for fabric_id, workloads in by_fabric.items():
+        changed += _sync_fabric(fabrics[fabric_id], workloads, budget)
     return changed
 
 
