@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID  # type: ignore[attr-defined]
 from django.db.backends.postgresql.psycopg_any import register_tzloader  # type: ignore[import-untyped]
 from django.db.models import Case, F, QuerySet, Value, When
@@ -233,18 +233,20 @@ def prepared() -> Any:
     the submit path's joins cost the database several times what running them does. Elsewhere (or with
     GRIDLANE_DB_PREPARE off, for a pooler that cannot keep a connection's prepared statements), Django's cursor.
     Either way wrapped as Django wraps its own: counted, logged, its errors translated."""
-    if connection.vendor != "postgresql" or not settings.GRIDLANE_DB_PREPARE:
-        return connection.cursor()
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        if connection.connection.prepare_threshold is None:  # Django's: psycopg prepares nothing, even when asked
-            connection.connection.prepare_threshold = _ONLY_WHEN_ASKED
-        raw = _PreparedCursor(connection.connection)
-        loader = connection.connection.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
-        if connection.timezone != getattr(loader, "timezone", None):  # as Django's own cursors do
-            register_tzloader(connection.timezone, raw)
-        return connection._prepare_cursor(raw)  # type: ignore[attr-defined]
+    db = connections[DEFAULT_DB_ALIAS]  # this thread's (`connection` looks it up again on every attribute)
+    if db.vendor != "postgresql" or not settings.GRIDLANE_DB_PREPARE:
+        return db.cursor()
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    with db.wrap_database_errors:
+        conn = db.connection
+        if conn.prepare_threshold is None:  # Django's: psycopg prepares nothing, even when asked
+            conn.prepare_threshold = _ONLY_WHEN_ASKED
+        raw = _PreparedCursor(conn)
+        loader = conn.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
+        if db.timezone != getattr(loader, "timezone", None):  # as Django's own cursors do
+            register_tzloader(db.timezone, raw)
+        return db._prepare_cursor(raw)  # type: ignore[attr-defined]
 
 
 # psycopg prepares a statement that was sent this many times, or one sent with prepare=True (only ours are).
