@@ -1,0 +1,90 @@
+"""Where a submit's CPU goes in the running server: each process group's CPU time per request, read from /proc.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/gridlane .venv/bin/python -m bench.cpu_split [CLASS] [N]
+
+Serves as `make bench submit` does (gunicorn with CLASS of bench_submit.CLASSES, gthread by default, and the
+worker running), sends N requests (default 2,000) of the echo and then of the submit with `ab -c 16`, waits
+until every submit is admitted, and prints for each: requests/s, and the milliseconds of CPU per request that
+gunicorn's processes, the worker's (its django-q2 cluster included) and PostgreSQL's backends spent, with the
+database's transactions per request. On two cores the sum bounds the throughput: 2,000 ms a second over the
+sum. This is how the split of a submit between web, worker and database was found (with py-spy --gil on each
+process, and a backend's own CPU per statement from /proc/<pid>/schedstat, to say which part of each).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import bench_submit as submit
+from bench.bench_scheduler import django_setup
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_group() -> dict[tuple[str, str], float]:
+    """CPU seconds (user + system) of every process of interest, by (group, pid)."""
+    out = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        group = (
+            "postgres" if "postgres" in command
+            else "gunicorn" if "gunicorn" in command
+            else "worker" if "gridlane_worker" in command or "qcluster" in command
+            else ""
+        )  # fmt: skip
+        if group:
+            out[(group, proc.name)] = (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
+def commits() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+        return int(cursor.fetchone()[0])
+
+
+def measure(ab: str, url: str, body: dict[str, Any], n: int, token: str, name: str) -> None:
+    time.sleep(1)  # what the last run set going (a sync, a cycle) is over
+    before, commits_before = cpu_by_group(), commits()
+    result = submit.ab_run(ab, url, body, n, token)
+    if token:
+        submit.wait_admitted(name, n)
+    after, commits_after = cpu_by_group(), commits()
+    spent: dict[str, float] = {}
+    for (group, pid), seconds in after.items():
+        spent[group] = spent.get(group, 0.0) + seconds - before.get((group, pid), 0.0)
+    split = "  ".join(f"{group} {seconds * 1000 / n:.2f}" for group, seconds in sorted(spent.items()))
+    print(f"{'submit' if token else 'echo':<7} {result['rps']:>7.0f}/s  ms of CPU a request: {split}  "
+          f"(sum {sum(spent.values()) * 1000 / n:.2f}); {(commits_after - commits_before) / n:.1f} transactions a "
+          f"request; p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms", flush=True)  # fmt: skip
+
+
+def main(argv: list[str]) -> int:
+    name = argv[0] if argv else "gthread"
+    n = int(argv[1]) if len(argv) > 1 else 2000
+    ab = submit.ensure_ab()
+    django_setup()
+    token = submit.cast()
+    env = submit.server_env()
+    with submit.worker(env), submit.gunicorn(submit.CLASSES[name], env) as url:
+        submit.ab_run(ab, f"{url}/api/v1/workloads/", submit.JOB | {"name": "warm"}, 200, token)
+        measure(ab, f"{url}/bench/echo/", {}, n, "", "")
+        measure(ab, f"{url}/api/v1/workloads/", submit.JOB | {"name": "split"}, n, token, "split")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
