@@ -92,12 +92,14 @@ def set_each(model: type[models.Model], name: str, by_pk: Mapping[Any, Any], *, 
         return 0
     if connection.vendor != "postgresql":
         return _set_each_by_case(model, name, by_pk, blank_only=blank_only)
-    column, field = field_of(model, name)
+    column, _ = field_of(model, name)
     meta = model._meta
     table, key = connection.ops.quote_name(meta.db_table), connection.ops.quote_name(meta.pk.column)
+    # The values as text: assigned to the column, a value too long for it is refused, as an UPDATE of it would
+    # be (a cast to the column's varchar(n) would cut it short without a word).
     statement = (
         f"UPDATE {table} AS t SET {column} = v.value "  # noqa: S608 (our table and columns; values are parameters)
-        f"FROM unnest(%s::{meta.pk.db_type(connection)}[], %s::{field.db_type(connection)}[]) AS v(key, value) "
+        f"FROM unnest(%s::{meta.pk.db_type(connection)}[], %s::text[]) AS v(key, value) "
         f"WHERE t.{key} = v.key" + (f" AND t.{column} = ''" if blank_only else "")
     )
     with prepared() as cursor:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
@@ -151,3 +151,5 @@ def test_set_each_gives_each_row_its_own_value(cast, alice, submit, way, django_
         assert set_each("rendered", scripts) == 6
     assert [w.rendered for w in Workload.objects.order_by("name")] == [f"#!/bin/sh\n# '{i}' %s\n" for i in range(6)]
     assert sql.set_each(Workload, "rendered", {}) == 0
+    with pytest.raises(DataError):  # too long for the column: refused, never cut short
+        set_each("external_id", {workloads[1].pk: "x" * 201})
