@@ -48,12 +48,6 @@ def _upsert(rows: dict[str, float], new_value: str) -> None:
         )
 
 
-def read(name: str, default: float) -> float:
-    """A counter's or gauge's value, or `default` when it was never set."""
-    found = WorkerStats.objects.filter(name=name).values_list("value", flat=True).first()
-    return default if found is None else float(found)
-
-
 def take_request(name: str) -> bool:
     """True (once) when a step was asked for (gauge(name=1)) while another process ran it."""
     return WorkerStats.objects.filter(name=name, value=1).update(value=0) == 1

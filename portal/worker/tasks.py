@@ -53,7 +53,7 @@ MAX_CANDIDATES = 4096
 def cycle() -> dict[str, Any]:
     """The periodic cycle (django-q2 runs it every GRIDLANE_CYCLE_SECONDS): every step in order."""
     started = time.perf_counter()
-    synced = 0 if synced_by_follow_up() else sync_fabrics()
+    synced = sync_fabrics()
     observe_capacity()
     summary = {"synced": synced} | admit() | {"dispatched": dispatch()}
     if rollup.due(timezone.now()):
@@ -89,15 +89,10 @@ def kicked() -> dict[str, Any]:
     return admit() | follow_up()
 
 
-def follow_up(sync: bool = True, clock: Callable[[], float] = time.time) -> dict[str, Any]:
+def follow_up(sync: bool = True) -> dict[str, Any]:
     """After a kick's admission: dispatch what it admitted, then (with `sync`) bring status in (where a cancelled
-    job is stopped on its fabric), noting when (see synced_by_follow_up)."""
-    dispatched = dispatch()
-    if not sync:
-        return {"dispatched": dispatched, "synced": 0}
-    synced = sync_fabrics()
-    stats.gauge(**{FOLLOWED_UP_AT: clock()})
-    return {"dispatched": dispatched, "synced": synced}
+    job is stopped on its fabric)."""
+    return {"dispatched": dispatch(), "synced": sync_fabrics() if sync else 0}
 
 
 # A kick that only brought new work (wake.ADMIT: a submit) syncs after its dispatch at most this often. A sync
@@ -136,16 +131,6 @@ class FollowUp:
 def sync_fabrics() -> int:
     with cycle_lock("sync") as held:
         return sync.sync_all() if held else 0
-
-
-def synced_by_follow_up(clock: Callable[[], float] = time.time) -> bool:
-    """Whether a follow-up synced within the last FOLLOW_UP_SYNC_S: under a stream of submits the follow-ups
-    sync that often, and the periodic cycle's own sync would be one more poll of all live work (thousands of
-    queued jobs in a burst), so the cycle leaves it out."""
-    return clock() - stats.read(FOLLOWED_UP_AT, -math.inf) < FOLLOW_UP_SYNC_S
-
-
-FOLLOWED_UP_AT = "follow_up_synced_at"  # the worker's gauge: when a follow-up last synced (Unix time)
 
 
 def observe_capacity() -> int:

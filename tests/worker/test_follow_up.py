@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from portal.worker import stats, tasks
+from portal.worker import tasks
 
 
 @pytest.fixture
@@ -26,7 +26,6 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(tasks, "dispatch", dispatch)
     monkeypatch.setattr(tasks, "sync_fabrics", sync_fabrics)
-    monkeypatch.setattr(stats, "gauge", lambda **values: None)  # when it synced: see the tests below
     return ran
 
 
@@ -95,52 +94,3 @@ def test_the_listener_rests_a_few_times_as_long_as_an_admission_took_and_never_l
     assert wake.STREAM_REST >= 1
     assert wake.rest_after(5.0) == wake.MAX_REST_S  # a slow admission never holds the next kick long
     assert wake.rest_after(-1.0) == 0.0  # a clock stepped back
-
-
-@pytest.mark.django_db
-def test_the_periodic_cycle_leaves_out_its_sync_when_a_follow_up_synced_within_the_interval(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Under a stream of submits the follow-ups sync every FOLLOW_UP_SYNC_S: the cycle's own sync would be one
-    more poll of all live work. Syncs of anything else (the cycle's, a test's) never hold the cycle's back."""
-    from portal.worker import sync
-
-    polls: list[str] = []
-    clock = Clock()
-
-    def sync_all() -> int:
-        polls.append("poll")
-        return 0
-
-    monkeypatch.setattr(sync, "sync_all", sync_all)
-    assert not tasks.synced_by_follow_up(clock)  # never
-    tasks.follow_up(sync=True, clock=clock)
-    assert polls == ["poll"]
-    clock.now += tasks.FOLLOW_UP_SYNC_S / 2
-    assert tasks.synced_by_follow_up(clock)
-    clock.now += tasks.FOLLOW_UP_SYNC_S
-    assert not tasks.synced_by_follow_up(clock)
-    tasks.follow_up(sync=False, clock=clock)  # a dispatch only: no sync, nothing noted
-    assert not tasks.synced_by_follow_up(clock)
-    tasks.sync_fabrics()  # the cycle's own: nothing noted either
-    assert not tasks.synced_by_follow_up(clock)
-    assert polls == ["poll", "poll"]
-
-
-@pytest.mark.django_db
-def test_the_cycle_syncs_unless_a_follow_up_just_did(monkeypatch: pytest.MonkeyPatch) -> None:
-    from portal.worker import sync
-
-    polls: list[int] = []
-
-    def sync_all() -> int:
-        polls.append(1)
-        return 0
-
-    monkeypatch.setattr(sync, "sync_all", sync_all)
-    stats.gauge(**{tasks.FOLLOWED_UP_AT: 4e9})  # "just now", however slow this machine is
-    tasks.cycle()
-    assert polls == []
-    stats.gauge(**{tasks.FOLLOWED_UP_AT: 0.0})  # long ago
-    tasks.cycle()
-    assert polls == [1]
