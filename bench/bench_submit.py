@@ -200,12 +200,20 @@ def post(url: str, body: Any, token: str = "") -> tuple[int, Any]:
 def clear() -> None:
     """Finish what a measurement left, so that the next one starts with an empty line (as a real site would
     between bursts): every unfinished workload is marked cancelled."""
+    from django.db import OperationalError
     from django.utils import timezone
 
     from portal.workloads.models import Workload
     from portal.workloads.states import FINISHED
 
-    Workload.objects.exclude(state__in=FINISHED).update(state="cancelled", finished_at=timezone.now())
+    for attempt in range(5):
+        try:
+            Workload.objects.exclude(state__in=FINISHED).update(state="cancelled", finished_at=timezone.now())
+            return
+        except OperationalError:  # a deadlock with the worker, still moving some of them: once more
+            if attempt == 4:
+                raise
+            time.sleep(0.5)
 
 
 # --- Measurements -----------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import time
 from collections import defaultdict
 from datetime import datetime
 
+from django.db import connection, transaction
 from django.utils import timezone
 
 from fabrics import jupyter
@@ -218,10 +219,27 @@ def _waiting_on_fabric_many(workloads: list[Workload], statuses: dict[str, JobSt
         if (reason, status.estimated_start) != (w.pending_reason, w.estimated_start):
             held[(reason, status.estimated_start)].append(w)
     for (reason, estimate), group in held.items():
-        Workload.objects.filter(pk__in=[w.pk for w in group]).update(pending_reason=reason, estimated_start=estimate)
+        said = _say_why([w.pk for w in group], reason, estimate)
         for w in group:
-            w.pending_reason, w.estimated_start = reason, estimate
+            if w.pk in said:
+                w.pending_reason, w.estimated_start = reason, estimate
     return taken
+
+
+def _say_why(ids: list[object], reason: str, estimate: datetime | None) -> set[object]:
+    """Set these workloads' pending reason and estimate in one statement; returns the ids it set. On PostgreSQL
+    it never waits for a row another transaction holds (a cancel, say): that one is changing anyway, and the next
+    sync says why it waits, if it still does. A statement that waited for thousands of rows in its own order
+    could deadlock with another such; one that takes only free rows cannot."""
+    if connection.vendor != "postgresql":
+        Workload.objects.filter(pk__in=ids).update(pending_reason=reason, estimated_start=estimate)
+        return set(ids)
+    with transaction.atomic():
+        free = list(
+            Workload.objects.filter(pk__in=ids).select_for_update(skip_locked=True).values_list("pk", flat=True)
+        )
+        Workload.objects.filter(pk__in=free).update(pending_reason=reason, estimated_start=estimate)
+    return set(free)
 
 
 def _waiting_on_fabric(w: Workload, status: JobStatus) -> None:

@@ -131,3 +131,37 @@ def test_a_sync_says_why_each_waits_with_one_statement_per_reason(alice, submit,
     with CaptureQueriesContext(connection) as again:
         sync.sync_all()
     assert not [q for q in again.captured_queries if q["sql"].startswith('UPDATE "workloads_workload"')]
+
+
+@pytest.mark.django_db(transaction=True)  # another connection holds a row: it must see the rows committed
+def test_saying_why_work_waits_never_waits_for_a_row_another_transaction_holds(alice, submit):
+    import threading
+
+    from django.db import connections, transaction
+
+    from portal.worker import sync
+
+    workloads = [submit(alice, queue="train", name=f"w{i}") for i in range(4)]
+    held, done = threading.Event(), threading.Event()
+
+    def hold_one() -> None:  # a cancel, say, in the middle of its transaction
+        try:
+            with transaction.atomic():
+                Workload.objects.select_for_update().get(pk=workloads[0].pk)
+                held.set()
+                done.wait(timeout=30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold_one)
+    holder.start()
+    try:
+        assert held.wait(timeout=30)
+        said = sync._say_why([w.pk for w in workloads], "waiting for nodes", None)  # returns without waiting
+    finally:
+        done.set()
+        holder.join(timeout=30)
+    assert said == {w.pk for w in workloads[1:]}
+    reasons = dict(Workload.objects.values_list("name", "pending_reason"))
+    assert [reasons[f"w{i}"] for i in range(1, 4)] == ["waiting for nodes"] * 3
+    assert reasons["w0"] != "waiting for nodes"
