@@ -111,7 +111,7 @@ class AgentFabric:
         found = list(Claim.objects.filter(fabric=row, run_id__in=wanted).values_list("run_id", "state", "reason"))
         waiting = {str(run_id): reason for run_id, state, reason in found if state == Claim.ClaimState.CLAIMABLE}
         taken = [run_id for run_id, state, _ in found if state != Claim.ClaimState.CLAIMABLE]
-        # As they are now (an agent may have ended one since): every claim is one of the two, or both.
+        # Claims an agent took are read again, whole and as they are now (an agent may have ended one since).
         by_id = {
             str(c.run_id): c
             for c in Claim.objects.filter(fabric=row, run_id__in=taken).select_related("host", "workload__queue")

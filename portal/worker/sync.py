@@ -215,9 +215,8 @@ def _waiting_on_fabric_many(workloads: list[Workload], statuses: dict[str, JobSt
         if status is None or status.state != JobState.QUEUED or w.state != State.DISPATCHING or status.endpoint:
             continue  # anything else (a notebook's server found while queued, say) goes through _follow
         taken.add(w.pk)
-        reason = status.reason[:300]
-        if (reason, status.estimated_start) != (w.pending_reason, w.estimated_start):
-            held[(reason, status.estimated_start)].append(w)
+        if (why := _why(status)) != (w.pending_reason, w.estimated_start):
+            held[why].append(w)
     for (reason, estimate), group in held.items():
         said = _say_why([w.pk for w in group], reason, estimate)
         for w in group:
@@ -244,10 +243,16 @@ def _say_why(ids: list[object], reason: str, estimate: datetime | None) -> set[o
 
 def _waiting_on_fabric(w: Workload, status: JobStatus) -> None:
     """The fabric holds the job (Slurm's, Kueue's or Volcano's own queue): say why, and when it expects to start."""
-    reason = status.reason[:300]
-    if (reason, status.estimated_start) != (w.pending_reason, w.estimated_start):
-        Workload.objects.filter(pk=w.pk).update(pending_reason=reason, estimated_start=status.estimated_start)
-        w.pending_reason, w.estimated_start = reason, status.estimated_start
+    reason, estimate = _why(status)
+    if (reason, estimate) != (w.pending_reason, w.estimated_start):
+        Workload.objects.filter(pk=w.pk).update(pending_reason=reason, estimated_start=estimate)
+        w.pending_reason, w.estimated_start = reason, estimate
+
+
+def _why(status: JobStatus) -> tuple[str, datetime | None]:
+    """What a workload the fabric holds says of its wait: the fabric's reason (as long as the column takes) and
+    its estimate of the start."""
+    return status.reason[:300], status.estimated_start
 
 
 def _started(row: FabricRow, w: Workload, status: JobStatus) -> int:
