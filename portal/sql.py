@@ -1,5 +1,6 @@
 """Small tools for the few statements written by hand on the hot paths (a submit, a token's use): Django's own
-INSERT put inside a larger statement, and related rows read by another query handed to an object."""
+INSERT put inside a larger statement, and related rows read by another query handed to an object; statements
+PostgreSQL prepares once; timestamps read by psycopg's compiled loader (`connect`)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID  # type: ignore[attr-defined]
 from django.db.backends.postgresql.psycopg_any import register_tzloader  # type: ignore[import-untyped]
+from django.db.backends.signals import connection_created
 from django.db.models import Case, F, QuerySet, Value, When
 from django.db.models.constants import OnConflict
 from django.db.models.fields import AutoFieldMixin
 from django.db.models.query import ValuesListIterable, get_related_populators  # type: ignore[attr-defined]
 from django.db.models.sql import InsertQuery
-from psycopg import ClientCursor, RawCursor
+from psycopg import ClientCursor, RawCursor, abc
+from psycopg import adapters as psycopg_adapters
+from psycopg.adapt import Loader
 from psycopg.pq import Format
+from psycopg.types.datetime import TimestamptzLoader
 
 
 def insert_sql(obj: models.Model, ignore_conflicts: bool = False) -> tuple[str, list[Any]]:
@@ -334,3 +339,39 @@ def prefetched(instance: Any, related: str, rows: list[Any]) -> None:
     found._result_cache = rows
     found._prefetch_done = True
     instance._prefetched_objects_cache = {**getattr(instance, "_prefetched_objects_cache", {}), related: found}
+
+
+def connect() -> None:
+    """Read every PostgreSQL connection's timestamps with psycopg's compiled loader (see UtcTimestamps)."""
+    connection_created.connect(_fast_timestamps, dispatch_uid="gridlane-utc-timestamps")
+
+
+def _fast_timestamps(sender: Any, connection: Any, **kwargs: Any) -> None:
+    if connection.vendor != "postgresql" or connection.timezone != UTC:
+        return
+    conn = connection.connection
+    if conn.info.timezone == UTC:  # the session reads in UTC (Django set it so)
+        conn.adapters.register_loader(TIMESTAMPTZ_OID, UtcTimestamps)
+
+
+class UtcTimestamps(Loader):
+    """A timestamp with time zone, read as psycopg's compiled loader reads it: with the session in UTC (as
+    Django sets it when USE_TZ is on and the database's TIME_ZONE is UTC, the default) that is what Django's own
+    loader gives too, an aware datetime in UTC, at a tenth of the cost. Django's is written in Python (it
+    re-labels each value with the connection's zone, whatever the session's): 3-4 us a value, and the worker
+    reads thousands of them a cycle (a backlog's every active workload, each with two to four timestamps).
+    Registered only where the connection's zone and the session's are both UTC; elsewhere Django's stays."""
+
+    timezone = UTC  # what Django's cursors compare with the connection's zone before putting their own back
+
+    def __init__(self, oid: int, context: Any = None) -> None:
+        super().__init__(oid, context)
+        self._compiled = _COMPILED(oid, context)
+        self.load = self._compiled.load  # type: ignore[method-assign]  # psycopg calls the compiled one directly
+
+    def load(self, data: Any) -> datetime:  # stands in the class for the instance's own
+        return self._compiled.load(data)  # type: ignore[no-any-return]
+
+
+# The C one where psycopg's binary build is installed (it is a dependency), else psycopg's own in Python.
+_COMPILED: type[abc.Loader] = psycopg_adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT) or TimestamptzLoader
