@@ -6,8 +6,11 @@ import logging
 import time
 from collections import defaultdict
 from datetime import datetime
+from typing import NamedTuple
+from uuid import UUID
 
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from fabrics import jupyter
@@ -35,12 +38,12 @@ FINAL = {
 
 def sync_all() -> int:
     """Poll every fabric that has live work; returns how many workloads changed state."""
-    by_fabric: defaultdict[int, list[Workload]] = defaultdict(list)
-    fabrics: dict[int, FabricRow] = {}
+    by_fabric: defaultdict[int, list[Live]] = defaultdict(list)
     for w in _live():
-        if w.fabric is not None:
-            by_fabric[w.fabric.pk].append(w)
-            fabrics[w.fabric.pk] = w.fabric
+        by_fabric[w.fabric_id].append(w)
+    if not by_fabric:
+        return 0
+    fabrics = FabricRow.objects.in_bulk(list(by_fabric))
     changed = 0
     budget = jupyter.Budget()  # for asking notebooks' servers (idle.ask_server) in this cycle
     for fabric_id, workloads in by_fabric.items():
@@ -48,44 +51,66 @@ def sync_all() -> int:
     return changed
 
 
-def _live() -> list[Workload]:
-    """Every workload whose fabric may still change it, with its fabric and queue: each of those read once and
-    shared, not joined to every row (a burst leaves thousands queued, polled every cycle: the join made the
-    read of 2,000 twice as long)."""
-    workloads = list(
-        Workload.objects.filter(
-            state__in=[State.DISPATCHING, State.RUNNING, State.CANCELLING, State.PREEMPTED]
-        ).exclude(state=State.DISPATCHING, external_id="")
+class Live(NamedTuple):
+    """A live workload as a sync first reads it: enough to poll its job, and to say why the fabric holds it. A
+    burst leaves thousands queued on their fabric, polled every cycle and most unchanged: those are never built
+    as model instances (that cost most of a sync); the rest are read whole after the poll (_whole)."""
+
+    pk: UUID
+    fabric_id: int
+    state: str
+    external_id: str
+    pending_reason: str
+    estimated_start: datetime | None
+
+
+LIVE = [State.DISPATCHING, State.RUNNING, State.CANCELLING, State.PREEMPTED]
+
+
+def _live_now() -> QuerySet[Workload]:
+    """Every workload whose fabric may still change it (one dispatching has a job id once its fabric took it)."""
+    return Workload.objects.filter(state__in=LIVE, fabric_id__isnull=False).exclude(
+        state=State.DISPATCHING, external_id=""
     )
-    if not workloads:
+
+
+def _live() -> list[Live]:
+    return [Live._make(v) for v in _live_now().values_list(*Live._fields)]
+
+
+def _whole(row: FabricRow, ids: list[UUID]) -> list[Workload]:
+    """These workloads read whole, if they are still live (one may have ended meanwhile), with their fabric
+    and queue: each of those read once and shared, not joined to every row."""
+    if not ids:
         return []
-    fabrics = FabricRow.objects.in_bulk({w.fabric_id for w in workloads if w.fabric_id is not None})
+    workloads = list(_live_now().filter(pk__in=ids, fabric_id=row.pk))
     queues = Queue.objects.in_bulk({w.queue_id for w in workloads})
     for w in workloads:
-        if w.fabric_id is not None:
-            w.fabric = fabrics[w.fabric_id]
+        w.fabric = row
         w.queue = queues[w.queue_id]
     return workloads
 
 
-def _sync_fabric(row: FabricRow, workloads: list[Workload], budget: jupyter.Budget | None = None) -> int:
+def _sync_fabric(row: FabricRow, live: list[Live], budget: jupyter.Budget | None = None) -> int:
     fabric = fabric_for(row)
-    for w in workloads:
-        if w.state in (State.CANCELLING, State.PREEMPTED):
-            _ask_cancel(row, w)
-    ids = [w.external_id for w in workloads if w.external_id]
+    stopping = _whole(row, [w.pk for w in live if w.state in (State.CANCELLING, State.PREEMPTED)])
+    for w in stopping:
+        _ask_cancel(row, w)
+    found = {w.pk: w.external_id for w in stopping}  # a job found by its tag has its id now
+    ids = [job for w in live if (job := found.get(w.pk, w.external_id))]
     try:
         statuses = fabric.poll(ids) if ids else {}
     except FabricError as error:
         _set_health(row, healthy=False, detail=str(error))
         return 0
     _set_health(row, healthy=True, detail="")
+    waiting = _waiting_on_fabric_many(live, statuses)
+    workloads = stopping + _whole(row, [w.pk for w in live if w.pk not in waiting and w.pk not in found])
     changed = _record_starts(row, workloads, statuses)
     ended = _record_ends(row, workloads, statuses)
     changed += len(ended)
-    waiting = _waiting_on_fabric_many(workloads, statuses)
     for w in workloads:
-        if w.pk in ended or w.pk in waiting:
+        if w.pk in ended:
             continue
         status = statuses.get(w.external_id, JobStatus(JobState.UNDETERMINED))
         if w.external_id and status.state == JobState.RUNNING:  # a job still queued has written nothing yet
@@ -205,27 +230,24 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus, budget: jupyter.Budg
     return 0  # queued, running as before, or undetermined: nothing to change
 
 
-def _waiting_on_fabric_many(workloads: list[Workload], statuses: dict[str, JobStatus]) -> set[object]:
+def _waiting_on_fabric_many(live: list[Live], statuses: dict[str, JobStatus]) -> set[UUID]:
     """_waiting_on_fabric for every job the fabric still holds, with one UPDATE per distinct (reason, estimate):
     a burst's thousand jobs waiting for the same thing are one statement, not a thousand. Returns their ids."""
-    held: defaultdict[tuple[str, datetime | None], list[Workload]] = defaultdict(list)
-    taken: set[object] = set()
-    for w in workloads:
+    held: defaultdict[tuple[str, datetime | None], list[UUID]] = defaultdict(list)
+    taken: set[UUID] = set()
+    for w in live:
         status = statuses.get(w.external_id)
         if status is None or status.state != JobState.QUEUED or w.state != State.DISPATCHING or status.endpoint:
             continue  # anything else (a notebook's server found while queued, say) goes through _follow
         taken.add(w.pk)
         if (why := _why(status)) != (w.pending_reason, w.estimated_start):
-            held[why].append(w)
-    for (reason, estimate), group in held.items():
-        said = _say_why([w.pk for w in group], reason, estimate)
-        for w in group:
-            if w.pk in said:
-                w.pending_reason, w.estimated_start = reason, estimate
+            held[why].append(w.pk)
+    for (reason, estimate), ids in held.items():
+        _say_why(ids, reason, estimate)
     return taken
 
 
-def _say_why(ids: list[object], reason: str, estimate: datetime | None) -> set[object]:
+def _say_why(ids: list[UUID], reason: str, estimate: datetime | None) -> set[UUID]:
     """Set these workloads' pending reason and estimate in one statement; returns the ids it set. On PostgreSQL
     it never waits for a row another transaction holds (a cancel, say): that one is changing anyway, and the next
     sync says why it waits, if it still does. A statement that waited for thousands of rows in its own order

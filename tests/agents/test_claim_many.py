@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -165,3 +167,47 @@ def test_saying_why_work_waits_never_waits_for_a_row_another_transaction_holds(a
     reasons = dict(Workload.objects.values_list("name", "pending_reason"))
     assert [reasons[f"w{i}"] for i in range(1, 4)] == ["waiting for nodes"] * 3
     assert reasons["w0"] != "waiting for nodes"
+
+
+def whole_reads(queries) -> list[str]:
+    """The sync's reads of whole workloads (every column: the output's tail among them)."""
+    whole = re.compile(
+        r'SELECT "workloads_workload"\."id".*"workloads_workload"\."log_tail".* FROM "workloads_workload"'
+    )
+    return [q["sql"] for q in queries if whole.match(q["sql"])]
+
+
+def test_a_sync_reads_no_whole_workload_while_the_fabric_holds_them_all(alice, submit, agent):
+    from portal.worker import sync
+
+    for i in range(8):
+        submit(alice, queue="gpu-a", kind="batch", name=f"job-{i}", gpus=0, cpus=0.1)
+    tasks.cycle()
+    Workload.objects.update(pending_reason="")
+    with CaptureQueriesContext(connection) as synced:
+        sync.sync_all()
+    assert whole_reads(synced.captured_queries) == []  # eight held: their ids, states and reasons only
+    assert set(Workload.objects.values_list("state", "pending_reason")) == {("dispatching", "waiting for an agent")}
+
+
+def test_in_one_sync_the_held_wait_the_taken_start_and_the_cancelled_stop(alice, submit, agent):
+    """Held work is said to wait from its light read; work that started, and work cancelled meanwhile, are read
+    whole (only they) and taken as ever."""
+    from portal.worker import sync
+
+    for i in range(6):
+        submit(alice, queue="gpu-a", kind="batch", name=f"job-{i}", gpus=0, cpus=0.1)
+    tasks.cycle()
+    assert [c["name"] for c in claim(agent, max=2).json()["claims"]] == ["job-0", "job-1"]
+    Workload.objects.filter(name="job-5").update(state="cancelling")
+    with CaptureQueriesContext(connection) as synced:
+        sync.sync_all()
+    read = whole_reads(synced.captured_queries)
+    assert len(read) == 2  # the one cancelling (before the poll), the two started (after it)
+    states = dict(Workload.objects.values_list("name", "state"))
+    assert [states[f"job-{i}"] for i in range(5)] == ["running"] * 2 + ["dispatching"] * 3
+    assert states["job-5"] == "cancelled"  # no agent had it: its claim withdrawn, stopped at once
+    assert set(Workload.objects.filter(state="dispatching").values_list("pending_reason", flat=True)) == {
+        "waiting for an agent"
+    }
+    assert not Claim.objects.filter(workload__name="job-5", state="claimable").exists()
