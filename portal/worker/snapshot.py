@@ -73,6 +73,29 @@ def job_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]] | None = N
     )
 
 
+class Kept:
+    """What each row read becomes (its id's text, its Row, its scheduler Job), kept from one build to the next
+    for the rows read again unchanged: every admission reads every active workload, a burst's backlog leaves
+    thousands, and most are as they were (a frozen Job costs microseconds to build, more than its look-up). A
+    row is known by all its values, so any change to one makes it new; what is kept is only what the last
+    build read."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, tuple[int, ...]] | None = None
+        self._by_values: dict[tuple[Any, ...], tuple[str, Row, model.Job]] = {}
+
+    def read(
+        self, values: list[tuple[Any, ...]], kinds: dict[str, tuple[int, ...]]
+    ) -> list[tuple[str, Row, model.Job]]:
+        old = self._by_values if kinds == self._kinds else {}  # a fabric's kind changes what native work may use
+        new = {v: old.get(v) or (str(v[0]), Row._make((*v[:6], v[-1])), job_of(v, kinds)) for v in values}
+        self._kinds, self._by_values = kinds, new
+        return list(new.values())
+
+
+KEPT = Kept()  # the worker's: one admission at a time (the scheduling-cycle lock), and a miss costs only time
+
+
 def pending_candidates(limit: int | None = None) -> list[tuple[Any, ...]]:
     """The pending work a cycle considers: in each team's queue and priority tier, the oldest `limit`
     (GRIDLANE_CANDIDATES_PER_QUEUE unless given). Within one of those, fair share orders mostly by age (size moves it a
@@ -118,7 +141,8 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
     quotas = with_grants(quota_states(fabrics), active_grants(now, fabrics))
     values = ROWS.rows("active", lambda: Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
     values += pending_candidates(candidates)
-    by_id = {str(v[0]): Row._make((*v[:6], v[-1])) for v in values}
+    read = KEPT.read(values, kinds)
+    by_id = {key: row for key, row, _ in read}
     half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
     usage = {
         group_id: average_gpus(gpu_seconds, updated_at, now, half_life_s)
@@ -133,8 +157,8 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
         fabrics=fabrics,
         queues=queues,
         quotas=quotas,
-        pending=tuple(job_of(v, kinds) for v in values if v[1] == State.PENDING and v[2] in queues),
-        running=tuple(job_of(v, kinds) for v in values if v[1] != State.PENDING),
+        pending=tuple(job for _, row, job in read if row.state == State.PENDING and row.queue_id in queues),
+        running=tuple(job for _, row, job in read if row.state != State.PENDING),
         usage=usage,
         shares=shares(quotas, fabrics, tree),
         owner_limits=caps.limits,

@@ -46,3 +46,34 @@ def test_the_snapshot_read_through_compiled_queries_is_the_one_the_orm_reads(var
 def test_compiled_rows_refuse_a_query_of_model_instances(cast):
     with pytest.raises(TypeError, match="values_list"):
         sql.Rows().rows("teams", lambda: ResourceGroup.objects.all())
+
+
+def test_rows_read_again_unchanged_keep_their_job_and_a_changed_one_is_read_anew(varied, monkeypatch, local_jobs):
+    """snapshot.KEPT: a row read again with every value as before gives the Job the last build made of it; a row
+    with any value changed, and every row once a fabric's kind changes, gives a new one; the snapshot is the one a
+    build that keeps nothing makes."""
+    now = timezone.now()
+    first, _ = snapshot.build(now)
+    second, _ = snapshot.build(now)
+    jobs = {j.id: j for j in (*first.pending, *first.running)}
+    assert all(jobs[j.id] is j for j in (*second.pending, *second.running))
+    changed = next(j for j in second.running if j.per_node.gpus_milli == 1000)
+    Workload.objects.filter(pk=changed.id).update(gpus_milli=250, cpus_milli=500)
+    third, _ = snapshot.build(now)
+    again = {j.id: j for j in third.running}
+    assert again[changed.id] is not changed
+    assert (again[changed.id].per_node.gpus_milli, again[changed.id].per_node.cpus_milli) == (250, 500)
+    assert all(j is jobs[j.id] for j in third.running if j.id != changed.id)
+    monkeypatch.setattr(snapshot, "KEPT", snapshot.Kept())  # a build that keeps nothing
+    assert snapshot.build(now)[0] == third
+
+
+def test_a_fabric_s_kind_changed_makes_every_job_anew(varied):
+    values = list(Workload.objects.values_list(*snapshot.FIELDS))
+    kept = snapshot.Kept()
+    first = kept.read(values, {"local": (1,)})
+    assert [job for _, _, job in kept.read(values, {"local": (1,)})] == [job for _, _, job in first]
+    assert all(a[2] is b[2] for a, b in zip(first, kept.read(values, {"local": (1,)}), strict=True))
+    other = kept.read(values, {"local": (1,), "slurm": (2,)})
+    assert not any(a[2] is b[2] for a, b in zip(first, other, strict=True))
+    assert [key for key, _, _ in other] == [str(v[0]) for v in values]
