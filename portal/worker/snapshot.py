@@ -81,15 +81,16 @@ class Kept:
     build read."""
 
     def __init__(self) -> None:
-        self._kinds: dict[str, tuple[int, ...]] | None = None
-        self._by_values: dict[tuple[Any, ...], tuple[str, Row, model.Job]] = {}
+        # the last build's fabric kinds and what it read, replaced together (one assignment)
+        self._last: tuple[dict[str, tuple[int, ...]], dict[tuple[Any, ...], tuple[str, Row, model.Job]]] = ({}, {})
 
     def read(
         self, values: list[tuple[Any, ...]], kinds: dict[str, tuple[int, ...]]
     ) -> list[tuple[str, Row, model.Job]]:
-        old = self._by_values if kinds == self._kinds else {}  # a fabric's kind changes what native work may use
+        last_kinds, last = self._last
+        old = last if kinds == last_kinds else {}  # a fabric's kind changes what native work may run on
         new = {v: old.get(v) or (str(v[0]), Row._make((*v[:6], v[-1])), job_of(v, kinds)) for v in values}
-        self._kinds, self._by_values = kinds, new
+        self._last = (kinds, new)
         return list(new.values())
 
 
