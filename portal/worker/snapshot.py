@@ -10,7 +10,9 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import F, QuerySet, Sum, Window
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import RowNumber
 
 from fabrics.base import Resources
@@ -73,25 +75,68 @@ def job_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]] | None = N
     )
 
 
+Entry = tuple[str, Row, model.Job]  # what a build makes of a row read: its id's text, its Row, its Job
+
+
+def entry_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]]) -> Entry:
+    return str(values[0]), Row._make((*values[:6], values[-1])), job_of(values, kinds)
+
+
+# A row's version: where PostgreSQL keeps the version of the row a query sees (ctid) and the transaction that
+# wrote it (xmin). Every change to a row (an UPDATE of any column, even to the values it had) writes a new
+# version in a new place, by a transaction that committed after it; a place is used again only once the
+# version there is gone, and then by a later transaction than the one that wrote it. Within one transaction
+# (a test's, say) each change still takes a new place: so a row whose version reads as before is the row
+# read before.
+VERSION = RawSQL("xmin::text || ctid::text", ())
+
+
 class Kept:
-    """What each row read becomes (its id's text, its Row, its scheduler Job), kept from one build to the next
-    for the rows read again unchanged: every admission reads every active workload, a burst's backlog leaves
-    thousands, and most are as they were (a frozen Job costs microseconds to build, more than its look-up). A
-    row is known by all its values, so any change to one makes it new; what is kept is only what the last
-    build read."""
+    """The active workloads, read whole only where they changed since the last build. Every admission needs
+    every active workload (each holds capacity), a burst leaves thousands queued on their fabrics, and most are
+    as the last admission read them: a build reads each one's id and version (two short columns), then whole
+    only the rows it has not seen in that version, and keeps what it made of each (its Entry) for the next.
+
+    Only on PostgreSQL (rows have versions there); elsewhere each build reads every row whole."""
 
     def __init__(self) -> None:
-        # the last build's fabric kinds and what it read, replaced together (one assignment)
-        self._last: tuple[dict[str, tuple[int, ...]], dict[tuple[Any, ...], tuple[str, Row, model.Job]]] = ({}, {})
+        # the last build's fabric kinds and its rows by id (version, entry), replaced together (one assignment)
+        self._last: tuple[dict[str, tuple[int, ...]], dict[str, tuple[str, Entry]]] = ({}, {})
 
-    def read(
-        self, values: list[tuple[Any, ...]], kinds: dict[str, tuple[int, ...]]
-    ) -> list[tuple[str, Row, model.Job]]:
+    def active(self, kinds: dict[str, tuple[int, ...]]) -> list[Entry]:
+        if connection.vendor != "postgresql":
+            return [entry_of(v, kinds) for v in ROWS.rows("active", lambda: _active().values_list(*FIELDS))]
         last_kinds, last = self._last
-        old = last if kinds == last_kinds else {}  # a fabric's kind changes what native work may run on
-        new = {v: old.get(v) or (str(v[0]), Row._make((*v[:6], v[-1])), job_of(v, kinds)) for v in values}
-        self._last = (kinds, new)
-        return list(new.values())
+        if kinds != last_kinds:  # a fabric's kind changes what native work may run on: every Job anew
+            last = {}
+        versions = ROWS.rows(
+            "active versions", lambda: _active().annotate(key=KEY, version=VERSION).values_list("key", "version")
+        )
+        fresh = read_whole([key for key, version in versions if last.get(key, ("",))[0] != version], kinds)
+        now: dict[str, tuple[str, Entry]] = {}
+        for key, version in versions:
+            if key in fresh:
+                now[key] = fresh[key]
+            elif key in last and last[key][0] == version:
+                now[key] = last[key]
+            # else it changed, or stopped being active, between the two reads: the next build reads it
+        self._last = (kinds, now)
+        return [entry for _, entry in now.values()]
+
+
+def read_whole(keys: list[str], kinds: dict[str, tuple[int, ...]]) -> dict[str, tuple[str, Entry]]:
+    """These active workloads whole (those still active), each with its version: one query."""
+    if not keys:
+        return {}
+    rows = _active().filter(pk__in=keys).annotate(version=VERSION).values_list(*FIELDS, "version")
+    return {str(v[0]): (v[-1], entry_of(v[:-1], kinds)) for v in rows}
+
+
+KEY = RawSQL("id::text", ())  # the text of a uuid, as str() writes it
+
+
+def _active() -> QuerySet[Workload]:
+    return Workload.objects.filter(state__in=ACTIVE)
 
 
 KEPT = Kept()  # the worker's: one admission at a time (the scheduling-cycle lock), and a miss costs only time
@@ -140,9 +185,7 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
         kinds[f.kind] = (*kinds.get(f.kind, ()), f.pk)
     queues = queue_states(fabrics)
     quotas = with_grants(quota_states(fabrics), active_grants(now, fabrics))
-    values = ROWS.rows("active", lambda: Workload.objects.filter(state__in=ACTIVE).values_list(*FIELDS))
-    values += pending_candidates(candidates)
-    read = KEPT.read(values, kinds)
+    read = KEPT.active(kinds) + [entry_of(v, kinds) for v in pending_candidates(candidates)]
     by_id = {key: row for key, row, _ in read}
     half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
     usage = {

@@ -49,31 +49,74 @@ def test_compiled_rows_refuse_a_query_of_model_instances(cast):
 
 
 def test_rows_read_again_unchanged_keep_their_job_and_a_changed_one_is_read_anew(varied, monkeypatch, local_jobs):
-    """snapshot.KEPT: a row read again with every value as before gives the Job the last build made of it; a row
-    with any value changed, and every row once a fabric's kind changes, gives a new one; the snapshot is the one a
-    build that keeps nothing makes."""
+    """snapshot.KEPT: an active row whose version is as the last build read it gives the Job that build made of
+    it; a row with any change (even an UPDATE to the values it had) is read whole again; the snapshot is the one
+    a build that keeps nothing makes."""
     now = timezone.now()
     first, _ = snapshot.build(now)
     second, _ = snapshot.build(now)
-    jobs = {j.id: j for j in (*first.pending, *first.running)}
-    assert all(jobs[j.id] is j for j in (*second.pending, *second.running))
-    changed = next(j for j in second.running if j.per_node.gpus_milli == 1000)
+    jobs = {j.id: j for j in first.running}
+    assert len(jobs) >= 3
+    assert all(jobs[j.id] is j for j in second.running)
+    changed, touched = [j for j in second.running if j.per_node.gpus_milli == 1000][:2]
     Workload.objects.filter(pk=changed.id).update(gpus_milli=250, cpus_milli=500)
+    Workload.objects.filter(pk=touched.id).update(gpus_milli=1000)  # as it was: a new version all the same
     third, _ = snapshot.build(now)
     again = {j.id: j for j in third.running}
     assert again[changed.id] is not changed
     assert (again[changed.id].per_node.gpus_milli, again[changed.id].per_node.cpus_milli) == (250, 500)
-    assert all(j is jobs[j.id] for j in third.running if j.id != changed.id)
+    assert again[touched.id] is not touched
+    assert again[touched.id] == touched
+    assert all(j is jobs[j.id] for j in third.running if j.id not in (changed.id, touched.id))
     monkeypatch.setattr(snapshot, "KEPT", snapshot.Kept())  # a build that keeps nothing
     assert snapshot.build(now)[0] == third
 
 
-def test_a_fabric_s_kind_changed_makes_every_job_anew(varied):
-    values = list(Workload.objects.values_list(*snapshot.FIELDS))
+def test_a_row_that_stops_being_active_leaves_the_next_build(varied, local_jobs):
+    now = timezone.now()
+    first, rows = snapshot.build(now)
+    gone = first.running[0]
+    Workload.objects.filter(pk=gone.id).update(state="succeeded")
+    second, rows = snapshot.build(now)
+    assert gone.id not in {j.id for j in (*second.running, *second.pending)}
+    assert gone.id not in rows
+    assert len(second.running) == len(first.running) - 1
+
+
+def test_a_row_that_changes_between_the_two_reads_is_left_to_the_next_build(varied, monkeypatch, local_jobs):
+    """Between a build's read of versions and its read of whole rows, one row stops being active and another
+    changes: the first is left out, the second taken as the later read gives it, and the next build agrees."""
+    now = timezone.now()
+    snapshot.build(now)
+    running = sorted(j.id for j in snapshot.build(now)[0].running)
+    stopped, moved = running[0], running[1]
+    Workload.objects.filter(pk=moved).update(cpus_milli=700)  # changed since the last build: read whole again
+    Workload.objects.filter(pk=stopped).update(cpus_milli=900)
+    read_whole = snapshot.read_whole
+
+    def meanwhile(keys, kinds):
+        Workload.objects.filter(pk=stopped).update(state="failed")
+        Workload.objects.filter(pk=moved).update(cpus_milli=800)
+        return read_whole(keys, kinds)
+
+    monkeypatch.setattr(snapshot, "read_whole", meanwhile)
+    built, rows = snapshot.build(now)
+    jobs = {j.id: j for j in built.running}
+    assert stopped not in jobs
+    assert stopped not in rows
+    assert jobs[moved].per_node.cpus_milli == 800
+    monkeypatch.setattr(snapshot, "read_whole", read_whole)
+    assert snapshot.build(now)[0] == built
+    monkeypatch.setattr(snapshot, "KEPT", snapshot.Kept())
+    assert snapshot.build(now)[0] == built
+
+
+def test_a_fabric_s_kind_changed_makes_every_job_anew(varied, local_jobs):
     kept = snapshot.Kept()
-    first = kept.read(values, {"local": (1,)})
-    assert [job for _, _, job in kept.read(values, {"local": (1,)})] == [job for _, _, job in first]
-    assert all(a[2] is b[2] for a, b in zip(first, kept.read(values, {"local": (1,)}), strict=True))
-    other = kept.read(values, {"local": (1,), "slurm": (2,)})
+    first = kept.active({"local": (1,)})
+    assert first
+    assert all(a[2] is b[2] for a, b in zip(first, kept.active({"local": (1,)}), strict=True))
+    other = kept.active({"local": (1,), "slurm": (2,)})
     assert not any(a[2] is b[2] for a, b in zip(first, other, strict=True))
-    assert [key for key, _, _ in other] == [str(v[0]) for v in values]
+    assert [a[2] for a in first] == [b[2] for b in other]  # equal all the same: no native work here
+    assert [key for key, _, _ in other] == [str(job.id) for _, _, job in other]
