@@ -119,7 +119,7 @@ def test_a_kernel_busy_with_a_silent_computation_counts_as_use(tmp_path, monkeyp
     monkeypatch.setenv(GRACE_ENV, "0.3")
     fabric = LocalFabric(FabricConfig("here", "local", Resources(1000, 8000, 16384), {"root": str(tmp_path)}))
     spec = JobSpec(workload_id=uuid.uuid4(), name="nb", kind="notebook", owner="alice", group="vision",
-                   queue="notebooks", command="", per_node=Resources(0, 1000, 2048), runtime_limit_s=120)  # fmt: skip
+                   queue="notebooks", command="", per_node=Resources(0, 1000, 2048), runtime_limit_s=3600)  # fmt: skip
     external_id = fabric.submit(spec)
     jobdir = tmp_path / external_id
     kernel = None
@@ -138,16 +138,19 @@ def test_a_kernel_busy_with_a_silent_computation_counts_as_use(tmp_path, monkeyp
         # No heartbeat channel: on a busy machine a late heartbeat reads as a dead kernel (wait_for_ready's
         # check); the kernel's reply to kernel_info is what says it is ready.
         kernel.start_channels(hb=False)
-        wait_until(lambda: replied_to_kernel_info(kernel), timeout=120, every=0)
-        # Long enough to stay busy through the probes below however slow the machine; the job's cancel ends it.
-        kernel.execute("import time; time.sleep(900)")
 
-        def busy() -> bool:
+        def server_says(state: str) -> bool:
             status, body = get(f"http://127.0.0.1:{port}/api/kernels/{kernel_id}?no_track_activity=1",
                                Authorization=f"token {token}")  # fmt: skip
-            return status == 200 and json.loads(body)["execution_state"] == "busy"
+            return status == 200 and json.loads(body)["execution_state"] == state
 
-        wait_until(busy, timeout=120, every=0.2)
+        # The kernel answers us, and the server hears its status: each kernel_info makes the kernel publish one,
+        # and a server that subscribed late (a busy machine) hears the next. Only then does a busy kernel read
+        # as busy to the server.
+        wait_until(lambda: replied_to_kernel_info(kernel) and server_says("idle"), timeout=120, every=0)
+        # Long enough to stay busy through the probes below however slow the machine; the job's cancel ends it.
+        kernel.execute("import time; time.sleep(900)")
+        wait_until(lambda: server_says("busy"), timeout=120, every=0.2)
         time.sleep(2)  # quiet: the kernel computes and says nothing
         _, heard = probe(Endpoint("127.0.0.1", port, token), 30, busy_check_after_s=3600)
         before = datetime.now(UTC)
