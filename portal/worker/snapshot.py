@@ -89,6 +89,7 @@ def entry_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]]) -> Entr
 # (a test's, say) each change still takes a new place: so a row whose version reads as before is the row
 # read before.
 VERSION = RawSQL("xmin::text || ctid::text", ())
+KEY = RawSQL("id::text", ())  # the text of a uuid, as str() writes it
 
 
 class Kept:
@@ -130,9 +131,6 @@ def read_whole(keys: list[str], kinds: dict[str, tuple[int, ...]]) -> dict[str, 
         return {}
     rows = _active().filter(pk__in=keys).annotate(version=VERSION).values_list(*FIELDS, "version")
     return {str(v[0]): (v[-1], entry_of(v[:-1], kinds)) for v in rows}
-
-
-KEY = RawSQL("id::text", ())  # the text of a uuid, as str() writes it
 
 
 def _active() -> QuerySet[Workload]:
