@@ -76,8 +76,11 @@ TEMPLATE_NAMES = frozenset(
     }
 )
 CLAIM_TIMEOUT_S = 5.0  # how long submit waits for the supervisor to claim the job
-CLAIM_PER_JOB_S = 0.02  # and longer for a batch, whose supervisors start one after another
+CLAIM_PER_JOB_S = 0.02  # and longer for a batch, whose supervisor starts its jobs one after another
 CLAIM_POLL_S = 0.02
+# Jobs per supervisor: a burst's slices start side by side, each while the next is written (a Python start-up,
+# tens of milliseconds, per slice).
+LAUNCH_SLICE = 128
 SUPERVISOR_LOST = "the local supervisor exited without recording a result"
 SOURCE_ROOT = Path(fabrics.__file__).resolve().parents[1]  # so the supervisor imports uninstalled
 
@@ -123,7 +126,7 @@ class LocalFabric:
         jobdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         (jobdir / "work").mkdir(mode=0o700, exist_ok=True)
         # Not synced to disk (an fsync each was most of a burst's dispatch): a power loss ends every local job,
-        # and what the worker trusts afterwards is the supervisor's `started` record, which is synced.
+        # and what the worker trusts afterwards is the supervisor's `started` record, flushed before the job runs.
         write_atomic(jobdir / "job.sh", script, mode=0o700, durable=False)
         spec = {
             "workload_id": str(job.workload_id),
@@ -140,16 +143,50 @@ class LocalFabric:
         return outcome
 
     def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
-        """Prepare every job, start their supervisors from one launcher (one interpreter forks them all, where a
-        launcher per job cost a Python start-up each), and wait for their claims together. A job not claimed in
-        time is a retryable error: the next dispatch finds it by its `started` record, or starts it again (a
-        second supervisor loses the claim to the first)."""
+        """Prepare the jobs a slice at a time, starting each slice's supervisor as soon as it is written (one
+        process supervises a slice; the next slice is written while it starts its jobs), and wait for their
+        claims together. A job not claimed in time is a retryable error: the next dispatch finds it by its
+        `started` record, or starts it again (a second supervisor loses the claim to the first)."""
         results: dict[UUID, str | FabricError] = {}
         waiting: dict[UUID, Path] = {}
+        launchers: list[subprocess.Popen[bytes]] = []
+        for at in range(0, len(jobs), LAUNCH_SLICE):
+            ready = self._prepare_slice(jobs[at : at + LAUNCH_SLICE], results)
+            if not ready:
+                continue
+            try:
+                launchers.append(spawn_supervisors(list(ready.values())))
+            except OSError as exc:
+                results |= {wid: FabricError(f"cannot start the local job: {exc}", retryable=True) for wid in ready}
+                continue
+            waiting |= ready
+        # Each launcher forks its slice's supervisor and exits; the supervisor claims each job just before it
+        # starts it, a few milliseconds apart.
+        deadline = time.monotonic() + CLAIM_TIMEOUT_S + CLAIM_PER_JOB_S * len(waiting)
+        while waiting:
+            failed = any(launcher.poll() not in (None, 0) for launcher in launchers)
+            last = failed or time.monotonic() >= deadline
+            for wid in _claimed(waiting, everyone=last):
+                results[wid] = str(wid)
+                del waiting[wid]
+            if not waiting or last:
+                break
+            time.sleep(CLAIM_POLL_S)
+        for launcher in launchers:
+            launcher.poll()  # reap it: it exits as soon as it has forked its supervisor
+        for wid, jobdir in waiting.items():
+            log = _tail_bytes(jobdir / "supervisor.log", 2000).decode("utf-8", "replace").strip()
+            results[wid] = FabricError(f"the local supervisor did not start the job: {log}", retryable=True)
+        return results
+
+    def _prepare_slice(self, jobs: Sequence[JobSpec], results: dict[UUID, str | FabricError]) -> dict[UUID, Path]:
+        """Write each job's directory; the ones to start. A job a supervisor owns already is placed (a no-op),
+        one that cannot be written gets its error in `results`."""
+        ready: dict[UUID, Path] = {}
         for job in jobs:
             jobdir = self._jobdir(job.workload_id)
             if (jobdir / "started").exists():
-                results[job.workload_id] = str(job.workload_id)  # a supervisor owns it already: a no-op
+                results[job.workload_id] = str(job.workload_id)
                 continue
             try:
                 self.prepare(job)
@@ -159,29 +196,8 @@ class LocalFabric:
             except OSError as exc:
                 results[job.workload_id] = FabricError(f"cannot start the local job: {exc}", retryable=True)
                 continue
-            waiting[job.workload_id] = jobdir
-        if not waiting:
-            return results
-        try:
-            launcher = spawn_supervisors(list(waiting.values()))
-        except OSError as exc:
-            return results | {wid: FabricError(f"cannot start the local job: {exc}", retryable=True) for wid in waiting}
-        # The launcher forks a supervisor per job and exits; each supervisor claims its job within milliseconds.
-        deadline = time.monotonic() + CLAIM_TIMEOUT_S + CLAIM_PER_JOB_S * len(waiting)
-        while waiting:
-            code = launcher.poll()
-            last = (code is not None and code != 0) or time.monotonic() >= deadline
-            for wid in _claimed(waiting, everyone=last):
-                results[wid] = str(wid)
-                del waiting[wid]
-            if not waiting or last:
-                break
-            time.sleep(CLAIM_POLL_S)
-        launcher.poll()  # reap the launcher, which exits as soon as it has forked every supervisor
-        for wid, jobdir in waiting.items():
-            log = _tail_bytes(jobdir / "supervisor.log", 2000).decode("utf-8", "replace").strip()
-            results[wid] = FabricError(f"the local supervisor did not start the job: {log}", retryable=True)
-        return results
+            ready[job.workload_id] = jobdir
+        return ready
 
     def find(self, workload_id: UUID) -> str | None:
         """The job's id once a supervisor has claimed it; None before that."""
@@ -355,8 +371,8 @@ def spawn_supervisor(jobdir: Path) -> subprocess.Popen[bytes]:
 
 
 def spawn_supervisors(jobdirs: Sequence[Path]) -> subprocess.Popen[bytes]:
-    """Start a supervisor for each job; the process returned forks them away and exits once it has. Each
-    supervisor's output goes to its own job's supervisor.log; the launcher's (before it forks) to the first's."""
+    """Start one supervisor for the jobs; the process returned forks it away and exits at once. What the
+    supervisor says of a job goes to that job's supervisor.log; the process's own output to the first's."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SOURCE_ROOT), env.get("PYTHONPATH", "")) if p)
     with open(jobdirs[0] / "supervisor.log", "ab") as log:

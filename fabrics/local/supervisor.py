@@ -1,11 +1,12 @@
 """Runs local jobs and records how each ended: `python -m fabrics.local.supervisor JOBDIR [JOBDIR ...]`.
 
-Each job directory holds what `LocalFabric.prepare` wrote (job.sh, job.json, work/); each job gets a
-supervisor process of its own (forked from this one). The supervisor claims the job by linking `started`
-into place, so of any number of supervisors started for one job exactly one runs it. It then runs job.sh
-in its own process group, stops the whole group at the runtime limit or on cancel, and writes result.json.
-A `deadline` file (an aware ISO time, rewritten atomically when a lease is extended) moves the limit while
-it runs.
+Each job directory holds what `LocalFabric.prepare` wrote (job.sh, job.json, work/). One supervisor process
+(forked from this one, which exits) runs every job it is given: it claims each by linking `started` into
+place, so of any number of supervisors started for one job exactly one runs it, and flushes a slice of claims
+to disk at once before it starts their jobs. It runs each job.sh in a process group of its own, stops a job's
+whole group at its runtime limit or on its cancel, and writes its result.json; each job ends on its own, and
+a SIGTERM to the supervisor stops them all as cancelled. A `deadline` file (an aware ISO time, rewritten
+atomically when a lease is extended) moves a job's limit while it runs.
 
 Exit codes in result.json follow the shell: a job killed by signal N is recorded as 128 + N.
 """
@@ -13,6 +14,8 @@ Exit codes in result.json follow the shell: a job killed by signal N is recorded
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import json
 import os
 import shutil
@@ -21,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -97,9 +100,10 @@ def _kill_grace() -> float:
 
 
 def _claim(jobdir: Path, started_at: str) -> bool:
-    """Create `started` with our pid in it; False when another supervisor got there first."""
+    """Create `started` with our pid in it; False when another supervisor got there first. Not yet on disk:
+    the caller flushes a whole batch's claims at once (see `_flush`) before any of their jobs runs."""
     tmp = jobdir / f".started.{os.getpid()}.tmp"
-    _write_synced(tmp, json.dumps({"pid": os.getpid(), "started_at": started_at}), 0o644)
+    _write_synced(tmp, json.dumps({"pid": os.getpid(), "started_at": started_at}), 0o644, durable=False)
     try:
         # link() is atomic and fails when the name exists: the claim and its content appear together.
         os.link(tmp, jobdir / "started")
@@ -108,6 +112,35 @@ def _claim(jobdir: Path, started_at: str) -> bool:
         return False
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _flush(where: Path) -> None:
+    """Everything written so far on the filesystem holding `where` reaches the disk: one syncfs for a batch's
+    claims or results, where an fsync each cost a journal commit each (most of a burst's start). os.sync,
+    every filesystem, where syncfs is missing."""
+    syncfs = getattr(_libc(), "syncfs", None)
+    if syncfs is not None:
+        fd = os.open(where, os.O_RDONLY)
+        try:
+            if syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    os.sync()
+
+
+@functools.cache
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _say(jobdir: Path, text: str) -> None:
+    """A line in the job's own supervisor.log (one process supervises a whole batch)."""
+    with contextlib.suppress(OSError), open(jobdir / "supervisor.log", "a", encoding="utf-8") as log:
+        log.write(f"{now_iso()} {text}\n")
 
 
 class _Stop:
@@ -151,31 +184,6 @@ def job_environment(job_env: Mapping[str, str]) -> dict[str, str]:
     return {**inherited, **job_env}
 
 
-def _run(jobdir: Path, workload_id: str, limit_s: int, job_env: Mapping[str, str]) -> dict[str, Any]:
-    """Run job.sh to its end; the result fields that depend on how it ended."""
-    env = {**job_environment(job_env), "GRIDLANE_WORKLOAD_ID": workload_id, "GRIDLANE_JOB_DIR": str(jobdir)}
-    with open(jobdir / "stdout.log", "ab") as out, open(jobdir / "stderr.log", "ab") as err:
-        child = subprocess.Popen(
-            ["/bin/bash", str(jobdir / "job.sh")],
-            cwd=jobdir / "work",
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            process_group=0,  # pgid == child pid: one killpg reaches every process it starts
-        )
-    beside = _start_sampler(env, child.pid)
-    try:
-        write_atomic(jobdir / "child.pid", str(child.pid))
-        return _watch(jobdir, child, limit_s)
-    except BaseException:
-        signal_group(child.pid, signal.SIGKILL)  # never leave a job running unwatched
-        raise
-    finally:
-        if beside is not None:
-            _stop_sampler(beside)
-
-
 def _start_sampler(env: Mapping[str, str], pid: int) -> subprocess.Popen[bytes] | None:
     """The GPU sampler (fabrics.sampler) beside the job, where the job has a samples URL and the host has
     nvidia-smi on the job's PATH; None otherwise (the workload then has no utilisation data)."""
@@ -189,20 +197,6 @@ def _start_sampler(env: Mapping[str, str], pid: int) -> subprocess.Popen[bytes] 
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # out of the job's group: the job's own end is not muddled by it
     )
-
-
-def _stop_sampler(sampler: subprocess.Popen[bytes]) -> None:
-    """The sampler sees the job gone within a second and posts its last readings; one that does not is ended."""
-    try:
-        sampler.wait(timeout=SAMPLER_LAST_POST_S)
-        return
-    except subprocess.TimeoutExpired:
-        sampler.terminate()
-    try:
-        sampler.wait(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        sampler.kill()
-        sampler.wait()
 
 
 def read_deadline(jobdir: Path) -> datetime | None:
@@ -234,66 +228,180 @@ class _Deadline:
         self.seen = (stat.st_ino, stat.st_mtime_ns)
         ends = read_deadline(self.jobdir)
         if ends is None:
-            print(f"{now_iso()} ignoring a deadline file that does not parse", file=sys.stderr, flush=True)
+            _say(self.jobdir, "ignoring a deadline file that does not parse")
             return
         self.at = time.monotonic() + (ends - datetime.now(UTC)).total_seconds()
-        print(f"{now_iso()} the job now ends at {ends.isoformat()}", file=sys.stderr, flush=True)
+        _say(self.jobdir, f"the job now ends at {ends.isoformat()}")
 
     @property
     def limit_s(self) -> int:
         return round(self.at - self.started)
 
 
-def _watch(jobdir: Path, child: subprocess.Popen[bytes], limit_s: int) -> dict[str, Any]:
-    """Wait for the job's whole group to end, stopping it on cancel or at the limit."""
-    deadline = _Deadline(jobdir, limit_s)
-    grace = _kill_grace()
-    kill_at: float | None = None  # set once we have asked the group to stop
-    timed_out = False
-    returncode: int | None = None
-    while returncode is None or group_alive(child.pid):
-        if returncode is None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                returncode = child.wait(timeout=TICK_S)
-        else:
-            time.sleep(0.02)  # the leader is gone; wait briefly for what it left behind
-        now = time.monotonic()
-        if kill_at is None:
-            deadline.follow()
-            cancelled = _Stop.requested or (jobdir / "cancel").exists()
-            timed_out = not cancelled and returncode is None and now >= deadline.at
-            # Nothing of a job outlives it: leftovers of a finished leader are stopped too.
-            if cancelled or timed_out or returncode is not None:
-                signal_group(child.pid, signal.SIGTERM)
-                kill_at = now + grace
-        elif now >= kill_at:
-            signal_group(child.pid, signal.SIGKILL)
-    exit_code: int = 128 - child.returncode if child.returncode < 0 else child.returncode
-    if _Stop.requested or (jobdir / "cancel").exists():
-        return {"state": "cancelled", "exit_code": exit_code, "reason": "cancelled"}
-    if timed_out:
-        return {"state": "timed_out", "exit_code": exit_code, "reason": f"stopped at the {deadline.limit_s} s limit"}
-    return {"state": "succeeded" if exit_code == 0 else "failed", "exit_code": exit_code}
+class _Job:
+    """One claimed job under this supervisor: started by `start`, then moved on by `step` each round until it
+    has an outcome. The supervisor reaps every child itself and sets its returncode (see `_reap`)."""
+
+    def __init__(self, jobdir: Path, started_at: str) -> None:
+        self.jobdir = jobdir
+        self.started_at = started_at
+        self.child: subprocess.Popen[bytes] | None = None
+        self.sampler: subprocess.Popen[bytes] | None = None
+        self.deadline: _Deadline | None = None
+        self.grace = _kill_grace()
+        self.kill_at: float | None = None  # set once we have asked the group to stop
+        self.timed_out = False
+        self.sampler_stop_at: float | None = None  # when the sampler is ended if it has not ended by itself
+        self.outcome: dict[str, Any] | None = None
+
+    def start(self) -> None:
+        """Run job.sh in a process group of its own; a job cancelled already, or whose records do not load, has
+        its outcome at once."""
+        if _Stop.requested or (self.jobdir / "cancel").exists():
+            self.outcome = {"state": "cancelled", "exit_code": None, "reason": "cancelled before it started"}
+            return
+        try:
+            workload_id, limit_s, job_env = _load_job(self.jobdir)
+            ours = {"GRIDLANE_WORKLOAD_ID": workload_id, "GRIDLANE_JOB_DIR": str(self.jobdir)}
+            env = {**job_environment(job_env), **ours}
+            with open(self.jobdir / "stdout.log", "ab") as out, open(self.jobdir / "stderr.log", "ab") as err:
+                self.child = subprocess.Popen(
+                    ["/bin/bash", str(self.jobdir / "job.sh")],
+                    cwd=self.jobdir / "work",
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    process_group=0,  # pgid == child pid: one killpg reaches every process it starts
+                )
+            self.deadline = _Deadline(self.jobdir, limit_s)
+            self.sampler = _start_sampler(env, self.child.pid)
+            # Not synced: after a power loss the job is gone whatever the file says.
+            write_atomic(self.jobdir / "child.pid", str(self.child.pid), durable=False)
+        except Exception as exc:  # a result, whatever went wrong, beats a job that never ends
+            self.stop_now()
+            self.outcome = {"state": "failed", "exit_code": None, "reason": f"the supervisor failed: {exc!r}"}
+
+    def stop_now(self) -> None:
+        """Never leave a job running unwatched."""
+        if self.child is not None:
+            signal_group(self.child.pid, signal.SIGKILL)
+        if self.sampler is not None:
+            self.sampler.kill()
+
+    def step(self, now: float) -> None:
+        """Stop the job's group on cancel, at its deadline, or once its leader has ended (nothing of a job
+        outlives it); once the group is gone and the sampler has posted its last readings, the outcome."""
+        child, deadline = self.child, self.deadline
+        if self.outcome is not None or child is None or deadline is None:
+            return
+        if self.sampler_stop_at is None:
+            if self.kill_at is None:
+                deadline.follow()
+                cancelled = _Stop.requested or (self.jobdir / "cancel").exists()
+                self.timed_out = not cancelled and child.returncode is None and now >= deadline.at
+                if cancelled or self.timed_out or child.returncode is not None:
+                    signal_group(child.pid, signal.SIGTERM)
+                    self.kill_at = now + self.grace
+            elif now >= self.kill_at:
+                signal_group(child.pid, signal.SIGKILL)
+            if child.returncode is None or group_alive(child.pid):
+                return
+            self.sampler_stop_at = now + SAMPLER_LAST_POST_S  # it sees the job gone within a second, then posts
+        if self.sampler is not None and self.sampler.returncode is None:
+            if now >= self.sampler_stop_at + KILL_GRACE_S:
+                self.sampler.kill()
+            elif now >= self.sampler_stop_at:
+                self.sampler.terminate()
+            return
+        self.outcome = self._ended(child.returncode, deadline)
+
+    def _ended(self, returncode: int, deadline: _Deadline) -> dict[str, Any]:
+        exit_code = 128 - returncode if returncode < 0 else returncode
+        if _Stop.requested or (self.jobdir / "cancel").exists():
+            return {"state": "cancelled", "exit_code": exit_code, "reason": "cancelled"}
+        if self.timed_out:
+            reason = f"stopped at the {deadline.limit_s} s limit"
+            return {"state": "timed_out", "exit_code": exit_code, "reason": reason}
+        return {"state": "succeeded" if exit_code == 0 else "failed", "exit_code": exit_code}
+
+    def record(self) -> None:
+        result = {**(self.outcome or {}), "started_at": self.started_at, "finished_at": now_iso(), "host": _HOST}
+        write_atomic(self.jobdir / "result.json", json.dumps(result), durable=False)  # flushed with the round's
 
 
-def supervise(jobdir: Path) -> int:
-    """Claim, run and record one job; 0 also when another supervisor had claimed it."""
+_HOST = socket.gethostname()
+# Jobs claimed, flushed to disk and started together: one syncfs for each, and a look at the running between.
+CLAIM_CHUNK = 64
+
+
+def supervise(jobdirs: Sequence[Path]) -> int:
+    """Claim, run and record each job; those another supervisor claimed first are left to it. Claims reach the
+    disk before their jobs run, and results before the next round (so after a power loss a job that ran is
+    never run again, and one that ended says how)."""
     signal.signal(signal.SIGTERM, _Stop.handle)
     signal.signal(signal.SIGINT, _Stop.handle)
-    started_at = now_iso()
-    if not _claim(jobdir, started_at):
-        return 0
-    outcome: dict[str, Any]
-    if _Stop.requested or (jobdir / "cancel").exists():
-        outcome = {"state": "cancelled", "exit_code": None, "reason": "cancelled before it started"}
-    else:
-        try:
-            outcome = _run(jobdir, *_load_job(jobdir))
-        except Exception as exc:  # a result, whatever went wrong, beats a job that never ends
-            outcome = {"state": "failed", "exit_code": None, "reason": f"the supervisor failed: {exc!r}"}
-    result = {**outcome, "started_at": started_at, "finished_at": now_iso(), "host": socket.gethostname()}
-    write_atomic(jobdir / "result.json", json.dumps(result))
+    live: dict[int, _Job] = {}  # by the pid of each child of ours: job leaders and samplers
+    jobs: list[_Job] = []
+    for at in range(0, len(jobdirs), CLAIM_CHUNK):
+        mine = []
+        for jobdir in jobdirs[at : at + CLAIM_CHUNK]:
+            started_at = now_iso()  # each its own: which job started last decides who is preempted first
+            if _claim(jobdir, started_at):
+                mine.append(_Job(jobdir, started_at))
+        if not mine:
+            continue
+        _flush(mine[0].jobdir)
+        for job in mine:
+            job.start()
+            for proc in (job.child, job.sampler):
+                if proc is not None:
+                    live[proc.pid] = job
+        jobs.extend(mine)
+        jobs = _round(jobs, live)
+    while jobs:
+        # Briskly while a finished leader's group is going (as a lone supervisor's wait would), else each tick.
+        going = any(j.child is not None and j.child.returncode is not None for j in jobs)
+        time.sleep(0.02 if going else TICK_S)
+        jobs = _round(jobs, live)
     return 0
+
+
+def _round(jobs: list[_Job], live: dict[int, _Job]) -> list[_Job]:
+    """Reap what ended, move every job on, record the outcomes (flushed together); the jobs still going."""
+    _reap(live)
+    now = time.monotonic()
+    going: list[_Job] = []
+    ended: list[_Job] = []
+    for job in jobs:
+        try:
+            job.step(now)
+        except Exception as exc:
+            job.stop_now()
+            job.outcome = {"state": "failed", "exit_code": None, "reason": f"the supervisor failed: {exc!r}"}
+        (going if job.outcome is None else ended).append(job)
+    for job in ended:
+        job.record()
+    if ended:
+        _flush(ended[0].jobdir)
+    return going
+
+
+def _reap(live: dict[int, _Job]) -> None:
+    """Collect every child of ours that has ended, setting its returncode as Popen would (-N for signal N)."""
+    while live:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        job = live.pop(pid, None)
+        if job is None:
+            continue
+        for proc in (job.child, job.sampler):
+            if proc is not None and proc.pid == pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
 
 
 def main(argv: list[str]) -> int:
@@ -305,30 +413,18 @@ def main(argv: list[str]) -> int:
     if missing:
         print(f"no job directory {', '.join(missing)}", file=sys.stderr)
         return 2
-    # Fork a supervisor per job so each is reparented away from the portal, which then need not reap
-    # them; this process exits once it has, and the caller waits for the claims instead. One interpreter
-    # starts a whole batch's supervisors: a fork costs a millisecond, a Python start-up a hundred.
-    for jobdir in jobdirs:
-        if os.fork() == 0:
-            if len(jobdirs) > 1:
-                _log_to(jobdir / "supervisor.log")
-                os.chdir(jobdir)
-            code = 1
-            try:
-                code = supervise(jobdir)
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
+    # Fork the supervisor away so it is reparented from the portal, which then need not reap it; this process
+    # exits at once, and the caller waits for the claims instead. One supervisor runs a whole batch: a Python
+    # process forked per job cost more than the job's own start (copied pages, an fsync per claim).
+    if os.fork() == 0:
+        code = 1
+        try:
+            code = supervise(jobdirs)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
     os._exit(0)
-
-
-def _log_to(path: Path) -> None:
-    """Point this process's stdout and stderr at its own job's log."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
 
 
 if __name__ == "__main__":

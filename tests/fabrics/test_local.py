@@ -381,3 +381,86 @@ def test_a_batch_whose_supervisors_never_claim_is_retryable_and_the_retry_runs_e
     for i, spec in enumerate(specs):
         assert finished(fabric, str(spec.workload_id)).state is JobState.SUCCEEDED
         assert (tmp_path / f"ran-{i}").read_text() == "ran\n"
+
+
+def supervisor_of(fabric: LocalFabric, external_id: str) -> int:
+    return int(json.loads((fabric.root / external_id / "started").read_text())["pid"])
+
+
+def test_one_supervisor_runs_a_batch_and_each_job_ends_on_its_own(fabric, tmp_path):
+    """A batch shares one supervisor process, but a job's cancel, limit and end are its own alone."""
+    quick, failing = job(f"echo quick > {tmp_path}/quick"), job("exit 7")
+    cancelled, limited = job("sleep 300 & sleep 300; wait"), job("sleep 300", runtime_limit_s=1)
+    lasting = job("while [ ! -e go ]; do sleep 0.02; done")
+    specs = [quick, failing, cancelled, limited, lasting]
+    placed = fabric.submit_many(specs)
+    ids = {s.workload_id: str(s.workload_id) for s in specs}
+    assert placed == ids
+    assert len({supervisor_of(fabric, i) for i in ids.values()}) == 1
+    assert finished(fabric, ids[quick.workload_id]).state is JobState.SUCCEEDED
+    assert (tmp_path / "quick").read_text() == "quick\n"
+    assert finished(fabric, ids[failing.workload_id]).exit_code == 7
+    pgid = child_pgid(fabric, ids[cancelled.workload_id])
+    fabric.cancel(ids[cancelled.workload_id])
+    assert finished(fabric, ids[cancelled.workload_id]).state is JobState.CANCELLED
+    assert not group_alive(pgid)
+    assert finished(fabric, ids[limited.workload_id]).state is JobState.TIMED_OUT
+    assert fabric.poll([ids[lasting.workload_id]])[ids[lasting.workload_id]].state is JobState.RUNNING  # untouched
+    (fabric.root / ids[lasting.workload_id] / "work" / "go").touch()
+    assert finished(fabric, ids[lasting.workload_id]).state is JobState.SUCCEEDED
+
+
+def test_a_job_whose_records_do_not_load_fails_alone_in_its_batch(fabric):
+    good, broken = job("true"), job("true")
+    jobdirs = [fabric.prepare(good), fabric.prepare(broken)]
+    (jobdirs[1] / "job.json").write_text("{not json")
+    from fabrics.local.fabric import spawn_supervisors
+
+    spawn_supervisors(jobdirs).wait()
+    assert finished(fabric, jobdirs[0].name).state is JobState.SUCCEEDED
+    status = finished(fabric, jobdirs[1].name)
+    assert status.state is JobState.FAILED
+    assert "the supervisor failed" in status.reason
+
+
+def test_sigterm_to_a_batchs_supervisor_stops_each_of_its_jobs_as_cancelled(fabric):
+    specs = [job("sleep 300 & sleep 300; wait") for _ in range(3)]
+    fabric.submit_many(specs)
+    ids = [str(s.workload_id) for s in specs]
+    groups = [child_pgid(fabric, i) for i in ids]
+    os.kill(supervisor_of(fabric, ids[0]), signal.SIGTERM)
+    assert all(finished(fabric, i).state is JobState.CANCELLED for i in ids)
+    assert not any(group_alive(g) for g in groups)
+
+
+def test_a_batch_larger_than_a_chunk_of_claims_runs_each_job_once(fabric, tmp_path):
+    from fabrics.local.supervisor import CLAIM_CHUNK
+
+    specs = [job(f"echo ran >> {tmp_path}/ran-{i}") for i in range(CLAIM_CHUNK + 3)]
+    assert all(isinstance(o, str) for o in fabric.submit_many(specs).values())
+    for i, spec in enumerate(specs):
+        assert finished(fabric, str(spec.workload_id)).state is JobState.SUCCEEDED
+        assert (tmp_path / f"ran-{i}").read_text() == "ran\n"
+
+
+def test_a_burst_is_started_a_slice_at_a_time_each_slice_by_one_supervisor(fabric, tmp_path, monkeypatch):
+    from fabrics.local import fabric as local
+
+    launches = []
+    real = local.spawn_supervisors
+
+    def counted(jobdirs):
+        launches.append(len(jobdirs))
+        return real(jobdirs)
+
+    monkeypatch.setattr(local, "spawn_supervisors", counted)
+    monkeypatch.setattr(local, "LAUNCH_SLICE", 3)
+    specs = [job(f"echo {i} >> {tmp_path}/ran-{i}") for i in range(8)]
+    assert fabric.submit_many(specs) == {s.workload_id: str(s.workload_id) for s in specs}
+    assert launches == [3, 3, 2]
+    slices = [{supervisor_of(fabric, str(s.workload_id)) for s in specs[at : at + 3]} for at in (0, 3, 6)]
+    assert all(len(pids) == 1 for pids in slices)
+    assert len(set.union(*slices)) == 3
+    for i, spec in enumerate(specs):
+        assert finished(fabric, str(spec.workload_id)).state is JobState.SUCCEEDED
+        assert (tmp_path / f"ran-{i}").read_text() == f"{i}\n"
