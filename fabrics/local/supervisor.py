@@ -120,12 +120,16 @@ def _flush(where: Path) -> None:
     every filesystem, where syncfs is missing."""
     syncfs = getattr(_libc(), "syncfs", None)
     if syncfs is not None:
-        fd = os.open(where, os.O_RDONLY)
         try:
-            if syncfs(fd) == 0:
-                return
-        finally:
-            os.close(fd)
+            fd = os.open(where, os.O_RDONLY)
+        except OSError:
+            pass  # gone meanwhile: sync everything instead
+        else:
+            try:
+                if syncfs(fd) == 0:
+                    return
+            finally:
+                os.close(fd)
     os.sync()
 
 
@@ -250,6 +254,8 @@ class _Job:
         self.deadline: _Deadline | None = None
         self.grace = _kill_grace()
         self.kill_at: float | None = None  # set once we have asked the group to stop
+        self.look_at = 0.0  # when next to look for a cancel marker and at the deadline
+        self.cancelled = False
         self.timed_out = False
         self.sampler_stop_at: float | None = None  # when the sampler is ended if it has not ended by itself
         self.outcome: dict[str, Any] | None = None
@@ -297,10 +303,12 @@ class _Job:
             return
         if self.sampler_stop_at is None:
             if self.kill_at is None:
-                deadline.follow()
-                cancelled = _Stop.requested or (self.jobdir / "cancel").exists()
-                self.timed_out = not cancelled and child.returncode is None and now >= deadline.at
-                if cancelled or self.timed_out or child.returncode is not None:
+                if now >= self.look_at:  # each tick, however briskly the supervisor goes round for others
+                    self.look_at = now + TICK_S
+                    deadline.follow()
+                    self.cancelled = _Stop.requested or (self.jobdir / "cancel").exists()
+                    self.timed_out = not self.cancelled and child.returncode is None and now >= deadline.at
+                if self.cancelled or self.timed_out or child.returncode is not None:
                     signal_group(child.pid, signal.SIGTERM)
                     self.kill_at = now + self.grace
             elif now >= self.kill_at:
@@ -361,7 +369,7 @@ def supervise(jobdirs: Sequence[Path]) -> int:
         jobs = _round(jobs, live)
     while jobs:
         # Briskly while a finished leader's group is going (as a lone supervisor's wait would), else each tick.
-        going = any(j.child is not None and j.child.returncode is not None for j in jobs)
+        going = any(j.sampler_stop_at is None and j.child is not None and j.child.returncode is not None for j in jobs)
         time.sleep(0.02 if going else TICK_S)
         jobs = _round(jobs, live)
     return 0
@@ -381,7 +389,10 @@ def _round(jobs: list[_Job], live: dict[int, _Job]) -> list[_Job]:
             job.outcome = {"state": "failed", "exit_code": None, "reason": f"the supervisor failed: {exc!r}"}
         (going if job.outcome is None else ended).append(job)
     for job in ended:
-        job.record()
+        try:
+            job.record()
+        except OSError as exc:  # a full disk, say: the others' results are still worth writing
+            _say(job.jobdir, f"cannot record the result: {exc!r}")
     if ended:
         _flush(ended[0].jobdir)
     return going

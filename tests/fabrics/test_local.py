@@ -464,3 +464,18 @@ def test_a_burst_is_started_a_slice_at_a_time_each_slice_by_one_supervisor(fabri
     for i, spec in enumerate(specs):
         assert finished(fabric, str(spec.workload_id)).state is JobState.SUCCEEDED
         assert (tmp_path / f"ran-{i}").read_text() == f"{i}\n"
+
+
+def test_a_result_that_cannot_be_written_leaves_the_batchs_other_jobs_supervised(fabric):
+    unwritable, lasting = job("true"), job("while [ ! -e go ]; do sleep 0.02; done")
+    jobdirs = [fabric.prepare(unwritable), fabric.prepare(lasting)]
+    (jobdirs[0] / "result.json").mkdir()  # a directory where the result goes: its write fails
+    (jobdirs[0] / "result.json" / "keep").touch()
+    from fabrics.local.fabric import spawn_supervisors
+
+    spawn_supervisors(jobdirs).wait()
+    log = jobdirs[0] / "supervisor.log"
+    wait_for(lambda: log.exists() and "cannot record the result" in log.read_text(), "the failed write to be told")
+    assert fabric.poll([jobdirs[1].name])[jobdirs[1].name].state is JobState.RUNNING
+    (jobdirs[1] / "work" / "go").touch()
+    assert finished(fabric, jobdirs[1].name).state is JobState.SUCCEEDED
