@@ -1,6 +1,6 @@
 """The whole road to running: 1,000 workloads through the API until the fabric has started every one.
 
-    local     a queue on the local fabric (fabrics/local/: a supervisor per job on this host)
+    local     a queue on the local fabric (fabrics/local/: a supervisor per dispatch on this host)
     agents    a queue on an agent fabric served by two real `gridlane agent` processes (as bench_agent runs them)
 
 each fed two ways, side by side in one run:

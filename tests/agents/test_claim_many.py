@@ -211,3 +211,43 @@ def test_in_one_sync_the_held_wait_the_taken_start_and_the_cancelled_stop(alice,
         "waiting for an agent"
     }
     assert not Claim.objects.filter(workload__name="job-5", state="claimable").exists()
+
+
+def test_a_bursts_claims_go_in_by_one_copy_and_a_retried_dispatch_keeps_those_there(alice, submit, hosts, monkeypatch):
+    from portal import sql
+    from portal.agents.fabric import _spec
+    from portal.queues.models import Fabric
+    from portal.worker.connections import fabric_for
+    from portal.worker.dispatch import job_spec
+
+    burst = [submit(alice, queue="gpu-a", kind="batch", name=f"job-{i}", gpus=0) for i in range(3)]
+    tasks.cycle()
+    specs = [job_spec(Workload.objects.get(pk=w.pk)) for w in burst]
+    Claim.objects.all().delete()  # as if the burst were dispatched now, together
+    copied, real = [], sql.copy_insert
+    monkeypatch.setattr(sql, "copy_insert", lambda objs: (copied.append(len(objs)), real(objs))[1])
+    fabric = fabric_for(Fabric.objects.get(name="hosts"))
+    placed = {s.workload_id: str(s.workload_id) for s in specs}
+    assert fabric.submit_many(specs) == placed
+    assert copied == [3]
+    claims = {c.run_id: c for c in Claim.objects.all()}
+    assert set(claims) == set(placed)
+    for spec in specs:  # as the INSERT wrote them
+        made = claims[spec.workload_id]
+        assert (made.queue, made.state, made.gpus_milli, made.host) == ("gpu-a", Claim.ClaimState.CLAIMABLE, 0, None)
+        assert made.spec == {**json_of(_spec(spec)), "lease_s": 0}
+    # A dispatch retried after a crash: two claims made already, one lost. The COPY fails whole (and its
+    # savepoint undoes it); the INSERT that skips what exists makes the lost one and leaves the others be.
+    Claim.objects.filter(run_id=specs[0].workload_id).delete()
+    Claim.objects.filter(run_id=specs[1].workload_id).update(reason="taken by hand")
+    assert fabric.submit_many(specs) == placed
+    assert copied == [3, 3]
+    assert Claim.objects.count() == 3
+    assert Claim.objects.get(run_id=specs[1].workload_id).reason == "taken by hand"
+    assert Claim.objects.get(run_id=specs[0].workload_id).state == Claim.ClaimState.CLAIMABLE
+
+
+def json_of(value):
+    import json
+
+    return json.loads(json.dumps(value))
