@@ -215,7 +215,7 @@ def test_in_one_sync_the_held_wait_the_taken_start_and_the_cancelled_stop(alice,
 
 def test_a_bursts_claims_go_in_by_one_copy_and_a_retried_dispatch_keeps_those_there(alice, submit, hosts, monkeypatch):
     from portal import sql
-    from portal.agents.fabric import _spec
+    from portal.agents.fabric import AgentFabric, _spec
     from portal.queues.models import Fabric
     from portal.worker.connections import fabric_for
     from portal.worker.dispatch import job_spec
@@ -224,9 +224,16 @@ def test_a_bursts_claims_go_in_by_one_copy_and_a_retried_dispatch_keeps_those_th
     tasks.cycle()
     specs = [job_spec(Workload.objects.get(pk=w.pk)) for w in burst]
     Claim.objects.all().delete()  # as if the burst were dispatched now, together
-    copied, real = [], sql.copy_insert
-    monkeypatch.setattr(sql, "copy_insert", lambda objs: (copied.append(len(objs)), real(objs))[1])
+    copied: list[int] = []
+    real = sql.copy_insert
+
+    def copy_insert(objs):
+        copied.append(len(objs))
+        real(objs)
+
+    monkeypatch.setattr(sql, "copy_insert", copy_insert)
     fabric = fabric_for(Fabric.objects.get(name="hosts"))
+    assert isinstance(fabric, AgentFabric)
     placed = {s.workload_id: str(s.workload_id) for s in specs}
     assert fabric.submit_many(specs) == placed
     assert copied == [3]
