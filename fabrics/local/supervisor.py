@@ -116,8 +116,8 @@ def _claim(jobdir: Path, started_at: str) -> bool:
 
 def _flush(where: Path) -> None:
     """Everything written so far on the filesystem holding `where` reaches the disk: one syncfs for a batch's
-    claims or results, where an fsync each cost a journal commit each (most of a burst's start). os.sync,
-    every filesystem, where syncfs is missing."""
+    claims or results, where an fsync each cost a journal commit each. os.sync, every filesystem, where syncfs
+    is missing."""
     syncfs = getattr(_libc(), "syncfs", None)
     if syncfs is not None:
         try:
@@ -349,8 +349,18 @@ def supervise(jobdirs: Sequence[Path]) -> int:
     never run again, and one that ended says how)."""
     signal.signal(signal.SIGTERM, _Stop.handle)
     signal.signal(signal.SIGINT, _Stop.handle)
+    jobs: list[_Job] = []  # the jobs still going
+    try:
+        _supervise(jobdirs, jobs)
+    except BaseException:
+        for job in jobs:
+            job.stop_now()  # never leave a job running unwatched
+        raise
+    return 0
+
+
+def _supervise(jobdirs: Sequence[Path], jobs: list[_Job]) -> None:
     live: dict[int, _Job] = {}  # by the pid of each child of ours: job leaders and samplers
-    jobs: list[_Job] = []
     for at in range(0, len(jobdirs), CLAIM_CHUNK):
         mine = []
         for jobdir in jobdirs[at : at + CLAIM_CHUNK]:
@@ -360,19 +370,18 @@ def supervise(jobdirs: Sequence[Path]) -> int:
         if not mine:
             continue
         _flush(mine[0].jobdir)
+        jobs.extend(mine)
         for job in mine:
             job.start()
             for proc in (job.child, job.sampler):
                 if proc is not None:
                     live[proc.pid] = job
-        jobs.extend(mine)
-        jobs = _round(jobs, live)
+        jobs[:] = _round(jobs, live)
     while jobs:
         # Briskly while a finished leader's group is going (as a lone supervisor's wait would), else each tick.
         going = any(j.sampler_stop_at is None and j.child is not None and j.child.returncode is not None for j in jobs)
         time.sleep(0.02 if going else TICK_S)
-        jobs = _round(jobs, live)
-    return 0
+        jobs[:] = _round(jobs, live)
 
 
 def _round(jobs: list[_Job], live: dict[int, _Job]) -> list[_Job]:

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -479,3 +480,18 @@ def test_a_result_that_cannot_be_written_leaves_the_batchs_other_jobs_supervised
     assert fabric.poll([jobdirs[1].name])[jobdirs[1].name].state is JobState.RUNNING
     (jobdirs[1] / "work" / "go").touch()
     assert finished(fabric, jobdirs[1].name).state is JobState.SUCCEEDED
+
+
+def test_a_supervisor_that_fails_stops_its_jobs_rather_than_leave_them_unwatched(fabric):
+    jobdir = fabric.prepare(job("sleep 300"))
+    failing = (
+        "import sys; from pathlib import Path; import fabrics.local.supervisor as s\n"
+        "def boom(jobs, live): raise RuntimeError('boom')\n"
+        "s._round = boom\n"
+        "s.supervise([Path(sys.argv[1])])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", failing, str(jobdir)], capture_output=True, timeout=DEADLINE_S)
+    assert done.returncode != 0
+    assert b"RuntimeError: boom" in done.stderr
+    pgid = int((jobdir / "child.pid").read_text())
+    wait_for(lambda: not group_alive(pgid), "the job to be stopped with its supervisor")
