@@ -337,17 +337,23 @@ def test_capacity_is_healthy_for_a_writable_root_and_not_for_a_file(fabric, tmp_
     assert not blocked.capacity().healthy
 
 
-def test_a_batch_starts_every_supervisor_from_one_launcher_and_each_job_runs_once(fabric, tmp_path, monkeypatch):
+@pytest.fixture
+def launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many jobs each launcher the fabric spawns is given, in order."""
     from fabrics.local import fabric as local
 
-    launches = []
+    counts: list[int] = []
     real = local.spawn_supervisors
 
     def counted(jobdirs):
-        launches.append(len(jobdirs))
+        counts.append(len(jobdirs))
         return real(jobdirs)
 
     monkeypatch.setattr(local, "spawn_supervisors", counted)
+    return counts
+
+
+def test_a_batch_starts_every_supervisor_from_one_launcher_and_each_job_runs_once(fabric, tmp_path, launches):
     specs = [job(f"echo {i} >> {tmp_path}/ran-{i}") for i in range(8)]
     placed = fabric.submit_many(specs)
     assert placed == {s.workload_id: str(s.workload_id) for s in specs}
@@ -444,17 +450,9 @@ def test_a_batch_larger_than_a_chunk_of_claims_runs_each_job_once(fabric, tmp_pa
         assert (tmp_path / f"ran-{i}").read_text() == "ran\n"
 
 
-def test_a_burst_is_started_a_slice_at_a_time_each_slice_by_one_supervisor(fabric, tmp_path, monkeypatch):
+def test_a_burst_is_started_a_slice_at_a_time_each_slice_by_one_supervisor(fabric, tmp_path, launches, monkeypatch):
     from fabrics.local import fabric as local
 
-    launches = []
-    real = local.spawn_supervisors
-
-    def counted(jobdirs):
-        launches.append(len(jobdirs))
-        return real(jobdirs)
-
-    monkeypatch.setattr(local, "spawn_supervisors", counted)
     monkeypatch.setattr(local, "LAUNCH_SLICE", 3)
     specs = [job(f"echo {i} >> {tmp_path}/ran-{i}") for i in range(8)]
     assert fabric.submit_many(specs) == {s.workload_id: str(s.workload_id) for s in specs}
