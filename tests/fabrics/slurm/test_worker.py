@@ -116,7 +116,9 @@ def test_a_stopped_controller_makes_work_wait_and_then_it_resumes(alice, bob, su
     tasks.cycle()  # the poll fails (the fabric is marked unavailable), then the scheduler decides
     hpc.refresh_from_db()
     assert not hpc.healthy
-    assert "does not answer" in hpc.health_detail
+    # The poll says it ("does not answer"), and so does the capacity step's sinfo when it is due in the same
+    # cycle (on a slow machine it is), which writes last: either names the controller it cannot reach.
+    assert "does not answer" in hpc.health_detail or "Unable to contact slurm controller" in hpc.health_detail
     running.refresh_from_db()
     assert running.state == State.RUNNING  # nothing fails while the controller is away
     waiting.refresh_from_db()
