@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
@@ -226,6 +227,81 @@ def test_the_answer_s_fields_are_worked_out_once_and_each_answer_binds_copies_of
     assert second.fields["state"].parent is second
     assert (first.data["name"], second.data["name"]) == ("first", "second")
     assert api_as(alice).get(f"{URL}{workload.pk}/").json() == {**first.data, "id": str(workload.pk)}
+
+
+def test_an_answer_from_the_plan_is_what_drf_itself_would_answer(alice, bob, submit):
+    """ModelOut answers from a plan made once per class; DRF's own field-by-field answer is the reference, for
+    workloads in every shape an answer takes (an array with its elements, a finished one, a notebook's lease
+    and link, one placed on a fabric) and for readers with and without the right to its link."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from rest_framework import serializers
+    from rest_framework.test import APIRequestFactory
+
+    from portal.api.serializers import WorkloadDetailOut, WorkloadOut
+    from portal.queues.models import Fabric
+
+    plain = submit(alice, name="plain")
+    array = submit(alice, queue="train", kind="batch", name="sweep", array="0-2")
+    done = submit(alice, name="done")
+    Workload.objects.filter(pk=done.pk).update(
+        state=State.FAILED, exit_code=3, finished_at=timezone.now(), fabric=Fabric.objects.first(),
+        connect_url="http://testserver/connect/x/", shared_with_team=True,
+        lease_ends_at=timezone.now() + timedelta(hours=2), estimated_start=timezone.now(),
+    )  # fmt: skip
+    nb = submit(alice, queue="notebooks", kind="notebook", name="nb", command="", lease_hours=Decimal("1.5"),
+                runtime_limit_minutes=60)  # fmt: skip
+    Workload.objects.filter(pk=nb.pk).update(connect_url="http://testserver/connect/nb/")
+    workloads = list(
+        Workload.objects.filter(pk__in=[plain.pk, array.pk, done.pk, nb.pk])
+        .select_related("queue", "group", "owner", "fabric")
+        .prefetch_related("events")
+    )
+    assert len(workloads) == 4
+    for reader in (alice, bob):
+        request = APIRequestFactory().get("/")
+        request.user = reader
+        for shape in (WorkloadOut, WorkloadDetailOut):
+            for w in workloads:
+                ours = shape(w, context={"request": request})
+                drfs = shape(w, context={"request": request})
+                reference = serializers.Serializer.to_representation(drfs, w)
+                assert ours.to_representation(w) == reference
+                assert list(ours.to_representation(w)) == list(reference)  # in the same order
+    answered = {w.name: WorkloadDetailOut(w).data for w in workloads}
+    assert answered["sweep"]["elements"] == {"pending": 3}
+    assert answered["done"]["exit_code"] == 3
+    assert answered["done"]["fabric"] == Fabric.objects.first().name
+    assert answered["nb"]["lease_hours"] == 1.5
+    assert [e["to_state"] for e in answered["plain"]["events"]] == ["pending"]
+
+
+def test_the_plan_binds_what_is_not_plain_for_each_answer_and_leaves_out_what_drf_leaves_out(alice, submit):
+    """A field that reads its serializer's context (a related field, say) is bound afresh for each answer, so
+    it sees the context of the serializer answering; an optional attribute the instance lacks is left out."""
+    from rest_framework import serializers
+
+    from portal.api.serializers import ModelOut
+
+    class Context(serializers.Field):
+        def to_representation(self, value):
+            return f"{value}@{self.context['where']}"
+
+    class Shape(ModelOut[Workload]):
+        seen = Context(source="name")
+        owner: serializers.PrimaryKeyRelatedField[Any] = serializers.PrimaryKeyRelatedField(read_only=True)
+        nickname = serializers.CharField(required=False)  # no such attribute: left out
+
+        class Meta:
+            model = Workload
+            fields = ["id", "seen", "owner", "nickname"]
+
+    workload = submit(alice, name="ctx")
+    first, second = Shape(workload, context={"where": "one"}).data, Shape(workload, context={"where": "two"}).data
+    assert first == {"id": str(workload.pk), "seen": "ctx@one", "owner": alice.pk}
+    assert second["seen"] == "ctx@two"
+    assert dict(first) == serializers.Serializer.to_representation(Shape(workload, context={"where": "one"}), workload)
 
 
 def test_copied_fields_bind_to_their_own_serializer_and_a_field_with_a_child_gets_a_child_of_its_own():
