@@ -170,11 +170,23 @@ def report(claim: Claim, state: str, exit_code: int | None, reason: str) -> None
 
 def report_many(ends: list[tuple[Claim, str, int | None, str, list[dict[str, Any]]]]) -> None:
     """Many jobs' ends at once (an agent's batch): each claim's last readings, then its end as `report` records
-    it, in one transaction. The readings of all of them go in one insert."""
+    it, in one transaction. The readings of all of them go in one insert, and the ends in one UPDATE for each
+    distinct end (a burst's jobs mostly end alike: succeeded, 0), not one per job; a claim named twice keeps
+    the first end given for it, as one `report` after another would."""
+    first: dict[Any, tuple[str, int | None, str]] = {}
+    for claim, state, exit_code, reason, _ in ends:
+        if state in FINISHED_STATES:
+            first.setdefault(claim.pk, (state, exit_code, reason[:300]))
+    alike: dict[tuple[str, int | None, str], list[Any]] = {}
+    for pk, end in first.items():
+        alike.setdefault(end, []).append(pk)
+    now = timezone.now()
     with transaction.atomic():
         UsageSample.objects.bulk_create([row for claim, *_, samples in ends for row in _usage_rows(claim, samples)])
-        for claim, state, exit_code, reason, _ in ends:
-            report(claim, state, exit_code, reason)
+        for (state, exit_code, reason), pks in alike.items():
+            Claim.objects.filter(pk__in=pks, state=Claim.ClaimState.RUNNING).update(
+                state=state, exit_code=exit_code, reason=reason, finished_at=now
+            )
 
 
 def append_log(claim: Claim, chunk: str) -> None:

@@ -258,3 +258,31 @@ def json_of(value):
     import json
 
     return json.loads(json.dumps(value))
+
+
+def test_a_batch_of_ends_is_recorded_one_update_for_each_distinct_end(alice, submit, agent):
+    """Six jobs end in one report: four alike, one failed, one named twice (its first end counts), and one that
+    had ended already keeps its end. The ends take one UPDATE for each distinct end, not one per job."""
+    for i in range(7):
+        submit(alice, queue="gpu-a", kind="batch", name=f"job-{i}", gpus=0)
+    tasks.cycle()
+    runs = [c["run_id"] for c in claim(agent, max=10).json()["claims"]]
+    assert len(runs) == 7
+    Claim.objects.filter(run_id=runs[6]).update(state="cancelled", reason="cancelled before")
+    ends = [{"run_id": r, "state": "succeeded", "exit_code": 0} for r in runs[:4]]
+    ends += [
+        {"run_id": runs[4], "state": "failed", "exit_code": 3, "reason": "boom"},
+        {"run_id": runs[5], "state": "timed_out", "exit_code": 143, "reason": "limit"},
+        {"run_id": runs[5], "state": "succeeded", "exit_code": 0},  # named twice: the first end counts
+        {"run_id": runs[6], "state": "failed", "exit_code": 1, "reason": "too late"},  # it had ended already
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        answer = agent.post("/api/v1/agent/ends/", {"host": "host-1", "runs": ends}, format="json")
+    assert answer.json() == {"recorded": 8, "unknown": []}
+    updates = [q for q in queries.captured_queries if q["sql"].startswith('UPDATE "agents_claim"')]
+    assert len(updates) == 4  # succeeded/0, failed/3, timed_out/143, failed/1
+    got = {str(c.run_id): (c.state, c.exit_code, c.reason) for c in Claim.objects.all()}
+    assert [got[r] for r in runs] == [("succeeded", 0, "")] * 4 + [
+        ("failed", 3, "boom"), ("timed_out", 143, "limit"), ("cancelled", None, "cancelled before"),
+    ]  # fmt: skip
+    assert all(c.finished_at is not None for c in Claim.objects.exclude(run_id=runs[6]))
