@@ -146,6 +146,9 @@ def try_claim_many(host: AgentHost, queues: list[str], limit: int) -> list[Claim
             if claim.spec.get("lease_s"):
                 claim.lease_ends_at = now + timedelta(seconds=int(claim.spec["lease_s"]))
                 Claim.objects.filter(pk=claim.pk).update(lease_ends_at=claim.lease_ends_at)
+        # The worker records the starts at once (its sync), not at its next tick: a burst's last claims are
+        # shown running in milliseconds, and a user watching one sees it start.
+        workload_services.kick_worker()
     return taken
 
 
@@ -187,6 +190,7 @@ def report_many(ends: list[tuple[Claim, str, int | None, str, list[dict[str, Any
             Claim.objects.filter(pk__in=pks, state=Claim.ClaimState.RUNNING).update(
                 state=state, exit_code=exit_code, reason=reason, finished_at=now
             )
+        workload_services.kick_worker()  # the ends recorded at once, and the room they leave used
 
 
 def append_log(claim: Claim, chunk: str) -> None:

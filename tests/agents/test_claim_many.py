@@ -286,3 +286,27 @@ def test_a_batch_of_ends_is_recorded_one_update_for_each_distinct_end(alice, sub
         ("failed", 3, "boom"), ("timed_out", 143, "limit"), ("cancelled", None, "cancelled before"),
     ]  # fmt: skip
     assert all(c.finished_at is not None for c in Claim.objects.exclude(run_id=runs[6]))
+
+
+def test_claims_and_ends_wake_the_worker_and_a_poll_that_takes_nothing_does_not(alice, submit, agent, settings):
+    """The worker records a claim's start and a job's end at once (a kick in the same transaction), not at its
+    next tick; the long poll's empty looks send nothing."""
+    submit(alice, queue="gpu-a", kind="batch", name="job", gpus=0)
+    tasks.cycle()
+    settings.GRIDLANE_KICK_WORKER = True
+
+    def kicks(queries: CaptureQueriesContext) -> list[str]:
+        return [q["sql"] for q in queries.captured_queries if "pg_notify" in q["sql"]]
+
+    with CaptureQueriesContext(connection) as taking:
+        runs = [c["run_id"] for c in claim(agent, max=2).json()["claims"]]
+    assert len(runs) == 1
+    assert len(kicks(taking)) == 1
+    assert "'admit'" not in kicks(taking)[0]  # everything: admit, dispatch and sync
+    with CaptureQueriesContext(connection) as empty:
+        assert claim(agent, max=2).status_code == 204
+    assert kicks(empty) == []
+    with CaptureQueriesContext(connection) as ending:
+        ended = agent.post("/api/v1/agent/ends/", {"runs": [{"run_id": runs[0], "state": "succeeded"}]}, format="json")
+    assert ended.json()["recorded"] == 1
+    assert len(kicks(ending)) == 1
