@@ -164,18 +164,14 @@ def claim_payload(claim: Claim) -> dict[str, Any]:
 
 def report(claim: Claim, state: str, exit_code: int | None, reason: str) -> None:
     """The agent's word on how the job ended; a claim already finished (or lost) keeps its end."""
-    if state not in FINISHED_STATES:
-        return
-    Claim.objects.filter(pk=claim.pk, state=Claim.ClaimState.RUNNING).update(
-        state=state, exit_code=exit_code, reason=reason[:300], finished_at=timezone.now()
-    )
+    report_many([(claim, state, exit_code, reason, [])])
 
 
 def report_many(ends: list[tuple[Claim, str, int | None, str, list[dict[str, Any]]]]) -> None:
-    """Many jobs' ends at once (an agent's batch): each claim's last readings, then its end as `report` records
-    it, in one transaction. The readings of all of them go in one insert, and the ends in one UPDATE for each
-    distinct end (a burst's jobs mostly end alike: succeeded, 0), not one per job; a claim named twice keeps
-    the first end given for it, as one `report` after another would."""
+    """Many jobs' ends at once (an agent's batch): each claim's last readings, then its end, in one transaction;
+    a claim already finished (or lost) keeps its end. The readings of all of them go in one insert, and the ends
+    in one UPDATE for each distinct end (a burst's jobs mostly end alike: succeeded, 0), not one per job; a claim
+    named twice keeps the first end given for it."""
     first: dict[Any, tuple[str, int | None, str]] = {}
     for claim, state, exit_code, reason, _ in ends:
         if state in FINISHED_STATES:
@@ -190,7 +186,8 @@ def report_many(ends: list[tuple[Claim, str, int | None, str, list[dict[str, Any
             Claim.objects.filter(pk__in=pks, state=Claim.ClaimState.RUNNING).update(
                 state=state, exit_code=exit_code, reason=reason, finished_at=now
             )
-        workload_services.kick_worker()  # the ends recorded at once, and the room they leave used
+        if alike:
+            workload_services.kick_worker()  # the ends recorded at once, and the room they leave used
 
 
 def append_log(claim: Claim, chunk: str) -> None:
