@@ -88,6 +88,16 @@ def test_a_message_that_arrives_while_idle_costs_one_select_and_keeps_the_connec
     assert kept.connection.info.backend_pid == kept_pid
 
 
+def test_a_connection_left_in_an_aborted_transaction_is_asked_and_found_unusable(kept, monkeypatch):
+    kept.connection.execute("BEGIN")
+    with pytest.raises(Exception, match="division by zero"):
+        kept.connection.execute("SELECT 1 / 0")
+    opened = statements_sent(kept, monkeypatch)
+
+    assert kept.is_usable() is False
+    assert opened == ["cursor"]
+
+
 def test_a_closed_connection_is_not_usable(kept):
     kept.connection.close()
 

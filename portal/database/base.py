@@ -8,6 +8,7 @@ between requests nothing is owed to an idle connection, so a socket with nothing
 When the server ends a session (a restart, pg_terminate_backend, an idle timeout) it says so on the socket
 (an error message, then the close), which makes it readable; only then is `SELECT 1` sent, and it fails. Any
 other message that arrives meanwhile (a notice, a changed parameter) costs the same `SELECT 1`, which succeeds.
+A connection left inside a transaction is asked as Django asks it (an aborted one is then replaced).
 
 What no check short of a round trip sees, a peer gone silently (its host lost), `SELECT 1` does not see either
 until TCP gives up; the request then fails as before.
@@ -19,12 +20,15 @@ import select
 
 import psycopg
 from django.db.backends.postgresql import base
+from psycopg.pq import TransactionStatus
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
     def is_usable(self) -> bool:
         if self.connection is None or self.connection.closed:
             return False
+        if self.connection.info.transaction_status != TransactionStatus.IDLE:
+            return bool(super().is_usable())  # left in a transaction (an aborted one fails here): ask, as Django
         try:
             fd = self.connection.pgconn.socket
         except psycopg.Error:  # libpq has no socket for it any more
