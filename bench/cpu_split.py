@@ -8,7 +8,9 @@ until every submit is admitted, and prints for each: requests/s, and the millise
 gunicorn's processes, the worker's (its django-q2 cluster included) and PostgreSQL's backends spent, with the
 database's transactions per request. On two cores the sum bounds the throughput: 2,000 ms a second over the
 sum. This is how the split of a submit between web, worker and database was found (with py-spy --gil on each
-process, and a backend's own CPU per statement from /proc/<pid>/schedstat, to say which part of each).
+process, and a backend's own CPU per statement from /proc/<pid>/schedstat, to say which part of each). The
+transactions are the database's own count, so they include what Django's query log leaves out (and the
+statement tests with it): that is how a health check's `SELECT 1` before every request was found.
 """
 
 from __future__ import annotations
