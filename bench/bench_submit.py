@@ -19,6 +19,7 @@ GRIDLANE_BENCH_CLASSES (e.g. "sync") and GRIDLANE_BENCH_REQUESTS narrow a run.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -251,7 +252,10 @@ def ab_measure(argv: list[str], n: int) -> dict[str, float]:
 
 
 def paired(ab: str, url: str, token: str) -> dict[str, Any]:
-    """Echo and submit in alternating order, ROUNDS each; the ratio is the median of the rounds' ratios."""
+    """Echo and submit in alternating order, ROUNDS each; the ratio is the median of the rounds' ratios. Each
+    run also reports the CPU a request of the server, the database and the worker together (a submit's until
+    the worker has admitted all of it): on a machine whose speed swings from minute to minute, the submit's CPU
+    over the echo's measured beside it is the steadier reading of what a submit costs."""
     ab_run(ab, f"{url}/bench/echo/", {}, 200)  # warm every worker up
     ab_run(ab, f"{url}/api/v1/workloads/", JOB | {"name": "warm"}, 200, token)
     echo: list[dict[str, float]] = []
@@ -260,10 +264,13 @@ def paired(ab: str, url: str, token: str) -> dict[str, Any]:
         steps = [("echo", echo), ("submit", submit)]
         for what, into in steps if r % 2 == 0 else steps[::-1]:
             if what == "echo":
-                into.append(ab_run(ab, f"{url}/bench/echo/", {}, REQUESTS))
+                into.append(with_cpu(lambda: ab_run(ab, f"{url}/bench/echo/", {}, REQUESTS), REQUESTS))
             else:
-                into.append(ab_run(ab, f"{url}/api/v1/workloads/", JOB | {"name": f"r{r}"}, REQUESTS, token))
+                name = f"r{r}-{time.monotonic_ns()}"  # its own: wait_admitted counts this run's alone
+                run = functools.partial(ab_run, ab, f"{url}/api/v1/workloads/", JOB | {"name": name}, REQUESTS, token)
+                into.append(with_cpu(run, REQUESTS, functools.partial(wait_admitted, name, REQUESTS)))
     ratios = [s["rps"] / e["rps"] for s, e in zip(submit, echo, strict=True)]
+    cpu_ratios = [s["cpu_ms"] / e["cpu_ms"] for s, e in zip(submit, echo, strict=True) if e["cpu_ms"] > 0]
     return {
         "echo_rps": round(max(e["rps"] for e in echo), 1),
         "submit_rps": round(max(s["rps"] for s in submit), 1),
@@ -271,8 +278,57 @@ def paired(ab: str, url: str, token: str) -> dict[str, Any]:
         "submit_p99_ms": min(s["p99_ms"] for s in submit),
         "echo_p99_ms": min(e["p99_ms"] for e in echo),
         "submit_vs_echo": round(statistics.median(ratios), 3),
+        "echo_cpu_ms": round(statistics.median(e["cpu_ms"] for e in echo), 2),
+        "submit_cpu_ms": round(statistics.median(s["cpu_ms"] for s in submit), 2),
+        "submit_cpu_vs_echo": round(statistics.median(cpu_ratios), 1) if cpu_ratios else None,
         "non_2xx": sum(s["non_2xx"] for s in submit) + sum(e["non_2xx"] for e in echo),
     }
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds() -> dict[tuple[str, str], float]:
+    """CPU seconds (user + system) of every process of interest, by (group, pid): gunicorn's, PostgreSQL's and
+    the worker's (its django-q2 cluster included)."""
+    out = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        group = (
+            "postgres" if "postgres" in command
+            else "gunicorn" if "gunicorn" in command
+            else "worker" if "gridlane_worker" in command or "qcluster" in command
+            else ""
+        )  # fmt: skip
+        if group:
+            out[(group, proc.name)] = (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
+def cpu_spent(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]) -> dict[str, float]:
+    """CPU seconds each group spent between two readings of cpu_seconds()."""
+    spent: dict[str, float] = {}
+    for (group, pid), seconds in after.items():
+        spent[group] = spent.get(group, 0.0) + seconds - before.get((group, pid), 0.0)
+    return spent
+
+
+def with_cpu(run: Any, n: int, until: Any = None) -> dict[str, float]:
+    """run()'s result with `cpu_ms`: the CPU a request of every process of interest, from its start until
+    until() returns (when given), after a second for what the last run set going to end."""
+    time.sleep(1)
+    before = cpu_seconds()
+    result = dict(run())
+    if until is not None:
+        until()
+    result["cpu_ms"] = sum(cpu_spent(before, cpu_seconds()).values()) * 1000 / n
+    return result
 
 
 def wait_admitted(name: str, n: int, timeout: float = 120) -> float:
@@ -348,10 +404,12 @@ def lone(url: str, token: str) -> dict[str, Any]:
 
 def report(results: dict[str, Any]) -> None:
     print(f"\nsubmit vs echo, gunicorn on {os.cpu_count()} CPUs, ab -n {REQUESTS} -c {CONCURRENCY}, worker running:")
-    print(f"  {'class':<8} {'echo req/s':>10} {'submit/s':>9} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>7}")
+    print(f"  {'class':<8} {'echo req/s':>10} {'submit/s':>9} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} {'non-2xx':>7}"
+          f"  {'CPU ms a request, echo / submit (ratio)':>40}")  # fmt: skip
     for name, r in results["classes"].items():
+        cpu = f"{r['echo_cpu_ms']:.2f} / {r['submit_cpu_ms']:.2f} ({r['submit_cpu_vs_echo']}x)"
         print(f"  {name:<8} {r['echo_rps']:>10.0f} {r['submit_rps']:>9.0f} {r['submit_vs_echo']:>5.2f}x "
-              f"{r['submit_p50_ms']:>7.0f} {r['submit_p99_ms']:>7.0f} {r['non_2xx']:>7}")  # fmt: skip
+              f"{r['submit_p50_ms']:>7.0f} {r['submit_p99_ms']:>7.0f} {r['non_2xx']:>7}  {cpu:>40}")  # fmt: skip
     best = max(results["classes"].values(), key=lambda r: r["submit_rps"])
     met = best["submit_vs_echo"] >= 0.25 and best["submit_rps"] >= 300 and best["submit_p99_ms"] <= 100
     print(f"  goal >= 0.25x the echo, >= 300 submits/s, p99 <= 100 ms (best class): {'met' if met else 'NOT met'}")

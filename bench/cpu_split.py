@@ -15,38 +15,12 @@ statement tests with it): that is how a health check's `SELECT 1` before every r
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from bench import bench_submit as submit
 from bench.bench_scheduler import django_setup
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_by_group() -> dict[tuple[str, str], float]:
-    """CPU seconds (user + system) of every process of interest, by (group, pid)."""
-    out = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # it ended meanwhile
-            continue
-        group = (
-            "postgres" if "postgres" in command
-            else "gunicorn" if "gunicorn" in command
-            else "worker" if "gridlane_worker" in command or "qcluster" in command
-            else ""
-        )  # fmt: skip
-        if group:
-            out[(group, proc.name)] = (int(fields[11]) + int(fields[12])) / TICK
-    return out
 
 
 def commits() -> int:
@@ -60,14 +34,12 @@ def commits() -> int:
 
 def measure(ab: str, url: str, body: dict[str, Any], n: int, token: str, name: str) -> None:
     time.sleep(1)  # what the last run set going (a sync, a cycle) is over
-    before, commits_before = cpu_by_group(), commits()
+    before, commits_before = submit.cpu_seconds(), commits()
     result = submit.ab_run(ab, url, body, n, token)
     if token:
         submit.wait_admitted(name, n)
-    after, commits_after = cpu_by_group(), commits()
-    spent: dict[str, float] = {}
-    for (group, pid), seconds in after.items():
-        spent[group] = spent.get(group, 0.0) + seconds - before.get((group, pid), 0.0)
+    after, commits_after = submit.cpu_seconds(), commits()
+    spent = submit.cpu_spent(before, after)
     split = "  ".join(f"{group} {seconds * 1000 / n:.2f}" for group, seconds in sorted(spent.items()))
     print(f"{'submit' if token else 'echo':<7} {result['rps']:>7.0f}/s  ms of CPU a request: {split}  "
           f"(sum {sum(spent.values()) * 1000 / n:.2f}); {(commits_after - commits_before) / n:.1f} transactions a "
