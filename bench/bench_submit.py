@@ -319,15 +319,21 @@ def cpu_spent(before: dict[tuple[str, str], float], after: dict[tuple[str, str],
     return spent
 
 
-def with_cpu(run: Any, n: int, until: Any = None) -> dict[str, float]:
-    """run()'s result with `cpu_ms`: the CPU a request of every process of interest, from its start until
-    until() returns (when given), after a second for what the last run set going to end."""
+def with_cpu(run: Any, n: int, until: Any = None, counters: dict[str, Any] | None = None) -> dict[str, Any]:
+    """run()'s result with the CPU a request of every process of interest (`cpu_ms`, and `cpu_ms_by_group`),
+    from its start until until() returns (when given), after a second for what the last run set going to end.
+    `counters` (name -> a function reading one) are read beside the CPU; each one's change a request is added
+    under its name."""
     time.sleep(1)
-    before = cpu_seconds()
+    counters = counters or {}
+    before, counted = cpu_seconds(), {name: read() for name, read in counters.items()}
     result = dict(run())
     if until is not None:
         until()
-    result["cpu_ms"] = sum(cpu_spent(before, cpu_seconds()).values()) * 1000 / n
+    spent = cpu_spent(before, cpu_seconds())
+    result |= {name: (read() - counted[name]) / n for name, read in counters.items()}
+    result["cpu_ms_by_group"] = {group: seconds * 1000 / n for group, seconds in sorted(spent.items())}
+    result["cpu_ms"] = sum(spent.values()) * 1000 / n
     return result
 
 

@@ -15,8 +15,8 @@ statement tests with it): that is how a health check's `SELECT 1` before every r
 
 from __future__ import annotations
 
+import functools
 import sys
-import time
 from typing import Any
 
 from bench import bench_submit as submit
@@ -33,16 +33,12 @@ def commits() -> int:
 
 
 def measure(ab: str, url: str, body: dict[str, Any], n: int, token: str, name: str) -> None:
-    time.sleep(1)  # what the last run set going (a sync, a cycle) is over
-    before, commits_before = submit.cpu_seconds(), commits()
-    result = submit.ab_run(ab, url, body, n, token)
-    if token:
-        submit.wait_admitted(name, n)
-    after, commits_after = submit.cpu_seconds(), commits()
-    spent = submit.cpu_spent(before, after)
-    split = "  ".join(f"{group} {seconds * 1000 / n:.2f}" for group, seconds in sorted(spent.items()))
+    run = functools.partial(submit.ab_run, ab, url, body, n, token)
+    until = functools.partial(submit.wait_admitted, name, n) if token else None
+    result = submit.with_cpu(run, n, until, {"transactions": commits})
+    split = "  ".join(f"{group} {ms:.2f}" for group, ms in result["cpu_ms_by_group"].items())
     print(f"{'submit' if token else 'echo':<7} {result['rps']:>7.0f}/s  ms of CPU a request: {split}  "
-          f"(sum {sum(spent.values()) * 1000 / n:.2f}); {(commits_after - commits_before) / n:.1f} transactions a "
+          f"(sum {result['cpu_ms']:.2f}); {result['transactions']:.1f} transactions a "
           f"request; p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms", flush=True)  # fmt: skip
 
 
