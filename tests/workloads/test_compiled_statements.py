@@ -90,6 +90,36 @@ def test_a_compiled_insert_is_the_insert_django_compiles(cast, alice, submit, ig
     assert Workload.objects.count() == 1
 
 
+def test_every_value_of_a_compiled_insert_is_prepared_as_django_prepares_it(cast, alice, submit):
+    """Plain values of plain fields pass straight (sql._direct); the rest (times, JSON, values of another type:
+    a number given as text, a key as text) through the field. Either way the parameters equal Django's own."""
+    import uuid
+
+    from portal.workloads.models import WorkloadEvent
+
+    parent = submit(alice, name="parent")
+    now = timezone.now()
+    workload = services.check_submit(alice, services.SubmitRequest(
+        queue="train", kind="training", name="all", command="true", gpus=Decimal(1)))  # fmt: skip
+    workload.submitted_at = workload.updated_at = now
+    sql.insert_sql(workload, True)  # compiled with this one
+    varied = {
+        "lease_ends_at": now, "array_parent": parent, "code": {"digest": "x"}, "nodes": "3", "priority": 7,
+        "id": str(uuid.uuid4()), "connect_url": "https://example.test/x", "array_index": None, "name": "",
+    }  # fmt: skip
+    for field, value in varied.items():
+        setattr(workload, field, value)
+        statement, params = sql.insert_sql(workload, True)
+        expected, expected_params = fresh_insert(workload, True)
+        assert statement == expected
+        assert [*map(plain, params)] == [*map(plain, expected_params)], field
+        assert [type(p) for p in params] == [type(p) for p in expected_params], field
+    event = WorkloadEvent(workload=parent, at=now, actor=alice, to_state="pending", reason="r")
+    for actor in (alice, None):
+        event.actor = actor
+        assert [*map(plain, sql.insert_sql(event)[1])] == [*map(plain, fresh_insert(event, False)[1])]
+
+
 def plain(param):
     """A parameter's value: a JSON value's wrapper (psycopg's Jsonb) compares by identity, its value does not."""
     return getattr(param, "obj", param)
