@@ -61,10 +61,12 @@ class AgentFabric:
                 raise ValueError(f"settings.{key} must be a positive number of seconds")
 
     def _row(self) -> FabricRow:
-        row = FabricRow.objects.filter(name=self.config.name).first()
-        if row is None:
+        found: list[FabricRow] = _BY_NAME.run(
+            "by name", lambda name: FabricRow.objects.filter(name=name), self.config.name
+        )
+        if not found:
             raise FabricError(f"no fabric called {self.config.name}", retryable=False)
-        return row
+        return found[0]
 
     def render(self, job: JobSpec) -> str:
         return json.dumps(_spec(job), indent=2, sort_keys=True)
@@ -181,6 +183,10 @@ class AgentFabric:
             total = total + Resources(h.gpus * 1000, h.cpus * 1000, h.memory_mib)
         names = ", ".join(h.name for h in hosts) or "none"
         return Capacity(total, healthy=True, detail=f"online agent hosts: {names}")
+
+
+# A fabric's row by its name, read on every dispatch: compiled once (portal.sql).
+_BY_NAME = sql.Compiled(FabricRow)
 
 
 def _insert_claims(claims: list[Claim]) -> None:

@@ -11,6 +11,7 @@ from django.db.models import Aggregate, CharField, Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Cast, Concat
 
 from fabrics.base import TierHints
+from portal import sql
 from portal.queues.models import PriorityTier
 
 COLUMN = "usable_tiers"
@@ -96,8 +97,13 @@ def hints(tier: PriorityTier) -> TierHints:
 
 
 def hints_of(slugs: Iterable[str]) -> dict[str, TierHints]:
-    """The hints of these tiers, by slug (one query); a tier that no longer exists asks nothing."""
-    return {t.slug: hints(t) for t in PriorityTier.objects.filter(slug__in=list(slugs))}
+    """The hints of these tiers, by slug (one query, of every tier: a site has a handful, and the query is then
+    compiled once); a tier that no longer exists asks nothing."""
+    wanted = set(slugs)
+    return {t.slug: hints(t) for t in _TIERS.run("all", PriorityTier.objects.all) if t.slug in wanted}
+
+
+_TIERS = sql.Compiled(PriorityTier)
 
 
 def moving(old: TierHints, new: TierHints) -> TierHints:

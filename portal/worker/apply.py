@@ -9,6 +9,7 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from portal.queues.models import QueueTarget
+from portal.sql import ROWS
 from portal.worker.snapshot import Row
 from portal.workloads import services
 from portal.workloads.models import Workload
@@ -40,7 +41,12 @@ def apply(decisions: Decisions, rows: dict[str, Row]) -> Applied:
 def _admit(decisions: Decisions, rows: dict[str, Row]) -> int:
     if not decisions.admit:
         return 0
-    targets = {(t.queue_id, t.fabric_id): t.pk for t in QueueTarget.objects.all()}
+    targets = {
+        (queue_id, fabric_id): pk
+        for queue_id, fabric_id, pk in ROWS.rows(
+            "targets by queue and fabric", lambda: QueueTarget.objects.values_list("queue", "fabric", "pk")
+        )
+    }
     by_placement: defaultdict[tuple[int, int | None], list[str]] = defaultdict(list)
     for admit in decisions.admit:
         queue_id = rows[admit.job_id].queue_id

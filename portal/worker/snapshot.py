@@ -17,8 +17,8 @@ from django.db.models.functions import RowNumber
 
 from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup, ServiceIdentity
-from portal.queues.models import Fabric, PriorityTier, Queue, Quota, QuotaGrant
-from portal.sql import ROWS
+from portal.queues.models import Fabric, PriorityTier, Queue, QueueTarget, Quota, QuotaGrant
+from portal.sql import ROWS, Compiled
 from portal.worker.capacity import planned
 from portal.worker.models import GroupUsage
 from portal.workloads.models import Workload
@@ -137,6 +137,9 @@ def _active() -> QuerySet[Workload]:
     return Workload.objects.filter(state__in=ACTIVE)
 
 
+# The snapshot's model rows, compiled once (portal.sql) like its ROWS: read on every admission.
+_FABRICS, _QUEUES, _QUOTAS = Compiled(Fabric), Compiled(Queue), Compiled(Quota)
+
 KEPT = Kept()  # the worker's: one admission at a time (the scheduling-cycle lock), and a miss costs only time
 
 
@@ -174,7 +177,7 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
     """The snapshot, and the pending and holding workloads it was built from, by id (for applying decisions).
     `candidates`: the slice of each team's queue and tier it considers (see pending_candidates)."""
     # Each fabric as it is now: what IT declared, lowered to what it last reported (capacity.planned).
-    rows = list(Fabric.objects.filter(enabled=True))
+    rows = _FABRICS.run("enabled", lambda: Fabric.objects.filter(enabled=True))
     fabrics = {
         f.pk: model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity) for f in rows
     }
@@ -216,16 +219,20 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
 
 def queue_states(fabrics: Mapping[int, model.FabricState]) -> dict[int, model.QueueState]:
     """Every queue with its targets among these fabrics, in order (two queries)."""
+    targets: dict[int, list[int]] = {}
+    for queue_id, fabric_id in ROWS.rows("queue targets", lambda: QueueTarget.objects.values_list("queue", "fabric")):
+        if fabric_id in fabrics:
+            targets.setdefault(queue_id, []).append(fabric_id)
     return {
         q.pk: model.QueueState(
             q.pk,
             q.slug,
-            tuple(t.fabric_id for t in q.targets.all() if t.fabric_id in fabrics),
+            tuple(targets.get(q.pk, ())),
             q.preemptible,
             idle_preemptible=q.gpu_idle_action == Queue.GpuIdleAction.PREEMPTIBLE,
             gpu_share=q.gpu_share_percent,
         )
-        for q in Queue.objects.prefetch_related("targets")
+        for q in _QUEUES.run("all", Queue.objects.all)
     }
 
 
@@ -238,7 +245,7 @@ def quota_states(fabrics: Mapping[int, model.FabricState]) -> dict[tuple[int, in
             reservation=q.reservation,
             limit=Resources(_limit(q.gpu_limit_milli), _limit(q.cpu_limit_milli), _limit(q.memory_limit_mib)),
         )
-        for q in Quota.objects.all()
+        for q in _QUOTAS.run("all", Quota.objects.all)
         if q.fabric_id is None or q.fabric_id in fabrics
     }
 

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from django.conf import settings
 
+from portal.sql import ROWS, Compiled
 from portal.worker.models import GroupUsage
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -20,11 +21,12 @@ def bring_forward(now: datetime) -> None:
     """Add each team's GPUs in use since the last cycle to its decayed use (two queries and one write per team)."""
     half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
     in_use: defaultdict[int, int] = defaultdict(int)
-    for group_id, gpus_milli, nodes in Workload.objects.filter(state=State.RUNNING).values_list(
-        "group_id", "gpus_milli", "nodes"
+    for group_id, gpus_milli, nodes in ROWS.rows(
+        "running GPUs",
+        lambda: Workload.objects.filter(state=State.RUNNING).values_list("group_id", "gpus_milli", "nodes"),
     ):
         in_use[group_id] += gpus_milli * nodes
-    rows = {u.group_id: u for u in GroupUsage.objects.all()}
+    rows = {u.group_id: u for u in _USAGE.run("all", GroupUsage.objects.all)}
     changed = []
     for group_id in set(in_use) | set(rows):
         row = rows.get(group_id) or GroupUsage(group_id=group_id, decayed_gpu_seconds=0.0, updated_at=now)
@@ -40,3 +42,7 @@ def bring_forward(now: datetime) -> None:
         unique_fields=["group"],
         update_fields=["decayed_gpu_seconds", "updated_at"],
     )
+
+
+# Read on every admission: compiled once (portal.sql), like the snapshot's queries.
+_USAGE = Compiled(GroupUsage)
