@@ -87,7 +87,8 @@ class AgentFabric:
     def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
         """Make the whole batch claimable in one insert; a job already claimable stays as it is."""
         row = self._row()
-        direct = Workload.objects.in_bulk([job.workload_id for job in jobs])
+        # A claim needs only its workload's key and lease: the rest of each row stays in the database.
+        direct = Workload.objects.only("id", "lease_s").in_bulk([job.workload_id for job in jobs])
         results: dict[UUID, str | FabricError] = {}
         claims = []
         now = timezone.now()  # one batch, one moment: its claims are taken oldest work first, not in batch order
