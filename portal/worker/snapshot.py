@@ -245,7 +245,7 @@ def quota_states(fabrics: Mapping[int, model.FabricState]) -> dict[tuple[int, in
             reservation=q.reservation,
             limit=Resources(_limit(q.gpu_limit_milli), _limit(q.cpu_limit_milli), _limit(q.memory_limit_mib)),
         )
-        for q in _QUOTAS.run("all", Quota.objects.all)
+        for q in _QUOTAS.run("all", lambda: Quota.objects.order_by())  # any order: no join to sort by names
         if q.fabric_id is None or q.fabric_id in fabrics
     }
 

@@ -58,7 +58,9 @@ def cap_columns(fabric_ids: Iterable[int], group_ref: str, now: datetime | None 
     columns = {}
     now = now or timezone.now()
     for fabric_id in [*dict.fromkeys(fabric_ids), None]:
-        quota = Quota.objects.filter(group=OuterRef(group_ref))
+        # One row at most (a quota per team and fabric): no order to keep, and Quota's own would join its team and
+        # fabric into each of these subqueries to sort by their names.
+        quota = Quota.objects.filter(group=OuterRef(group_ref)).order_by()
         quota = quota.filter(fabric_id=fabric_id) if fabric_id is not None else quota.filter(fabric__isnull=True)
         for _, limit in LIMITS:
             columns[_column(fabric_id, limit)] = Subquery(quota.values(limit)[:1])
