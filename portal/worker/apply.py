@@ -44,7 +44,7 @@ def _admit(decisions: Decisions, rows: dict[str, Row]) -> int:
     targets = {
         (queue_id, fabric_id): pk
         for queue_id, fabric_id, pk in ROWS.rows(
-            "targets by queue and fabric", lambda: QueueTarget.objects.values_list("queue", "fabric", "pk")
+            "targets by queue and fabric", lambda: QueueTarget.objects.order_by().values_list("queue", "fabric", "pk")
         )
     }
     by_placement: defaultdict[tuple[int, int | None], list[str]] = defaultdict(list)

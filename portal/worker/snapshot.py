@@ -220,7 +220,11 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
 def queue_states(fabrics: Mapping[int, model.FabricState]) -> dict[int, model.QueueState]:
     """Every queue with its targets among these fabrics, in order (two queries)."""
     targets: dict[int, list[int]] = {}
-    for queue_id, fabric_id in ROWS.rows("queue targets", lambda: QueueTarget.objects.values_list("queue", "fabric")):
+    rows = ROWS.rows(
+        "queue targets",  # each queue's in their order; grouped by the queue's id, not by its name (a join)
+        lambda: QueueTarget.objects.order_by("queue_id", "order", "pk").values_list("queue", "fabric"),
+    )
+    for queue_id, fabric_id in rows:
         if fabric_id in fabrics:
             targets.setdefault(queue_id, []).append(fabric_id)
     return {
