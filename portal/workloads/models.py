@@ -28,8 +28,8 @@ class Workload(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # No index of their own for owner, group and array_parent: Meta.indexes' composite indexes lead with each, and
-    # serve the same look-ups. Every index is written on each insert and on each change of state (an indexed
-    # column: no update of a workload is HOT), so each one less is that much less of every submit and transition.
+    # serve the same look-ups. Every index is written on each insert and on each change of state (state is
+    # indexed, so such an update is never HOT), so each one less is that much less of every submit and transition.
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads", db_index=False
     )
