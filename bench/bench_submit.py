@@ -1,8 +1,9 @@
 """Submissions through the API as production serves them: gunicorn on this machine's cores, the worker running.
 
     echo      bench/echo.py, a bare Django REST framework POST view answering {}: the framework's floor
+    floor     the echo that also records its body, one INSERT committed: the floor of any durable submit
     submit    POST /api/v1/workloads/ with a bearer token: authenticated, rate-limited, validated, recorded, kicked
-              (same gunicorn, same worker settings, same `ab -c 16`, alternating with the echo in paired rounds)
+              (same gunicorn, same worker settings, same `ab -c 16`, in rounds that rotate the three)
 
 for each gunicorn worker class (sync, gthread, uvicorn's ASGI worker); then, under the first class:
 
@@ -70,6 +71,7 @@ def run() -> dict[str, Any]:
     ab = ensure_ab()
     django_setup()
     token = cast()
+    floor_table()
     env = server_env()
     results: dict[str, Any] = {"requests": REQUESTS, "concurrency": CONCURRENCY, "classes": {}}
     chosen = os.environ.get("GRIDLANE_BENCH_CLASSES", ",".join(CLASSES)).split(",")  # e.g. "sync" alone
@@ -200,6 +202,17 @@ def post(url: str, body: Any, token: str = "") -> tuple[int, Any]:
         return response.status, json.loads(response.read() or b"null")
 
 
+def floor_table() -> None:
+    """The floor view's table (bench/echo.py), empty: created here, outside the portal's migrations."""
+    from django.db import connection
+
+    from bench.echo import FLOOR_TABLE
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE IF NOT EXISTS {FLOOR_TABLE} (id bigserial PRIMARY KEY, body jsonb NOT NULL)")
+        cursor.execute(f"TRUNCATE {FLOOR_TABLE}")
+
+
 def clear() -> None:
     """Finish what a measurement left, so that the next one starts with an empty line (as a real site would
     between bursts): every unfinished workload is marked cancelled."""
@@ -252,36 +265,45 @@ def ab_measure(argv: list[str], n: int) -> dict[str, float]:
 
 
 def paired(ab: str, url: str, token: str) -> dict[str, Any]:
-    """Echo and submit in alternating order, ROUNDS each; the ratio is the median of the rounds' ratios. Each
+    """Echo, floor and submit in rotating order, ROUNDS each; each ratio is the median of the rounds' ratios. Each
     run also reports the CPU a request of the server, the database and the worker together (a submit's until
     the worker has admitted all of it): on a machine whose speed swings from minute to minute, the submit's CPU
     over the echo's measured beside it is the steadier reading of what a submit costs."""
     ab_run(ab, f"{url}/bench/echo/", {}, 200)  # warm every worker up
+    ab_run(ab, f"{url}/bench/floor/", JOB, 200)
     ab_run(ab, f"{url}/api/v1/workloads/", JOB | {"name": "warm"}, 200, token)
-    echo: list[dict[str, float]] = []
-    submit: list[dict[str, float]] = []
+    runs: dict[str, list[dict[str, float]]] = {"echo": [], "floor": [], "submit": []}
     for r in range(ROUNDS):
-        steps = [("echo", echo), ("submit", submit)]
-        for what, into in steps if r % 2 == 0 else steps[::-1]:
+        steps = list(runs)
+        for what in steps[r % 3 :] + steps[: r % 3]:
             if what == "echo":
-                into.append(with_cpu(lambda: ab_run(ab, f"{url}/bench/echo/", {}, REQUESTS), REQUESTS))
+                runs[what].append(with_cpu(lambda: ab_run(ab, f"{url}/bench/echo/", {}, REQUESTS), REQUESTS))
+            elif what == "floor":
+                runs[what].append(with_cpu(lambda: ab_run(ab, f"{url}/bench/floor/", JOB, REQUESTS), REQUESTS))
             else:
                 name = f"r{r}-{time.monotonic_ns()}"  # its own: wait_admitted counts this run's alone
                 run = functools.partial(ab_run, ab, f"{url}/api/v1/workloads/", JOB | {"name": name}, REQUESTS, token)
-                into.append(with_cpu(run, REQUESTS, functools.partial(wait_admitted, name, REQUESTS)))
-    ratios = [s["rps"] / e["rps"] for s, e in zip(submit, echo, strict=True)]
-    cpu_ratios = [s["cpu_ms"] / e["cpu_ms"] for s, e in zip(submit, echo, strict=True) if e["cpu_ms"] > 0]
+                runs[what].append(with_cpu(run, REQUESTS, functools.partial(wait_admitted, name, REQUESTS)))
+    echo, floor, submit = runs["echo"], runs["floor"], runs["submit"]
+
+    def ratio(a: list[dict[str, float]], b: list[dict[str, float]], key: str) -> float:
+        return statistics.median(x[key] / y[key] for x, y in zip(a, b, strict=True))
+
     return {
         "echo_rps": round(max(e["rps"] for e in echo), 1),
+        "floor_rps": round(max(f["rps"] for f in floor), 1),
         "submit_rps": round(max(s["rps"] for s in submit), 1),
         "submit_p50_ms": min(s["p50_ms"] for s in submit),
         "submit_p99_ms": min(s["p99_ms"] for s in submit),
         "echo_p99_ms": min(e["p99_ms"] for e in echo),
-        "submit_vs_echo": round(statistics.median(ratios), 3),
+        "submit_vs_echo": round(ratio(submit, echo, "rps"), 3),
+        "floor_vs_echo": round(ratio(floor, echo, "rps"), 3),
+        "submit_vs_floor": round(ratio(submit, floor, "rps"), 3),
         "echo_cpu_ms": round(statistics.median(e["cpu_ms"] for e in echo), 2),
+        "floor_cpu_ms": round(statistics.median(f["cpu_ms"] for f in floor), 2),
         "submit_cpu_ms": round(statistics.median(s["cpu_ms"] for s in submit), 2),
-        "submit_cpu_vs_echo": round(statistics.median(cpu_ratios), 1) if cpu_ratios else None,
-        "non_2xx": sum(s["non_2xx"] for s in submit) + sum(e["non_2xx"] for e in echo),
+        "submit_cpu_vs_echo": round(ratio(submit, echo, "cpu_ms"), 1) if all(e["cpu_ms"] > 0 for e in echo) else None,
+        "non_2xx": sum(x["non_2xx"] for x in [*echo, *floor, *submit]),
     }
 
 
@@ -419,6 +441,10 @@ def report(results: dict[str, Any]) -> None:
     best = max(results["classes"].values(), key=lambda r: r["submit_rps"])
     met = best["submit_vs_echo"] >= 0.25 and best["submit_rps"] >= 300 and best["submit_p99_ms"] <= 100
     print(f"  goal >= 0.25x the echo, >= 300 submits/s, p99 <= 100 ms (best class): {'met' if met else 'NOT met'}")
+    print("  the floor (the echo plus one committed INSERT of its body; no token, checks or worker), beside them:")
+    for name, r in results["classes"].items():
+        print(f"  {name:<8} floor {r['floor_rps']:.0f} req/s = {r['floor_vs_echo']:.2f}x the echo, CPU "
+              f"{r['floor_cpu_ms']:.2f} ms a request; the submit = {r['submit_vs_floor']:.2f}x the floor")  # fmt: skip
     b = results["bulk"]
     if b["bulk_admitted_per_s"] is None:
         print(f"bulk: no bulk endpoint; one request each {b['naive_admitted_per_s']:.0f} admitted/s")
