@@ -130,10 +130,14 @@ def agent(cast: dict[str, Any]) -> Any:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
-    """Each test starts with an empty cache: a lookup cached in one test must not answer in the next."""
+    """Each test starts with empty caches: a lookup cached in one test must not answer in the next (nor a submit's
+    context kept in one, though its generation would not match in the next: see test_submit_context)."""
     from django.core.cache import cache
 
+    from portal.workloads import context
+
     cache.clear()
+    context.forget()
 
 
 @pytest.fixture

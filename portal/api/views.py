@@ -156,7 +156,7 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
             raise ValidationError({"Idempotency-Key": ["Use 1-200 printable ASCII characters."]})
         try:
-            ratelimit.check_submit(request.user)
+            generation = ratelimit.check_submit(request.user)
         except ratelimit.RateLimited as limited:
             return Response(
                 {"errors": {"detail": [str(limited)]}}, status=429, headers={"Retry-After": str(limited.retry_after)}
@@ -164,7 +164,9 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         incoming = WorkloadIn(data=request.data)
         incoming.is_valid(raise_exception=True)
         try:
-            workload, created = services.submit(request.user, incoming.to_request(), idempotency_key=key)
+            workload, created = services.submit(
+                request.user, incoming.to_request(), idempotency_key=key, generation=generation
+            )
         except services.SubmitRejected as rejected:
             raise ValidationError(rejected.errors) from rejected
         except services.QueueForbidden as forbidden:

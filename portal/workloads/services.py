@@ -33,7 +33,7 @@ from portal.code import services as code_travel
 from portal.queues import tiers
 from portal.queues.models import DEFAULT_TIER, Fabric, Queue, QueueTarget, WorkloadKind
 from portal.worker import wake
-from portal.workloads import limits, native
+from portal.workloads import context, limits, native
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import FINISHED, State, can_move
 from portal.workloads.templatetags.durations import duration
@@ -130,11 +130,27 @@ class SubmitContext:
     leads: frozenset[int]
 
 
-def submit_context(user: Any, slug: str) -> SubmitContext:
+def submit_context(user: Any, slug: str, generation: int | None = None) -> SubmitContext:
     """The queue (targets and fabrics in the same query) and the user's entitlement to it (one more).
 
     Raises SubmitRejected when there is no such enabled queue, QueueForbidden when the user may not use it.
+    With the `generation` of what a context is read from (ratelimit.check_submit read it), a context this
+    process read for the same caller and queue under the same generation a moment ago is used instead, with no
+    statement at all (portal.workloads.context).
     """
+    if generation is None:
+        return _read_context(user, slug)
+    service = access.service_of(user)
+    key = (connection.alias, slug, user.pk, access.is_it(user), service.pk if service is not None else None)
+    now = timezone.now()  # before the read: what is kept is at least this new
+    found = context.kept(key, generation, now)
+    if found is None:
+        found = _read_context(user, slug)
+        context.keep(key, generation, found, now)
+    return found  # type: ignore[no-any-return]
+
+
+def _read_context(user: Any, slug: str) -> SubmitContext:
     # fabric__posix_policy: the run-as check (_check_run_as) reads each fabric's POSIX policy, in the same statement.
     targets = _TARGETS.run(
         "targets",
@@ -166,19 +182,21 @@ def submit_context(user: Any, slug: str) -> SubmitContext:
 _TARGETS = sql.Compiled(QueueTarget)
 
 
-def check_submit(user: Any, req: SubmitRequest, context: SubmitContext | None = None) -> Workload:
+def check_submit(
+    user: Any, req: SubmitRequest, known: SubmitContext | None = None, generation: int | None = None
+) -> Workload:
     """Validate a submission for this user and return the unsaved workload.
 
     Raises SubmitRejected with every field error at once, or QueueForbidden when the user
-    may not use the queue. `context` is what submit_context(user, req.queue) returned, when the caller
-    has it already (a bulk submit reads it once per queue).
+    may not use the queue. `known` is what submit_context(user, req.queue) returned, when the caller
+    has it already (a bulk submit reads it once per queue); else it is read, under `generation` where given.
     """
     errors: dict[str, list[str]] = {}
 
     def err(field: str, message: str) -> None:
         errors.setdefault(field, []).append(message)
 
-    ctx = context or submit_context(user, req.queue)
+    ctx = known or submit_context(user, req.queue, generation)
     queue, groups = ctx.queue, ctx.groups
     if req.group is not None:
         group = next((g for g in groups if g.slug == req.group), None)
@@ -402,7 +420,9 @@ def _check_run_as(workload: Workload, queue: Queue, fabrics: list[Any]) -> None:
         )
 
 
-def submit(user: Any, req: SubmitRequest, idempotency_key: str | None = None) -> tuple[Workload, bool]:
+def submit(
+    user: Any, req: SubmitRequest, idempotency_key: str | None = None, generation: int | None = None
+) -> tuple[Workload, bool]:
     """Check and record a submission. Returns the workload and whether it was created now.
 
     With an idempotency key, a repeat of the same request returns the first workload; the same
@@ -410,10 +430,12 @@ def submit(user: Any, req: SubmitRequest, idempotency_key: str | None = None) ->
 
     On PostgreSQL this costs three statements: the queue with its targets and fabrics, the user's teams
     for it, and one that inserts the workload with its first event and sends the kick (a repeated key:
-    one more, reading the first workload). The returned workload carries its queue, team, owner and event.
+    one more, reading the first workload). With the `generation` ratelimit.check_submit returned, the first
+    two are left out while a context read under it is kept (portal.workloads.context). The returned
+    workload carries its queue, team, owner and event.
     """
     try:
-        workload = check_submit(user, req)
+        workload = check_submit(user, req, generation=generation)
     except (SubmitRejected, QueueForbidden):
         # A repeat of a request accepted once is answered with its workload, even if it would be refused
         # now (its queue disabled since, say).

@@ -6,14 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import time_machine
 from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal import sql
 from portal.accounts.models import ApiToken
+from portal.workloads import context
 
 JOB = {"queue": "train", "kind": "training", "command": "true", "resources": {"gpus": 0, "cpus": 1}}
+CONTEXT = ('SELECT "queues_queuetarget"', 'SELECT "accounts_resourcegroup"')  # a submit's context: its two reads
 
 
 def prepared_here() -> dict[str, int]:
@@ -40,11 +44,20 @@ def test_a_submit_s_statements_are_prepared_once_and_then_only_executed(cast, al
     assert any(s.startswith('SELECT "accounts_resourcegroup"') for s in starts), starts  # the person's teams
     assert any(s.startswith("WITH w AS (INSERT INTO") for s in starts), starts  # the workload, its event, the kick
     assert any(s.startswith("WITH old AS (DELETE FROM") for s in starts), starts  # the rate limit's count
-    for n in range(2, 5):
-        assert client.post("/api/v1/workloads/", JOB | {"name": f"again {n}"}, format="json").status_code == 201
+    with time_machine.travel(timezone.now(), tick=False):  # the context kept (portal.workloads.context) stays
+        for n in range(2, 5):
+            assert client.post("/api/v1/workloads/", JOB | {"name": f"again {n}"}, format="json").status_code == 201
     again = prepared_here()
     assert sorted(again) == starts  # the same statements, none prepared twice
-    assert all(again[s] == first[s] + 3 for s in starts)  # each executed once more per submit
+    read_once = [s for s in starts if s.startswith(CONTEXT)]
+    assert len(read_once) == 2
+    assert all(again[s] == first[s] + 3 for s in starts if s not in read_once)  # each executed once more a submit
+    assert all(again[s] == first[s] for s in read_once)  # the queue and the teams were kept from the first
+    context.forget()
+    assert client.post("/api/v1/workloads/", JOB | {"name": "read again"}, format="json").status_code == 201
+    last = prepared_here()
+    assert sorted(last) == starts
+    assert all(last[s] == again[s] + 1 for s in starts)  # read again, still only executed
 
 
 def test_the_query_log_shows_a_prepared_statement_with_its_values(cast, alice):
