@@ -183,3 +183,23 @@ def test_set_each_gives_each_row_its_own_value(cast, alice, submit, way, django_
     assert sql.set_each(Workload, "rendered", {}) == 0
     with pytest.raises(DataError):  # too long for the column: refused, never cut short
         set_each("external_id", {workloads[1].pk: "x" * 201})
+
+
+def test_rows_filled_in_answer_from_memory_and_a_query_on_them_keeps_the_relation(
+    alice, submit, django_assert_num_queries
+):
+    """sql.prefetched: what a related manager's .all() gives for rows known already; a query built on them is
+    the relation's, as on rows prefetch_related left (never every row of the table)."""
+    one, other = submit(alice, name="one"), submit(alice, name="other")
+    event = one.events.get()
+    fresh = Workload.objects.get(pk=one.pk)
+    sql.prefetched(fresh, "events", [event])
+    with django_assert_num_queries(0):
+        assert list(fresh.events.all()) == [event]
+        assert fresh.events.count() == 1
+        assert fresh.events.exists()
+        assert fresh.events.all()[0] == event
+    assert list(fresh.events.filter(to_state="pending")) == [event]  # one's, not other's
+    assert list(fresh.events.order_by("-at").values_list("workload_id", flat=True)) == [one.pk]
+    assert fresh.events.exclude(pk=event.pk).count() == 0
+    assert other.events.get().workload_id == other.pk
