@@ -131,13 +131,16 @@ def agent(cast: dict[str, Any]) -> Any:
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
     """Each test starts with empty caches: a lookup cached in one test must not answer in the next (nor a submit's
-    context kept in one, though its generation would not match in the next: see test_submit_context)."""
+    context or the worker's settled rows kept in one, though their generation would not match in the next: see
+    tests/api/test_submit_context.py)."""
     from django.core.cache import cache
 
+    from portal.worker import snapshot
     from portal.workloads import context
 
     cache.clear()
     context.forget()
+    snapshot.SETTLED.forget()
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ ones compiled once per process: sql.Rows)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -21,6 +21,7 @@ from portal.queues.models import Fabric, PriorityTier, Queue, QueueTarget, Quota
 from portal.sql import ROWS, Compiled
 from portal.worker.capacity import planned
 from portal.worker.models import GroupUsage
+from portal.workloads import context
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
 from scheduler import model
@@ -137,8 +138,50 @@ def _active() -> QuerySet[Workload]:
     return Workload.objects.filter(state__in=ACTIVE)
 
 
-# The snapshot's model rows, compiled once (portal.sql) like its ROWS: read on every admission.
+# The snapshot's model rows, compiled once (portal.sql) like its ROWS.
 _FABRICS, _QUEUES, _QUOTAS = Compiled(Fabric), Compiled(Queue), Compiled(Quota)
+
+View = dict[str, Any]  # what one build reads of what IT configures, by name (see Settled)
+
+
+class Settled:
+    """What IT configures, as the last admission read it: the enabled fabrics, the queues and their targets, the
+    quotas, the agents' caps, the teams and departments, the tiers. A build reads them again only when the
+    generation that every write of those tables moves (portal.workloads.context) has moved since the last read;
+    else it reads that one number instead of seven statements. Only the rows are kept: what changes with the
+    clock alone (a capacity report's age, an agent's expiry) is worked out from them at each build, and
+    temporary grants, which start and end without a write, are read at each build. Elsewhere (SQLite) every
+    build reads everything."""
+
+    def __init__(self) -> None:
+        self._kept: tuple[int | None, View] = (None, {})  # replaced whole: a build sees one generation's rows
+
+    def view(self) -> View | None:
+        """The rows kept under the current generation (filled by read()), or None where there is none."""
+        generation = context.read_generation()
+        if generation is None:
+            return None
+        kept_under, kept = self._kept
+        if kept_under != generation:
+            kept = {}
+            self._kept = (generation, kept)
+        return kept
+
+    def forget(self) -> None:
+        self._kept = (None, {})
+
+
+SETTLED = Settled()
+
+
+def _read(view: View | None, name: str, fetch: Callable[[], Any]) -> Any:
+    """fetch(), or what it gave under the view's generation already."""
+    if view is None:
+        return fetch()
+    if name not in view:
+        view[name] = fetch()
+    return view[name]
+
 
 KEPT = Kept()  # the worker's: one admission at a time (the scheduling-cycle lock), and a miss costs only time
 
@@ -176,16 +219,17 @@ def weights() -> model.Weights:
 def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot, dict[str, Row]]:
     """The snapshot, and the pending and holding workloads it was built from, by id (for applying decisions).
     `candidates`: the slice of each team's queue and tier it considers (see pending_candidates)."""
+    view = SETTLED.view()
     # Each fabric as it is now: what IT declared, lowered to what it last reported (capacity.planned).
-    rows = _FABRICS.run("enabled", lambda: Fabric.objects.filter(enabled=True))
+    rows = _read(view, "fabrics", lambda: _FABRICS.run("enabled", lambda: Fabric.objects.filter(enabled=True)))
     fabrics = {
         f.pk: model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity) for f in rows
     }
     kinds: dict[str, tuple[int, ...]] = {}
     for f in rows:
         kinds[f.kind] = (*kinds.get(f.kind, ()), f.pk)
-    queues = queue_states(fabrics)
-    quotas = with_grants(quota_states(fabrics), active_grants(now, fabrics))
+    queues = queue_states(fabrics, view)
+    quotas = with_grants(quota_states(fabrics, view), active_grants(now, fabrics))
     read = KEPT.active(kinds) + [entry_of(v, kinds) for v in pending_candidates(candidates)]
     by_id = {key: row for key, row, _ in read}
     half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
@@ -195,8 +239,8 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
             "usage", lambda: GroupUsage.objects.values_list("group_id", "decayed_gpu_seconds", "updated_at")
         )
     }
-    caps = agent_caps(now)
-    tree = group_tree()
+    caps = agent_caps(now, view)
+    tree = group_tree(view)
     snapshot = model.Snapshot(
         now=now,
         fabrics=fabrics,
@@ -212,17 +256,22 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
         member_limits=tree.member_limits,
         parents=tree.parents,
         weights=weights(),
-        tiers=tier_states(),
+        tiers=tier_states(view),
     )
     return snapshot, by_id
 
 
-def queue_states(fabrics: Mapping[int, model.FabricState]) -> dict[int, model.QueueState]:
-    """Every queue with its targets among these fabrics, in order (two queries)."""
+def queue_states(fabrics: Mapping[int, model.FabricState], view: View | None = None) -> dict[int, model.QueueState]:
+    """Every queue with its targets among these fabrics, in order (two queries, or none under a view that has
+    them)."""
     targets: dict[int, list[int]] = {}
-    rows = ROWS.rows(
-        "queue targets",  # each queue's in their order; grouped by the queue's id, not by its name (a join)
-        lambda: QueueTarget.objects.order_by("queue_id", "order", "pk").values_list("queue", "fabric"),
+    rows = _read(
+        view,
+        "queue targets",
+        lambda: ROWS.rows(
+            "queue targets",  # each queue's in their order; grouped by the queue's id, not by its name (a join)
+            lambda: QueueTarget.objects.order_by("queue_id", "order", "pk").values_list("queue", "fabric"),
+        ),
     )
     for queue_id, fabric_id in rows:
         if fabric_id in fabrics:
@@ -236,12 +285,15 @@ def queue_states(fabrics: Mapping[int, model.FabricState]) -> dict[int, model.Qu
             idle_preemptible=q.gpu_idle_action == Queue.GpuIdleAction.PREEMPTIBLE,
             gpu_share=q.gpu_share_percent,
         )
-        for q in _QUEUES.run("all", Queue.objects.all)
+        for q in _read(view, "queues", lambda: _QUEUES.run("all", Queue.objects.all))
     }
 
 
-def quota_states(fabrics: Mapping[int, model.FabricState]) -> dict[tuple[int, int | None], model.Quota]:
-    """Every team's quota on these fabrics, and its team-wide one (one query)."""
+def quota_states(
+    fabrics: Mapping[int, model.FabricState], view: View | None = None
+) -> dict[tuple[int, int | None], model.Quota]:
+    """Every team's quota on these fabrics, and its team-wide one (one query, or none under a view that has it)."""
+    quotas = _read(view, "quotas", lambda: _QUOTAS.run("all", lambda: Quota.objects.order_by()))  # any order
     return {
         (q.group_id, q.fabric_id): model.Quota(
             q.group_id,
@@ -249,7 +301,7 @@ def quota_states(fabrics: Mapping[int, model.FabricState]) -> dict[tuple[int, in
             reservation=q.reservation,
             limit=Resources(_limit(q.gpu_limit_milli), _limit(q.cpu_limit_milli), _limit(q.memory_limit_mib)),
         )
-        for q in _QUOTAS.run("all", lambda: Quota.objects.order_by())  # any order: no join to sort by names
+        for q in quotas  # (in any order: Quota's own would join its team and fabric to sort by their names)
         if q.fabric_id is None or q.fabric_id in fabrics
     }
 
@@ -260,16 +312,21 @@ class AgentCaps(NamedTuple):
     agents: frozenset[int]  # every service identity (a member cap is for people)
 
 
-def agent_caps(now: datetime) -> AgentCaps:
-    """The agent identities' caps and reservations (one query)."""
-    agents = [
-        (user_id, limit, reserved, disabled is None and expires > now)
-        for user_id, limit, reserved, disabled, expires in ROWS.rows(
+def agent_caps(now: datetime, view: View | None = None) -> AgentCaps:
+    """The agent identities' caps and reservations (one query, or none under a view that has it)."""
+    rows = _read(
+        view,
+        "agent caps",
+        lambda: ROWS.rows(
             "agent caps",
             lambda: ServiceIdentity.objects.values_list(
                 "user_id", "gpu_limit_milli", "gpu_reservation_milli", "disabled_at", "expires_at"
             ),
-        )
+        ),
+    )
+    agents = [
+        (user_id, limit, reserved, disabled is None and expires > now)
+        for user_id, limit, reserved, disabled, expires in rows
     ]
     return AgentCaps(
         limits={user_id: limit for user_id, limit, _, _ in agents if limit is not None},
@@ -284,11 +341,16 @@ class GroupTree(NamedTuple):
     weights: dict[int, int]  # every group's fair-share weight
 
 
-def group_tree() -> GroupTree:
-    """Teams and departments: who is below whom, member caps and fair-share weights (one query)."""
-    rows = ROWS.rows(
+def group_tree(view: View | None = None) -> GroupTree:
+    """Teams and departments: who is below whom, member caps and fair-share weights (one query, or none under a
+    view that has it)."""
+    rows = _read(
+        view,
         "group tree",
-        lambda: ResourceGroup.objects.values_list("pk", "parent_id", "member_gpu_limit_milli", "fair_share_weight"),
+        lambda: ROWS.rows(
+            "group tree",
+            lambda: ResourceGroup.objects.values_list("pk", "parent_id", "member_gpu_limit_milli", "fair_share_weight"),
+        ),
     )
     return GroupTree(
         parents={pk: parent for pk, parent, _, _ in rows if parent is not None},
@@ -336,10 +398,14 @@ def _raised(limit: Resources, extra: int) -> Resources:
     return replace(limit, gpus_milli=limit.gpus_milli + extra)
 
 
-def tier_states() -> dict[str, model.TierState]:
-    """IT's priority tiers as the scheduler sees them (one query): a higher weight is a higher rank, and tiers of
-    equal weight share one (neither preempts the other)."""
-    rows = ROWS.rows("tiers", lambda: PriorityTier.objects.values_list("slug", "weight", "may_preempt"))
+def tier_states(view: View | None = None) -> dict[str, model.TierState]:
+    """IT's priority tiers as the scheduler sees them (one query, or none under a view that has it): a higher
+    weight is a higher rank, and tiers of equal weight share one (neither preempts the other)."""
+    rows = _read(
+        view,
+        "tiers",
+        lambda: ROWS.rows("tiers", lambda: PriorityTier.objects.values_list("slug", "weight", "may_preempt")),
+    )
     ranks = {w: i for i, w in enumerate(sorted({w for _, w, _ in rows}))}
     return {slug: model.TierState(weight, may_preempt, ranks[weight]) for slug, weight, may_preempt in rows}
 

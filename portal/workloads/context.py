@@ -13,7 +13,8 @@ A kept context is used only while both hold:
   generation says, never older.
 - It was read less than KEEP_S ago, by the clock: a temporary quota grant starts or ends with no write at all.
 
-Elsewhere (SQLite) there is no generation and every submit reads its context.
+Elsewhere (SQLite) there is no generation and every submit reads its context. The worker keeps what IT configures
+between admissions under the same generation (portal.worker.snapshot.Settled).
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from collections.abc import Hashable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
+
+from portal import sql
 
 GENERATION_TABLE = "workloads_submit_generation"
 # An expression, read beside the rate limit's count.
@@ -31,6 +35,16 @@ KEEP_S = 1.0
 MAX_KEPT = 512  # (caller, queue) pairs a process keeps at most; past it, it starts again
 
 _kept: dict[Hashable, tuple[int, datetime, Any]] = {}
+
+
+def read_generation() -> int | None:
+    """The generation now (one statement), or None where there is none (SQLite)."""
+    if connection.vendor != "postgresql":
+        return None
+    with sql.prepared() as cursor:
+        cursor.execute(f"SELECT {GENERATION_SQL}")
+        row = cursor.fetchone()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def kept(key: Hashable, generation: int, now: datetime | None = None) -> Any:
