@@ -157,7 +157,7 @@ class Settled:
         self._kept: tuple[int | None, View] = (None, {})  # replaced whole: a build sees one generation's rows
 
     def view(self) -> View | None:
-        """The rows kept under the current generation (filled by read()), or None where there is none."""
+        """The rows kept under the current generation (filled by _read), or None where there is none (SQLite)."""
         generation = context.read_generation()
         if generation is None:
             return None
