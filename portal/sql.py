@@ -106,12 +106,14 @@ def _same(value: Any) -> Any:
     return value
 
 
-def insert_select_sql(obj: models.Model, source: str) -> tuple[str, list[Any]]:
+def insert_select_sql(obj: models.Model, source: str, ignore_conflicts: bool = False) -> tuple[str, list[Any]]:
     """The INSERT of insert_sql as `INSERT ... SELECT <values> FROM <source>`: a row only for each row of
-    `source` (say, none when the insert it depends on did nothing)."""
-    sql, params = insert_sql(obj)
+    `source` (say, none when the insert it depends on did nothing). `source` may go on with a WHERE clause;
+    its parameters follow the values'."""
+    sql, params = insert_sql(obj, ignore_conflicts)
     head, values = sql.split(" VALUES (", 1)
-    return f"{head} SELECT {values.removesuffix(')')} FROM {source}", params  # noqa: S608 (Django-compiled SQL; values are parameters)
+    values, _, tail = values.rpartition(")")  # tail: "" or " ON CONFLICT DO NOTHING"
+    return f"{head} SELECT {values} FROM {source}{tail}", params  # noqa: S608 (Django-compiled SQL; values are parameters)
 
 
 def copy_insert(objs: Sequence[models.Model]) -> None:

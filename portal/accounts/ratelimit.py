@@ -1,12 +1,14 @@
 """Fixed-window rate limits kept in the database, so every web process and worker counts together.
 
 A window is a row (key, window start, count): one upsert per hit inserts it or adds one and returns the
-count; old windows of the same key are deleted in the same statement (on PostgreSQL).
+count; old windows of the same key are deleted in the same statement (on PostgreSQL). A submission's count
+(`Charge`) may instead be part of the statement that records it (services.submit): one round trip for both.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,21 +34,26 @@ class RateLimited(Exception):
 
 def hit(key: str, limit: int, window_s: int, now: datetime | None = None) -> int | None:
     """Count one request against `key`. Returns None when it is within `limit`, else seconds to wait."""
-    return _hit(key, limit, window_s, now)[0]
-
-
-def _hit(key: str, limit: int, window_s: int, now: datetime | None = None, also: str = "") -> tuple[int | None, Any]:
-    """hit(), and the value of the SQL expression `also` read in the same statement (PostgreSQL only; else None)."""
     now = now or timezone.now()
+    start = window_start(now, window_s)
+    count, _ = _count_one(key, start)
+    return _refusal(key, count, limit, window_s, start, now)
+
+
+def window_start(now: datetime, window_s: int) -> datetime:
+    """The start of the fixed window of window_s seconds that `now` falls in."""
     epoch = int(now.timestamp())
-    start = datetime.fromtimestamp(epoch - epoch % window_s, tz=now.tzinfo)
-    count, read = _count_one(key, start, also)
+    return datetime.fromtimestamp(epoch - epoch % window_s, tz=now.tzinfo)
+
+
+def _refusal(key: str, count: int, limit: int, window_s: int, start: datetime, now: datetime) -> int | None:
+    """None when `count` is within `limit`, else the seconds until the window ends (at least one). The first
+    refusal in a window is audited, not every one."""
     if count <= limit:
-        return None, read
-    retry_after = max(1, math.ceil((start + timedelta(seconds=window_s) - now).total_seconds()))
-    if count == limit + 1:  # record the first refusal in a window, not every one
+        return None
+    if count == limit + 1:
         audit.record("ratelimit.exceeded", key, limit=limit, window_s=window_s)
-    return retry_after, read
+    return max(1, math.ceil((start + timedelta(seconds=window_s) - now).total_seconds()))
 
 
 def _count_one(key: str, start: datetime, also: str = "") -> tuple[int, Any]:
@@ -82,15 +89,61 @@ def submit_limit(user: Any) -> int:
     return int(settings.GRIDLANE_SUBMIT_RATE_LIMIT)
 
 
+def submit_window(user: Any) -> int:
+    """The length in seconds of this identity's submit window: a minute for an agent, else the site's."""
+    return 60 if access.service_of(user) is not None else int(settings.GRIDLANE_SUBMIT_RATE_WINDOW_SECONDS)
+
+
 def check_submit(user: Any) -> int | None:
     """Count one submission by `user`; raises RateLimited when the identity is over its limit.
 
     Returns the generation of what a submit's context is read from, read in the same statement (see
     portal.workloads.context): the submit that follows may use a context it read before under that generation.
     None where there is none (SQLite)."""
-    limit = submit_limit(user)
-    window_s = 60 if access.service_of(user) is not None else int(settings.GRIDLANE_SUBMIT_RATE_WINDOW_SECONDS)
-    retry_after, generation = _hit(f"submit:{user.pk}", limit, window_s, also=context.GENERATION_SQL)
-    if retry_after is not None:
-        raise RateLimited(retry_after, limit, window_s)
-    return None if generation is None else int(generation)
+    return Charge.of(user).count()
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One submission to count against its identity's limit, in the current window: counted on its own
+    (`count`, one statement), or by the statement that records the submission (services.submit puts `sql()`
+    inside its insert, then hands the count it returned to `settle`)."""
+
+    key: str
+    limit: int
+    window_s: int
+    start: datetime
+    now: datetime
+
+    @classmethod
+    def of(cls, user: Any, now: datetime | None = None) -> Charge:
+        now = now or timezone.now()
+        window_s = submit_window(user)
+        return cls(f"submit:{user.pk}", submit_limit(user), window_s, window_start(now, window_s), now)
+
+    def count(self) -> int | None:
+        """Count it now (one statement); raises RateLimited when over the limit. Returns the generation read
+        in the same statement (see check_submit), None where there is none."""
+        count, generation = _count_one(self.key, self.start, context.GENERATION_SQL)
+        self.settle(count)
+        return None if generation is None else int(generation)
+
+    def sql(self, source: str) -> tuple[str, list[Any]]:
+        """The count as two common table expressions for PostgreSQL, `old` and `counted` (its RETURNING has
+        "count"), that count only when `source` (a CTE's name) has a row: the older windows' delete and the
+        window's upsert of _count_one."""
+        table = connection.ops.quote_name(RateLimitWindow._meta.db_table)
+        when = connection.ops.adapt_datetimefield_value(self.start)
+        statement = (
+            f'old AS (DELETE FROM {table} WHERE "key" = %s AND "window_start" < %s '  # noqa: S608 (our table)
+            f"AND EXISTS (SELECT 1 FROM {source})), "
+            f'counted AS (INSERT INTO {table} ("key", "window_start", "count") SELECT %s, %s, 1 FROM {source} '
+            f'ON CONFLICT ("key", "window_start") DO UPDATE SET "count" = {table}."count" + 1 RETURNING "count")'
+        )
+        return statement, [self.key, when, self.key, when]
+
+    def settle(self, count: int) -> None:
+        """Raise RateLimited when `count` (this submission's, counted) is over the limit."""
+        retry_after = _refusal(self.key, count, self.limit, self.window_s, self.start, self.now)
+        if retry_after is not None:
+            raise RateLimited(retry_after, self.limit, self.window_s)

@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -155,17 +155,22 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         key = request.headers.get("Idempotency-Key")
         if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
             raise ValidationError({"Idempotency-Key": ["Use 1-200 printable ASCII characters."]})
+        # Counted against the rate limit by the submit itself (services.submit), or here when the body is bad.
+        charge = ratelimit.Charge.of(request.user)
         try:
-            generation = ratelimit.check_submit(request.user)
+            try:
+                data = request.data
+            except ParseError:
+                charge.count()
+                raise
+            incoming = WorkloadIn(data=data)
+            if not incoming.is_valid():
+                charge.count()
+                raise ValidationError(incoming.errors)
+            workload, created = services.submit(request.user, incoming.to_request(), idempotency_key=key, charge=charge)
         except ratelimit.RateLimited as limited:
             return Response(
                 {"errors": {"detail": [str(limited)]}}, status=429, headers={"Retry-After": str(limited.retry_after)}
-            )
-        incoming = WorkloadIn(data=request.data)
-        incoming.is_valid(raise_exception=True)
-        try:
-            workload, created = services.submit(
-                request.user, incoming.to_request(), idempotency_key=key, generation=generation
             )
         except services.SubmitRejected as rejected:
             raise ValidationError(rejected.errors) from rejected

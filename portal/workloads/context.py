@@ -1,16 +1,20 @@
 """A submit's context kept for a moment: what the submit reads before it records a workload (the queue with its
 targets and fabrics, the caller's teams for it with their caps and tiers: services.submit_context), kept by each
-web process and used again by the same caller's next submits to the same queue, so that those send two statements
-fewer (of five).
+web process and used again by the same caller's next submits to the same queue, so that those send three
+statements fewer (two of five in all, the token's included).
 
 A kept context is used only while both hold:
 
 - The generation it was read under is still the database's. On PostgreSQL the generation is one number that
   every statement writing a table the context is read from moves, in its own transaction (statement triggers:
-  migration workloads 0013, which lists the tables). The submit reads it in the statement it sends anyway, the
-  rate limit's (accounts.ratelimit.check_submit), before it reads or uses a context: so a change committed
-  before a submit is seen by that submit. A context read after the generation was read may be newer than its
-  generation says, never older.
+  migration workloads 0013, which lists the tables). A submit reads it in a statement it sends anyway:
+  - the API's single submit (services.submit with a rate-limit charge) in the statement that records it, which
+    writes, and counts the submit against the rate limit, only while the generation is still the one the
+    context was kept under (`latest`); when it has moved, nothing was written and the submit goes the whole way;
+  - any other in the rate limit's own count (accounts.ratelimit.check_submit), before it reads or uses a
+    context (`kept`).
+  Either way a change committed before a submit is seen by that submit. A context read after the generation was
+  read may be newer than its generation says, never older.
 - It was read less than KEEP_S ago, by the clock: a temporary quota grant starts or ends with no write at all.
 
 Elsewhere (SQLite) there is no generation and every submit reads its context. The worker keeps what IT configures
@@ -57,6 +61,20 @@ def kept(key: Hashable, generation: int, now: datetime | None = None) -> Any:
     if read_under != generation or not read_at <= now < read_at + timedelta(seconds=KEEP_S):
         return None
     return value
+
+
+def latest(key: Hashable, now: datetime | None = None) -> tuple[int, Any] | None:
+    """(the generation it was read under, the context) kept under `key`, when it was read less than KEEP_S ago,
+    whatever the generation is now: for a statement that records a submit only while the generation is still
+    that one (services.submit with a rate-limit charge)."""
+    found = _kept.get(key)
+    if found is None:
+        return None
+    read_under, read_at, value = found
+    now = now or timezone.now()
+    if not read_at <= now < read_at + timedelta(seconds=KEEP_S):
+        return None
+    return read_under, value
 
 
 def keep(key: Hashable, generation: int, value: Any, now: datetime | None = None) -> None:

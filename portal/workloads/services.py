@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -37,6 +37,9 @@ from portal.workloads import context, limits, native
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import FINISHED, State, can_move
 from portal.workloads.templatetags.durations import duration
+
+if TYPE_CHECKING:
+    from portal.accounts.ratelimit import Charge
 
 log = logging.getLogger("gridlane.services")
 
@@ -140,14 +143,19 @@ def submit_context(user: Any, slug: str, generation: int | None = None) -> Submi
     """
     if generation is None:
         return _read_context(user, slug)
-    service = access.service_of(user)
-    key = (connection.alias, slug, user.pk, access.is_it(user), service.pk if service is not None else None)
+    key = _context_key(user, slug)
     now = timezone.now()  # before the read: what is kept is at least this new
     found = context.kept(key, generation, now)
     if found is None:
         found = _read_context(user, slug)
         context.keep(key, generation, found, now)
     return found  # type: ignore[no-any-return]
+
+
+def _context_key(user: Any, slug: str) -> tuple[Any, ...]:
+    """What a kept context is kept under: the database, the queue, and the caller as what it may see depends on."""
+    service = access.service_of(user)
+    return (connection.alias, slug, user.pk, access.is_it(user), service.pk if service is not None else None)
 
 
 def _read_context(user: Any, slug: str) -> SubmitContext:
@@ -421,19 +429,34 @@ def _check_run_as(workload: Workload, queue: Queue, fabrics: list[Any]) -> None:
 
 
 def submit(
-    user: Any, req: SubmitRequest, idempotency_key: str | None = None, generation: int | None = None
+    user: Any,
+    req: SubmitRequest,
+    idempotency_key: str | None = None,
+    generation: int | None = None,
+    charge: Charge | None = None,
 ) -> tuple[Workload, bool]:
     """Check and record a submission. Returns the workload and whether it was created now.
 
-    With an idempotency key, a repeat of the same request returns the first workload; the same
-    key with a different request raises IdempotencyConflict.
+    With an idempotency key, a repeat of the same request returns the first one; the same key with a different
+    request raises IdempotencyConflict.
 
     On PostgreSQL this costs three statements: the queue with its targets and fabrics, the user's teams
     for it, and one that inserts the workload with its first event and sends the kick (a repeated key:
     one more, reading the first workload). With the `generation` ratelimit.check_submit returned, the first
     two are left out while a context read under it is kept (portal.workloads.context). The returned
     workload carries its queue, team, owner and event.
+
+    With a rate-limit `charge` (ratelimit.Charge) instead, the submit is counted against its identity's limit
+    here, and RateLimited raised when it is over: in the statement that records it, while this process keeps a
+    context for the caller and queue (one statement in all: see _submit_kept); else first, on its own, as
+    ratelimit.check_submit counts.
     """
+    if charge is not None:
+        if connection.vendor == "postgresql" and not req.array:
+            kept = context.latest(_context_key(user, req.queue))
+            if kept is not None:
+                return _submit_kept(user, req, idempotency_key, charge, *kept)
+        generation = charge.count()
     try:
         workload = check_submit(user, req, generation=generation)
     except (SubmitRejected, QueueForbidden):
@@ -453,11 +476,44 @@ def submit(
                 raise
     elif _insert(workload):
         return workload, True
-    # The key was used before (or by a request that won the race): answer with its workload.
+    return _replayed(user, req, idempotency_key, workload), False
+
+
+def _submit_kept(
+    user: Any, req: SubmitRequest, idempotency_key: str | None, charge: Charge, generation: int, ctx: SubmitContext
+) -> tuple[Workload, bool]:
+    """submit() with a context kept under `generation`, and the rate limit counted in the statement that records
+    the workload, which does so only while the generation is still that one (see _insert). When it has moved,
+    nothing was written or counted, and the submit goes the whole way: counted, its context read again.
+
+    A refusal by the kept context is counted on its own (every submission counts, refused or not), and is
+    answered only if the generation has not moved meanwhile; else the submit goes the whole way."""
+    try:
+        workload = check_submit(user, req, ctx)
+    except (SubmitRejected, QueueForbidden):
+        now = charge.count()
+        if now != generation:  # what refused it may have changed since: read it again
+            return submit(user, req, idempotency_key, generation=now)
+        existing = _replay(user, req, idempotency_key) if idempotency_key else None
+        if existing is None:
+            raise
+        return existing, False
+    workload.idempotency_key = idempotency_key or None
+    inserted = _insert(workload, (generation, charge))
+    if inserted is None:  # the generation moved: counted now, with the context read under the new one
+        return submit(user, req, idempotency_key, generation=charge.count())
+    if inserted:
+        return workload, True
+    return _replayed(user, req, idempotency_key, workload), False
+
+
+def _replayed(user: Any, req: SubmitRequest, idempotency_key: str | None, workload: Workload) -> Workload:
+    """The workload a submit whose insert did nothing answers with: the earlier one with its key (or the one of a
+    request that won the race)."""
     existing = _replay(user, req, idempotency_key) if idempotency_key else None
     if existing is None:
         raise IntegrityError(f"workload {workload.pk} was not inserted and no earlier one has its key")
-    return existing, False
+    return existing
 
 
 ELEMENT_FIELDS = (
@@ -485,7 +541,7 @@ def _replay(user: Any, req: SubmitRequest, key: str) -> Workload | None:
 
 def do_submit(workload: Workload) -> Workload:
     """Record a checked workload (see check_submit). Raises IntegrityError when its idempotency key is taken."""
-    if not _insert(workload):
+    if _insert(workload) is not True:
         raise IntegrityError(f"the idempotency key {workload.idempotency_key!r} is taken")
     return workload
 
@@ -496,27 +552,35 @@ def _first_event(workload: Workload) -> WorkloadEvent:
     )
 
 
-def _insert(workload: Workload) -> bool:
+def _insert(workload: Workload, guard: tuple[int, Charge] | None = None) -> bool | None:
     """Insert the workload with its first event and kick the worker; False (nothing written) when another
     workload of the same owner has its idempotency key.
 
     On PostgreSQL, one statement (a round trip, atomic on its own): the workload's insert, the event's
     insert from what it returned, and the NOTIFY, delivered when it commits. Elsewhere, a transaction.
+
+    With a `guard` (PostgreSQL: a generation, and a rate-limit charge), the same statement does all that only
+    while the generation is still that one, and counts the charge then: None when it has moved (nothing
+    written, nothing counted); RateLimited raised when the count is over the limit (then only the count was
+    written: a refused submit counts, as one counted on its own does).
     """
     workload.submitted_at = workload.updated_at = timezone.now()
     event = _first_event(workload)
     if connection.vendor == "postgresql":
-        w_sql, w_params = sql.insert_sql(workload, ignore_conflicts=True)
-        # The event's row comes from the workload's RETURNING: no workload inserted, no event either.
-        e_sql, e_params = sql.insert_select_sql(event, "w")
-        kick = ", pg_notify(%s, %s)" if settings.GRIDLANE_KICK_WORKER else ""
-        statement = f"WITH w AS ({w_sql} RETURNING 1), e AS ({e_sql} RETURNING id) SELECT e.id{kick} FROM e"  # noqa: S608
+        kick = [wake.CHANNEL, wake.ADMIT] if settings.GRIDLANE_KICK_WORKER else []
+        statement, params = _insert_statement(workload, event, guard, bool(kick))
         with sql.prepared() as cursor:
-            cursor.execute(statement, [*w_params, *e_params] + ([wake.CHANNEL, wake.ADMIT] if kick else []))
+            cursor.execute(statement, params + kick)
             row = cursor.fetchone()
-        if row is None:
+        if guard is not None:
+            generation, count, event.pk = row[:3]  # always one row (then the kick's, when sent)
+            if generation != guard[0]:
+                return None
+            guard[1].settle(count)
+        elif row is not None:
+            event.pk = row[0]
+        if event.pk is None:
             return False
-        event.pk = row[0]
         for saved in (workload, event):  # as save() leaves them: a later save() updates
             saved._state.adding, saved._state.db = False, connection.alias
     else:
@@ -532,6 +596,32 @@ def _insert(workload: Workload) -> bool:
     _remember_events(workload, [event])
     log.info("workload %s submitted to %s by %s", workload.pk, workload.queue.slug, workload.owner)
     return True
+
+
+def _insert_statement(
+    workload: Workload, event: WorkloadEvent, guard: tuple[int, Charge] | None, kick: bool
+) -> tuple[str, list[Any]]:
+    """_insert's statement and its parameters (the kick's two last, when `kick`). The event's row comes from the
+    workload's RETURNING: no workload inserted, no event either. With a guard, the workload's row comes from
+    the charge's count, when it is within the limit, and the count only while the generation is the guard's;
+    the statement always answers one row: the generation now, the count (NULL when not counted), the event's
+    id (NULL when none was inserted)."""
+    e_sql, e_params = sql.insert_select_sql(event, "w")
+    if guard is None:
+        w_sql, w_params = sql.insert_sql(workload, ignore_conflicts=True)
+        notify = ", pg_notify(%s, %s)" if kick else ""
+        statement = f"WITH w AS ({w_sql} RETURNING 1), e AS ({e_sql} RETURNING id) SELECT e.id{notify} FROM e"  # noqa: S608
+        return statement, [*w_params, *e_params]
+    generation, charge = guard
+    c_sql, c_params = charge.sql("g")
+    w_sql, w_params = sql.insert_select_sql(workload, 'counted WHERE counted."count" <= %s', ignore_conflicts=True)
+    notify = ", (SELECT pg_notify(%s, %s) FROM e)" if kick else ""
+    statement = (
+        f"WITH g AS (SELECT 1 FROM {context.GENERATION_TABLE} WHERE n = %s), {c_sql}, "  # noqa: S608 (our tables)
+        f"w AS ({w_sql} RETURNING 1), e AS ({e_sql} RETURNING id) "
+        f'SELECT {context.GENERATION_SQL}, (SELECT "count" FROM counted), (SELECT id FROM e){notify}'
+    )
+    return statement, [generation, *c_params, *w_params, charge.limit, *e_params]
 
 
 def _remember_events(workload: Workload, events: list[WorkloadEvent]) -> None:

@@ -1,5 +1,6 @@
 """A submit's context kept for a moment (portal.workloads.context): the same caller's next submit to the same queue
-sends two statements fewer, and any change to what the context is read from is seen by the very next submit,
+sends two statements in all (its token's, and one that checks the generation, counts it against the rate limit
+and records it), and any change to what the context is read from is seen by the very next submit,
 whoever made it and however (the ORM, a bulk update, raw SQL). The clock is frozen wherever a test relies on the
 context being kept, so that how fast the machine runs never decides what a test sees."""
 
@@ -9,18 +10,21 @@ import importlib
 import json
 import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from portal.accounts.models import Membership, ResourceGroup
+from portal.accounts.models import AuditEvent, Membership, RateLimitWindow, ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget, Quota, QuotaGrant
+from portal.worker import wake
 from portal.workloads import context, services
+from portal.workloads.models import Workload, WorkloadEvent
 
 generation_migration = importlib.import_module("portal.workloads.migrations.0013_submit_generation")
 
@@ -44,17 +48,105 @@ def frozen() -> Any:
         yield traveller
 
 
-def test_the_next_submit_to_the_same_queue_sends_two_statements_fewer(api_as, alice, frozen, django_assert_num_queries):
+def test_the_next_submit_to_the_same_queue_is_counted_and_recorded_by_one_statement(
+    api_as, alice, frozen, django_assert_num_queries
+):
     client = api_as(alice)
     client.get(URL)  # the token's use this minute is recorded (once a minute)
     with django_assert_num_queries(5):  # token, rate limit (and the generation), queue, teams, insert
         assert post(client, "first").status_code == 201
-    with django_assert_num_queries(3) as captured:  # token, rate limit (and the generation), insert
+    with django_assert_num_queries(2) as captured:  # token; the insert, which checks the generation and counts
         answer = post(client, "second")
     assert answer.status_code == 201, answer.content
-    assert context.GENERATION_SQL in captured.captured_queries[1]["sql"]
+    insert = captured.captured_queries[1]["sql"]
+    assert context.GENERATION_TABLE in insert, insert
+    assert RateLimitWindow._meta.db_table in insert, insert
     data = answer.json()
     assert (data["queue"], data["group"], data["owner"], data["state"]) == ("train", "vision", "alice", "pending")
+    assert counted(alice) == 2
+
+
+def counted(user: Any) -> int:
+    """The submits counted against the user's rate limit in the current window (the clock is frozen)."""
+    return sum(RateLimitWindow.objects.filter(key=f"submit:{user.pk}").values_list("count", flat=True))
+
+
+def test_when_the_generation_moved_the_insert_writes_nothing_and_the_submit_goes_the_whole_way(
+    api_as, alice, frozen, django_assert_num_queries
+):
+    client = api_as(alice)
+    client.get(URL)
+    assert post(client, "kept").status_code == 201
+    Queue.objects.filter(slug="train").update(name="Training, renamed")  # changes nothing a submit checks
+    # token; the insert (nothing written: the generation moved); the count and the generation; queue; teams; insert
+    with django_assert_num_queries(6):
+        answer = post(client, "after the change")
+    assert answer.status_code == 201, answer.content
+    assert Workload.objects.filter(name="after the change").count() == 1
+    assert WorkloadEvent.objects.filter(workload__name="after the change").count() == 1
+    assert counted(alice) == 2  # counted once
+    with django_assert_num_queries(2):  # kept again, under the new generation
+        assert post(client, "kept again").status_code == 201
+
+
+def test_the_rate_limit_holds_where_the_insert_counts(api_as, alice, frozen, settings, django_assert_num_queries):
+    settings.GRIDLANE_SUBMIT_RATE_LIMIT = 3
+    client = api_as(alice)
+    client.get(URL)
+    assert [post(client, f"ok {n}").status_code for n in range(3)] == [201] * 3  # the 2nd and 3rd: kept
+    for n, statements in enumerate((3, 2)):  # the first refusal in a window is audited
+        with django_assert_num_queries(statements):
+            refused = post(client, f"refused {n}")
+        assert refused.status_code == 429, refused.content
+        assert int(refused["Retry-After"]) >= 1
+    assert not Workload.objects.filter(name__startswith="refused").exists()
+    assert counted(alice) == 5  # a refused submit counts, as one counted on its own does
+    assert AuditEvent.objects.filter(action="ratelimit.exceeded", target=f"submit:{alice.pk}").count() == 1
+
+
+def test_the_insert_that_counts_in_a_new_window_drops_the_old_one(api_as, alice, settings):
+    window = int(settings.GRIDLANE_SUBMIT_RATE_WINDOW_SECONDS)
+    epoch = int(timezone.now().timestamp())
+    end = datetime.fromtimestamp(epoch - epoch % window + window, tz=UTC)  # the end of the current window
+    client = api_as(alice)
+    with time_machine.travel(end - timedelta(seconds=context.KEEP_S / 4), tick=False) as traveller:
+        assert post(client, "last of a window").status_code == 201
+        traveller.shift(timedelta(seconds=context.KEEP_S / 2))  # the context is kept, the window is new
+        with CaptureQueriesContext(connection) as captured:
+            assert post(client, "first of the next").status_code == 201
+    assert len(captured.captured_queries) == 2, [q["sql"][:80] for q in captured.captured_queries]
+    windows = list(RateLimitWindow.objects.filter(key=f"submit:{alice.pk}").values_list("window_start", "count"))
+    assert windows == [(end, 1)]
+
+
+def test_a_refused_submit_is_counted_once_however_it_is_refused(api_as, alice, frozen):
+    client = api_as(alice)
+    assert post(client, "kept").status_code == 201
+    assert post(client, "a notebook", kind="notebook").status_code == 400  # refused by the kept context
+    assert counted(alice) == 2
+    assert post(client, "bad resources", resources={"gpus": -1}).status_code == 400  # refused by the serializer
+    assert counted(alice) == 3
+    answer = client.post(URL, "{not json", content_type="application/json")
+    assert answer.status_code == 400
+    assert counted(alice) == 4
+
+
+def test_the_rate_limit_answers_before_a_bad_body_does(api_as, alice, frozen, settings):
+    settings.GRIDLANE_SUBMIT_RATE_LIMIT = 1
+    client = api_as(alice)
+    assert post(client, "kept").status_code == 201
+    assert post(client, "bad resources", resources={"gpus": -1}).status_code == 429
+    assert client.post(URL, "{not json", content_type="application/json").status_code == 429
+    assert post(client, "a notebook", kind="notebook").status_code == 429
+
+
+def test_a_refusal_by_a_kept_context_is_checked_again_when_the_generation_moved(api_as, alice, frozen):
+    client = api_as(alice)
+    assert post(client, "kept").status_code == 201
+    Queue.objects.filter(slug="train").update(kinds=["training", "batch", "notebook"])
+    answer = post(client, "a notebook now", kind="notebook")
+    assert answer.status_code == 201, answer.content  # the kept context refused it; the queue read again took it
+    assert counted(alice) == 2
 
 
 def test_a_context_is_kept_per_caller_and_per_queue(api_as, alice, bob, frozen, django_assert_num_queries):
@@ -74,7 +166,7 @@ def test_a_context_is_kept_for_at_most_a_second_by_the_clock(api_as, alice, djan
     with time_machine.travel(timezone.now(), tick=False) as traveller:
         assert post(client, "first").status_code == 201
         traveller.shift(timedelta(seconds=context.KEEP_S / 2))
-        with django_assert_num_queries(3):
+        with django_assert_num_queries(2):
             assert post(client, "within").status_code == 201
         traveller.shift(timedelta(seconds=context.KEEP_S / 2))
         with django_assert_num_queries(5):  # a temporary grant may have started or ended meanwhile: read again
@@ -145,6 +237,7 @@ def test_a_change_to_what_the_context_is_read_from_is_seen_by_the_very_next_subm
     answer = post(client, "after the change")
     assert answer.status_code == status, answer.content
     assert field in answer.json()["errors"], answer.json()
+    assert not Workload.objects.filter(name="after the change").exists()
 
 
 def test_a_raise_is_seen_at_once_too(api_as, alice, frozen):
@@ -220,3 +313,23 @@ def test_a_process_keeps_a_bounded_number_of_contexts(monkeypatch):
     assert [context.kept(n, 1, now) for n in range(3)] == [0, 1, 2]
     context.keep(3, 1, 3, now)  # one past the bound: it starts again
     assert [context.kept(n, 1, now) for n in range(4)] == [None, None, None, 3]
+
+
+@pytest.mark.django_db(transaction=True)  # a kick is delivered when its transaction commits
+def test_the_insert_that_counts_kicks_the_worker_only_when_it_records(api_as, alice, settings):
+    settings.GRIDLANE_KICK_WORKER = True
+    settings.GRIDLANE_SUBMIT_RATE_LIMIT = 2
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as listener:
+        listener.execute(f"LISTEN {wake.CHANNEL}")
+        client = api_as(alice)
+        with time_machine.travel(timezone.now(), tick=False):
+            statuses = [post(client, f"n{n}").status_code for n in range(3)]  # the whole way, kept, refused
+        assert statuses == [201, 201, 429]
+        with connection.cursor() as cursor:  # notifications arrive in commit order: this one last
+            cursor.execute("SELECT pg_notify(%s, 'marker')", [wake.CHANNEL])
+        heard = []
+        for note in listener.notifies():
+            heard.append(note.payload)
+            if note.payload == "marker":
+                break
+    assert heard == [wake.ADMIT, wake.ADMIT, "marker"]
