@@ -332,18 +332,21 @@ def place_many(
     """Each job's external id: the job its workload already has (from a dispatch that crashed), else a new one.
 
     One round trip where the fabric looks up and submits together (`place_many`: Slurm and PBS, one
-    script under the login node's submit lock); elsewhere `find_many`, then `submit_many` for the
-    rest. When the look-up fails, that is every job's outcome: nothing is submitted blind.
+    script under the login node's submit lock); elsewhere `find_many` for the jobs that are not fresh, then
+    `submit_many` for the rest. When the look-up fails, that is every job's outcome: nothing is submitted blind.
 
     fresh: workloads whose tags were never handed to a fabric before (the dispatcher moved them from
-    admitted to dispatching in this very dispatch, and a tag is never reused). A fabric whose look-up
-    costs a cluster query may skip it for them; its own records of what it sent it still reads.
+    admitted to dispatching in this very dispatch, and a tag is never reused): there is nothing to find for
+    them. Here they are not looked up at all (a burst's dispatch then costs an agent fabric no query of its
+    claims, and Kubernetes no list of its Jobs); a fabric with a `place_many` of its own may skip the cluster
+    query for them, and its own records of what it sent it still reads.
     """
     batch = getattr(fabric, "place_many", None)
     if batch is not None:
         return dict(batch(jobs, fresh=fresh))
+    wanted = [job.workload_id for job in jobs if job.workload_id not in fresh]
     try:
-        placed: dict[UUID, str | FabricError] = dict(find_many(fabric, [job.workload_id for job in jobs]))
+        placed: dict[UUID, str | FabricError] = dict(find_many(fabric, wanted)) if wanted else {}
     except FabricError as error:
         return {job.workload_id: error for job in jobs}
     rest = [job for job in jobs if job.workload_id not in placed]
