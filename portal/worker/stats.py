@@ -17,19 +17,25 @@ WAIT_BUCKETS = (10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 24 *
 def count(**increments: float) -> None:
     """Add to named counters: count(cycles=1, admissions=3). On PostgreSQL one statement for them all (an
     admission counts four, after every kick)."""
+    record(increments, {})
+
+
+def gauge(**values: float) -> None:
+    """Set named gauges: gauge(last_cycle_seconds=0.01)."""
+    record({}, values)
+
+
+def record(increments: dict[str, float], values: dict[str, float]) -> None:
+    """count(**increments) and gauge(**values) together: on PostgreSQL one statement for both (an admission
+    does both after every kick). A name may not be in both."""
     rows = {name: value for name, value in increments.items() if value}
-    if rows and connection.vendor == "postgresql":
-        _upsert(rows, f'{_TABLE}."value" + EXCLUDED."value"')
+    if connection.vendor == "postgresql":
+        if rows or values:
+            _upsert(rows | values, set(values))
         return
     for name, value in rows.items():
         WorkerStats.objects.get_or_create(name=name)
         WorkerStats.objects.filter(name=name).update(value=F("value") + value)
-
-
-def gauge(**values: float) -> None:
-    if values and connection.vendor == "postgresql":
-        _upsert(values, 'EXCLUDED."value"')
-        return
     for name, value in values.items():
         WorkerStats.objects.update_or_create(name=name, defaults={"value": value})
 
@@ -37,14 +43,18 @@ def gauge(**values: float) -> None:
 _TABLE = f'"{WorkerStats._meta.db_table}"'
 
 
-def _upsert(rows: dict[str, float], new_value: str) -> None:
-    """INSERT each (name, value), or set an existing one's value to `new_value` (SQL over EXCLUDED)."""
+def _upsert(rows: dict[str, float], gauges: set[str]) -> None:
+    """INSERT each (name, value), or add the value to an existing counter's, or set an existing gauge's (those
+    named in `gauges`) to it."""
     values = ", ".join(["(%s, %s)"] * len(rows))
+    new_value = f'{_TABLE}."value" + EXCLUDED."value"'
+    if gauges:
+        new_value = f'CASE WHEN EXCLUDED."name" = ANY(%s) THEN EXCLUDED."value" ELSE {new_value} END'
     with connection.cursor() as cursor:
         cursor.execute(
             f'INSERT INTO {_TABLE} ("name", "value") VALUES {values} '  # noqa: S608 (our table; values are parameters)
             f'ON CONFLICT ("name") DO UPDATE SET "value" = {new_value}',
-            [item for pair in rows.items() for item in pair],
+            [item for pair in rows.items() for item in pair] + ([sorted(gauges)] if gauges else []),
         )
 
 

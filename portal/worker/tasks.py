@@ -162,8 +162,10 @@ def admit(wait_s: float = ADMIT_WAIT_S) -> dict[str, Any]:
                 break
             candidates = min(candidates * GROWTH, MAX_CANDIDATES)
         seconds = time.perf_counter() - started
-    stats.count(cycles=rounds, cycle_seconds=seconds, admissions=admitted, preemptions=preempted)
-    stats.gauge(last_cycle_seconds=seconds)
+    stats.record(
+        {"cycles": rounds, "cycle_seconds": seconds, "admissions": admitted, "preemptions": preempted},
+        {"last_cycle_seconds": seconds},
+    )
     return {"admitted": admitted, "preempted": preempted, "waiting": len(decisions.waiting)}
 
 
