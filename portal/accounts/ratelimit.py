@@ -62,13 +62,8 @@ def _count_one(key: str, start: datetime, also: str = "") -> tuple[int, Any]:
     concurrent callers are serialised on the row, so each sees its own count. SQLite (3.35+) takes the upsert,
     and the delete apart.
     """
-    table = connection.ops.quote_name(RateLimitWindow._meta.db_table)
     when = connection.ops.adapt_datetimefield_value(start)
-    upsert = (
-        f'INSERT INTO {table} ("key", "window_start", "count") VALUES (%s, %s, 1) '  # noqa: S608 (our table)
-        f'ON CONFLICT ("key", "window_start") DO UPDATE SET "count" = {table}."count" + 1 RETURNING "count"'
-    )
-    older = f'DELETE FROM {table} WHERE "key" = %s AND "window_start" < %s'  # noqa: S608 (our table)
+    older, upsert = _window_sql()
     with sql.prepared() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(f"WITH old AS ({older}) {upsert}{', ' + also if also else ''}", [key, when, key, when])
@@ -79,6 +74,22 @@ def _count_one(key: str, start: datetime, also: str = "") -> tuple[int, Any]:
     if row is None:  # an upsert with RETURNING always returns its row
         return 1, None
     return int(row[0]), (row[1] if also and connection.vendor == "postgresql" else None)
+
+
+def _window_sql(source: str = "") -> tuple[str, str]:
+    """The two statements that count one hit, each with (key, window start) as parameters: the key's older
+    windows deleted, and the window's count upserted, returning the new count. With `source` (a common table
+    expression's name) both act only when it has a row, to go inside a larger statement (Charge.sql)."""
+    table = connection.ops.quote_name(RateLimitWindow._meta.db_table)
+    # `source` is a name our own statements give (never a value): the values are parameters.
+    only_if = f" AND EXISTS (SELECT 1 FROM {source})" if source else ""  # noqa: S608
+    row = f"SELECT %s, %s, 1 FROM {source}" if source else "VALUES (%s, %s, 1)"  # noqa: S608
+    older = f'DELETE FROM {table} WHERE "key" = %s AND "window_start" < %s{only_if}'  # noqa: S608 (our table)
+    upsert = (
+        f'INSERT INTO {table} ("key", "window_start", "count") {row} '
+        f'ON CONFLICT ("key", "window_start") DO UPDATE SET "count" = {table}."count" + 1 RETURNING "count"'
+    )
+    return older, upsert
 
 
 def submit_limit(user: Any) -> int:
@@ -132,15 +143,9 @@ class Charge:
         """The count as two common table expressions for PostgreSQL, `old` and `counted` (its RETURNING has
         "count"), that count only when `source` (a CTE's name) has a row: the older windows' delete and the
         window's upsert of _count_one."""
-        table = connection.ops.quote_name(RateLimitWindow._meta.db_table)
         when = connection.ops.adapt_datetimefield_value(self.start)
-        statement = (
-            f'old AS (DELETE FROM {table} WHERE "key" = %s AND "window_start" < %s '  # noqa: S608 (our table)
-            f"AND EXISTS (SELECT 1 FROM {source})), "
-            f'counted AS (INSERT INTO {table} ("key", "window_start", "count") SELECT %s, %s, 1 FROM {source} '
-            f'ON CONFLICT ("key", "window_start") DO UPDATE SET "count" = {table}."count" + 1 RETURNING "count")'
-        )
-        return statement, [self.key, when, self.key, when]
+        older, upsert = _window_sql(source)
+        return f"old AS ({older}), counted AS ({upsert})", [self.key, when, self.key, when]
 
     def settle(self, count: int) -> None:
         """Raise RateLimited when `count` (this submission's, counted) is over the limit."""
