@@ -14,6 +14,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q, Sum
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
@@ -266,6 +267,11 @@ def _legacy_digest(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode()).hexdigest()
 
 
+def current_digest(plaintext: str) -> str:
+    """The digest a token with this plaintext is stored under now (under the current secret key)."""
+    return _digest(plaintext, settings.SECRET_KEY)
+
+
 def _candidate_digests(plaintext: str) -> list[str]:
     """Every digest this token may be stored under: the current key's first, then the fallback keys'
     (a rotated secret key), then the legacy bare SHA-256."""
@@ -317,19 +323,25 @@ class ApiToken(models.Model):
         return token, plaintext
 
     @classmethod
-    def lookup(cls, plaintext: str) -> ApiToken | None:
+    def lookup(cls, plaintext: str, read_with: tuple[str, str] | None = None) -> ApiToken | None:
         """The live token for this plaintext, or None when it is unknown, revoked or expired.
 
         One indexed query finds it under any digest it may be stored under, with its user and the user's
         service identity (or its absence). A token found under an older digest (a fallback secret key, or
         the bare SHA-256 of tokens issued before keyed digests) is rewritten under the current one, once.
+
+        `read_with`, (name, an SQL expression of no parameters): a value read in the same statement, so that
+        it and the token are seen as of one moment, set on the token under that name.
         """
         if not plaintext.startswith(TOKEN_PREFIX):
             return None
         digests = _candidate_digests(plaintext)
+        extra = {} if read_with is None else {read_with[0]: RawSQL(read_with[1], [])}  # noqa: S611 (the caller's constant)
         found = _TOKEN.run(
-            ("token", len(digests)),
-            lambda *d: cls.objects.select_related("user", "user__service_identity").filter(digest__in=d)[:1],
+            ("token", len(digests), read_with),
+            lambda *d: (
+                cls.objects.select_related("user", "user__service_identity").annotate(**extra).filter(digest__in=d)[:1]
+            ),
             *digests,
         )
         token: ApiToken | None = found[0] if found else None

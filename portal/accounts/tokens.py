@@ -38,6 +38,11 @@ def revoke(token: ApiToken, by: Any) -> bool:
     return True
 
 
+def use_due(token: ApiToken, now: datetime) -> bool:
+    """Whether a use of the token now is to be recorded (note_use): none recorded in the last minute."""
+    return token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION
+
+
 def note_use(token: ApiToken, request: HttpRequest) -> None:
     """Record the token's use: its last-used time and an audit event, at most once a minute per token.
 
@@ -47,7 +52,7 @@ def note_use(token: ApiToken, request: HttpRequest) -> None:
     """
     now = timezone.now()
     seen = token.last_used_at
-    if seen is not None and now - seen <= LAST_USED_RESOLUTION:
+    if not use_due(token, now):
         return
     event = audit.build(
         "token.used",

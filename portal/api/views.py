@@ -10,6 +10,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.decorators import action
 from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
@@ -18,6 +19,7 @@ from rest_framework.response import Response
 
 from portal import access
 from portal.accounts import ratelimit
+from portal.api import auth
 from portal.api.serializers import (
     BulkIn,
     BulkOut,
@@ -107,6 +109,16 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
             .defer("log_tail", "rendered")
         )
 
+    def get_authenticators(self) -> list[BaseAuthentication]:
+        """The single submit takes its token from what this process keeps (auth.SubmitTokenAuthentication)."""
+        authenticators = super().get_authenticators()
+        request = getattr(self, "request", None)
+        if request is None or getattr(self, "action_map", {}).get(request.method.lower()) != "create":
+            return authenticators
+        return [
+            auth.SubmitTokenAuthentication() if type(a) is auth.BearerTokenAuthentication else a for a in authenticators
+        ]
+
     def get_serializer_class(self) -> type[Any]:
         return {"create": WorkloadIn, "retrieve": WorkloadDetailOut}.get(self.action, WorkloadOut)
 
@@ -154,20 +166,37 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         """Submit a workload. Repeating a request with the same Idempotency-Key returns the first one (200)."""
         key = request.headers.get("Idempotency-Key")
         if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
+            auth.confirm(request)
             raise ValidationError({"Idempotency-Key": ["Use 1-200 printable ASCII characters."]})
         # Counted against the rate limit by the submit itself (services.submit), or here when the body is bad.
-        charge = ratelimit.Charge.of(request.user)
+        # A token kept unconfirmed (auth.SubmitTokenAuthentication) is confirmed before anything else is answered
+        # or counted: by the submit's own statement, or else by looking it up again.
         try:
             try:
                 data = request.data
             except ParseError:
-                charge.count()
+                auth.confirm(request)
+                ratelimit.Charge.of(request.user).count()
                 raise
             incoming = WorkloadIn(data=data)
             if not incoming.is_valid():
-                charge.count()
+                auth.confirm(request)
+                ratelimit.Charge.of(request.user).count()
                 raise ValidationError(incoming.errors)
-            workload, created = services.submit(request.user, incoming.to_request(), idempotency_key=key, charge=charge)
+            submitted = incoming.to_request()
+            try:
+                workload, created = services.submit(
+                    request.user,
+                    submitted,
+                    idempotency_key=key,
+                    charge=ratelimit.Charge.of(request.user),
+                    unconfirmed=auth.unconfirmed(request),
+                )
+            except services.Unconfirmed:
+                auth.confirm(request)
+                workload, created = services.submit(
+                    request.user, submitted, idempotency_key=key, charge=ratelimit.Charge.of(request.user)
+                )
         except ratelimit.RateLimited as limited:
             return Response(
                 {"errors": {"detail": [str(limited)]}}, status=429, headers={"Retry-After": str(limited.retry_after)}

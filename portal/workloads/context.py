@@ -1,7 +1,8 @@
 """A submit's context kept for a moment: what the submit reads before it records a workload (the queue with its
 targets and fabrics, the caller's teams for it with their caps and tiers: services.submit_context), kept by each
 web process and used again by the same caller's next submits to the same queue, so that those send three
-statements fewer (two of five in all, the token's included).
+statements fewer. The API's single submit keeps the caller's token here too, under the same generation
+(portal.api.auth.SubmitTokenAuthentication): one statement of five in all.
 
 A kept context is used only while both hold:
 
@@ -39,6 +40,7 @@ KEEP_S = 1.0
 MAX_KEPT = 512  # (caller, queue) pairs a process keeps at most; past it, it starts again
 
 _kept: dict[Hashable, tuple[int, datetime, Any]] = {}
+_newest: dict[str, int] = {}  # by database: the newest generation this process has seen; older ones are past
 
 
 def read_generation() -> int | None:
@@ -65,16 +67,22 @@ def kept(key: Hashable, generation: int, now: datetime | None = None) -> Any:
 
 def latest(key: Hashable, now: datetime | None = None) -> tuple[int, Any] | None:
     """(the generation it was read under, the context) kept under `key`, when it was read less than KEEP_S ago,
-    whatever the generation is now: for a statement that records a submit only while the generation is still
-    that one (services.submit with a rate-limit charge)."""
+    whatever the generation is now, as far as this process knows (`seen`): for a statement that records a submit
+    only while the generation is still that one (services.submit with a rate-limit charge)."""
     found = _kept.get(key)
     if found is None:
         return None
     read_under, read_at, value = found
     now = now or timezone.now()
-    if not read_at <= now < read_at + timedelta(seconds=KEEP_S):
+    if not read_at <= now < read_at + timedelta(seconds=KEEP_S) or read_under < _newest.get(connection.alias, 0):
         return None
     return read_under, value
+
+
+def seen(generation: int) -> None:
+    """The generation is at least this now: what was kept under an older one will not be offered again."""
+    if generation > _newest.get(connection.alias, 0):
+        _newest[connection.alias] = generation
 
 
 def keep(key: Hashable, generation: int, value: Any, now: datetime | None = None) -> None:
@@ -82,8 +90,10 @@ def keep(key: Hashable, generation: int, value: Any, now: datetime | None = None
     if len(_kept) >= MAX_KEPT:
         _kept.clear()
     _kept[key] = (generation, now or timezone.now(), value)
+    seen(generation)
 
 
 def forget() -> None:
     """Drop every kept context (this process's)."""
     _kept.clear()
+    _newest.clear()

@@ -69,6 +69,12 @@ class IdempotencyConflict(Exception):
     """The Idempotency-Key was used before for a different request."""
 
 
+class Unconfirmed(Exception):
+    """A submit on a token taken unconfirmed from what a web process keeps could not be recorded by the one
+    statement that confirms the token (see submit): nothing was written or counted. Confirm the token, then
+    submit again."""
+
+
 class InvalidTransition(Exception):
     pass
 
@@ -434,6 +440,7 @@ def submit(
     idempotency_key: str | None = None,
     generation: int | None = None,
     charge: Charge | None = None,
+    unconfirmed: int | None = None,
 ) -> tuple[Workload, bool]:
     """Check and record a submission. Returns the workload and whether it was created now.
 
@@ -450,12 +457,18 @@ def submit(
     here, and RateLimited raised when it is over: in the statement that records it, while this process keeps a
     context for the caller and queue (one statement in all: see _submit_kept); else first, on its own, as
     ratelimit.check_submit counts.
+
+    With `unconfirmed`, the generation the caller's token was kept under (portal.api.auth), the token is confirmed
+    by that statement, which is then sent only with a context kept under the same generation; Unconfirmed is
+    raised, before anything is written or counted, when the submit cannot go that way.
     """
     if charge is not None:
         if connection.vendor == "postgresql" and not req.array:
             kept = context.latest(_context_key(user, req.queue))
-            if kept is not None:
-                return _submit_kept(user, req, idempotency_key, charge, *kept)
+            if kept is not None and unconfirmed in (None, kept[0]):
+                return _submit_kept(user, req, idempotency_key, charge, *kept, unconfirmed=unconfirmed is not None)
+        if unconfirmed is not None:
+            raise Unconfirmed
         generation = charge.count()
     try:
         workload = check_submit(user, req, generation=generation)
@@ -480,17 +493,28 @@ def submit(
 
 
 def _submit_kept(
-    user: Any, req: SubmitRequest, idempotency_key: str | None, charge: Charge, generation: int, ctx: SubmitContext
+    user: Any,
+    req: SubmitRequest,
+    idempotency_key: str | None,
+    charge: Charge,
+    generation: int,
+    ctx: SubmitContext,
+    unconfirmed: bool = False,
 ) -> tuple[Workload, bool]:
     """submit() with a context kept under `generation`, and the rate limit counted in the statement that records
     the workload, which does so only while the generation is still that one (see _insert). When it has moved,
     nothing was written or counted, and the submit goes the whole way: counted, its context read again.
 
     A refusal by the kept context is counted on its own (every submission counts, refused or not), and is
-    answered only if the generation has not moved meanwhile; else the submit goes the whole way."""
+    answered only if the generation has not moved meanwhile; else the submit goes the whole way.
+
+    When the caller's token is `unconfirmed`, both of those raise Unconfirmed instead, with nothing written: a
+    refusal would be counted, and answered, for a token that may no longer be used."""
     try:
         workload = check_submit(user, req, ctx)
     except (SubmitRejected, QueueForbidden):
+        if unconfirmed:
+            raise Unconfirmed from None
         now = charge.count()
         if now != generation:  # what refused it may have changed since: read it again
             return submit(user, req, idempotency_key, generation=now)
@@ -501,6 +525,8 @@ def _submit_kept(
     workload.idempotency_key = idempotency_key or None
     inserted = _insert(workload, (generation, charge))
     if inserted is None:  # the generation moved: counted now, with the context read under the new one
+        if unconfirmed:
+            raise Unconfirmed
         return submit(user, req, idempotency_key, generation=charge.count())
     if inserted:
         return workload, True
@@ -575,6 +601,7 @@ def _insert(workload: Workload, guard: tuple[int, Charge] | None = None) -> bool
         if guard is not None:
             generation, count, event.pk = row[:3]  # always one row (then the kick's, when sent)
             if generation != guard[0]:
+                context.seen(generation)
                 return None
             guard[1].settle(count)
         elif row is not None:

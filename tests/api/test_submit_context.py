@@ -1,7 +1,8 @@
 """A submit's context kept for a moment (portal.workloads.context): the same caller's next submit to the same queue
-sends two statements in all (its token's, and one that checks the generation, counts it against the rate limit
-and records it), and any change to what the context is read from is seen by the very next submit,
-whoever made it and however (the ORM, a bulk update, raw SQL). The clock is frozen wherever a test relies on the
+sends one statement in all (one that checks the generation, which also confirms the token kept beside the context:
+portal.api.auth.SubmitTokenAuthentication; counts the submit against the rate limit; and records it), and any
+change to what the context is read from is seen by the very next submit, whoever made it and however (the ORM, a
+bulk update, raw SQL). The clock is frozen wherever a test relies on the
 context being kept, so that how fast the machine runs never decides what a test sees."""
 
 from __future__ import annotations
@@ -55,10 +56,10 @@ def test_the_next_submit_to_the_same_queue_is_counted_and_recorded_by_one_statem
     client.get(URL)  # the token's use this minute is recorded (once a minute)
     with django_assert_num_queries(5):  # token, rate limit (and the generation), queue, teams, insert
         assert post(client, "first").status_code == 201
-    with django_assert_num_queries(2) as captured:  # token; the insert, which checks the generation and counts
+    with django_assert_num_queries(1) as captured:  # the insert, which checks the generation and counts
         answer = post(client, "second")
     assert answer.status_code == 201, answer.content
-    insert = captured.captured_queries[1]["sql"]
+    insert = captured.captured_queries[0]["sql"]
     assert context.GENERATION_TABLE in insert, insert
     assert RateLimitWindow._meta.db_table in insert, insert
     data = answer.json()
@@ -78,14 +79,15 @@ def test_when_the_generation_moved_the_insert_writes_nothing_and_the_submit_goes
     client.get(URL)
     assert post(client, "kept").status_code == 201
     Queue.objects.filter(slug="train").update(name="Training, renamed")  # changes nothing a submit checks
-    # token; the insert (nothing written: the generation moved); the count and the generation; queue; teams; insert
+    # the insert (nothing written: the generation moved); the token, looked up again with the generation; the
+    # count; queue; teams; insert
     with django_assert_num_queries(6):
         answer = post(client, "after the change")
     assert answer.status_code == 201, answer.content
     assert Workload.objects.filter(name="after the change").count() == 1
     assert WorkloadEvent.objects.filter(workload__name="after the change").count() == 1
     assert counted(alice) == 2  # counted once
-    with django_assert_num_queries(2):  # kept again, under the new generation
+    with django_assert_num_queries(1):  # kept again, under the new generation
         assert post(client, "kept again").status_code == 201
 
 
@@ -94,7 +96,7 @@ def test_the_rate_limit_holds_where_the_insert_counts(api_as, alice, frozen, set
     client = api_as(alice)
     client.get(URL)
     assert [post(client, f"ok {n}").status_code for n in range(3)] == [201] * 3  # the 2nd and 3rd: kept
-    for n, statements in enumerate((3, 2)):  # the first refusal in a window is audited
+    for n, statements in enumerate((2, 1)):  # the first refusal in a window is audited
         with django_assert_num_queries(statements):
             refused = post(client, f"refused {n}")
         assert refused.status_code == 429, refused.content
@@ -114,7 +116,7 @@ def test_the_insert_that_counts_in_a_new_window_drops_the_old_one(api_as, alice,
         traveller.shift(timedelta(seconds=context.KEEP_S / 2))  # the context is kept, the window is new
         with CaptureQueriesContext(connection) as captured:
             assert post(client, "first of the next").status_code == 201
-    assert len(captured.captured_queries) == 2, [q["sql"][:80] for q in captured.captured_queries]
+    assert len(captured.captured_queries) == 1, [q["sql"][:80] for q in captured.captured_queries]
     windows = list(RateLimitWindow.objects.filter(key=f"submit:{alice.pk}").values_list("window_start", "count"))
     assert windows == [(end, 1)]
 
@@ -166,7 +168,7 @@ def test_a_context_is_kept_for_at_most_a_second_by_the_clock(api_as, alice, djan
     with time_machine.travel(timezone.now(), tick=False) as traveller:
         assert post(client, "first").status_code == 201
         traveller.shift(timedelta(seconds=context.KEEP_S / 2))
-        with django_assert_num_queries(2):
+        with django_assert_num_queries(1):
             assert post(client, "within").status_code == 201
         traveller.shift(timedelta(seconds=context.KEEP_S / 2))
         with django_assert_num_queries(5):  # a temporary grant may have started or ended meanwhile: read again
