@@ -12,7 +12,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.decorators import action
-from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
+from rest_framework.exceptions import AuthenticationFailed, ParseError, PermissionDenied, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -119,6 +119,16 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
             auth.SubmitTokenAuthentication() if type(a) is auth.BearerTokenAuthentication else a for a in authenticators
         ]
 
+    def handle_exception(self, exc: Exception) -> Response:
+        """Whatever a request on a token kept unconfirmed fails with, it hears only after the token is looked up
+        again: 401 when it may no longer be used (auth.SubmitTokenAuthentication)."""
+        if auth.unconfirmed(self.request) is not None and not isinstance(exc, AuthenticationFailed):
+            try:
+                auth.confirm(self.request)
+            except AuthenticationFailed as failed:
+                exc = failed
+        return super().handle_exception(exc)
+
     def get_serializer_class(self) -> type[Any]:
         return {"create": WorkloadIn, "retrieve": WorkloadDetailOut}.get(self.action, WorkloadOut)
 
@@ -166,11 +176,10 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         """Submit a workload. Repeating a request with the same Idempotency-Key returns the first one (200)."""
         key = request.headers.get("Idempotency-Key")
         if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
-            auth.confirm(request)
             raise ValidationError({"Idempotency-Key": ["Use 1-200 printable ASCII characters."]})
         # Counted against the rate limit by the submit itself (services.submit), or here when the body is bad.
-        # A token kept unconfirmed (auth.SubmitTokenAuthentication) is confirmed before anything else is answered
-        # or counted: by the submit's own statement, or else by looking it up again.
+        # A token kept unconfirmed (auth.SubmitTokenAuthentication) is confirmed before anything else is counted
+        # or answered: by the submit's own statement, else by looking it up again (here, or in handle_exception).
         try:
             try:
                 data = request.data
