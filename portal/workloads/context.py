@@ -2,7 +2,7 @@
 targets and fabrics, the caller's teams for it with their caps and tiers: services.submit_context), kept by each
 web process and used again by the same caller's next submits to the same queue, so that those send three
 statements fewer. The API's single submit keeps the caller's token here too, under the same generation
-(portal.api.auth.SubmitTokenAuthentication): one statement of five in all.
+(portal.api.auth.SubmitTokenAuthentication): its next submits send one statement where the first sent five.
 
 A kept context is used only while both hold:
 
@@ -37,7 +37,7 @@ GENERATION_TABLE = "workloads_submit_generation"
 # An expression, read beside the rate limit's count.
 GENERATION_SQL = f'(SELECT "n" FROM "{GENERATION_TABLE}")'  # noqa: S608 (our table)
 KEEP_S = 1.0
-MAX_KEPT = 512  # (caller, queue) pairs a process keeps at most; past it, it starts again
+MAX_KEPT = 512  # what a process keeps at most (a context per caller and queue, a token per caller); then anew
 
 _kept: dict[Hashable, tuple[int, datetime, Any]] = {}
 _newest: dict[str, int] = {}  # by database: the newest generation this process has seen; older ones are past
