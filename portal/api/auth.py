@@ -51,6 +51,11 @@ def usable(token: ApiToken | None) -> ApiToken:
 
 
 class BearerTokenAuthentication(BaseAuthentication):
+    """`keep`: the API's single submit's, which takes the token from what this process keeps (see `kept`)."""
+
+    def __init__(self, keep: bool = False) -> None:
+        self.keep = keep
+
     def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
         """None when the request carries no bearer token (another authenticator may apply).
 
@@ -60,6 +65,8 @@ class BearerTokenAuthentication(BaseAuthentication):
         plaintext = bearer(request)
         if plaintext is None:
             return None
+        if self.keep and connection.vendor == "postgresql":
+            return kept(request, plaintext)
         token = usable(ApiToken.lookup(plaintext))
         tokens.note_use(token, request._request)
         return token.user, token
@@ -73,8 +80,8 @@ class BearerTokenAuthentication(BaseAuthentication):
 UNCONFIRMED = "gridlane_unconfirmed"  # on the request: the generation its token was kept under, until confirmed
 
 
-class SubmitTokenAuthentication(BearerTokenAuthentication):
-    """The bearer token of the API's single submit, kept by this process for a moment (PostgreSQL).
+def kept(request: Request, plaintext: str) -> tuple[Any, ApiToken]:
+    """The API's single submit's token, kept by this process for a moment (PostgreSQL).
 
     The token is looked up with the generation of what a submit reads (portal.workloads.context), in one
     statement, and kept under that generation for context.KEEP_S. The next submits with the same token take it,
@@ -89,21 +96,14 @@ class SubmitTokenAuthentication(BearerTokenAuthentication):
     What changes with the clock alone (the token's expiry, its agent's) is checked at each use; a use to be
     recorded (tokens.note_use, once a minute) looks the token up.
     """
-
-    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
-        plaintext = bearer(request)
-        if plaintext is None:
-            return None
-        if connection.vendor != "postgresql":
-            return super().authenticate(request)
-        now = timezone.now()
-        found = context.latest(_kept_under(plaintext), now)
-        if found is not None:
-            generation, token = found
-            if token.live and agent_active(token) and not tokens.use_due(token, now):
-                setattr(request._request, UNCONFIRMED, generation)
-                return token.user, token
-        return look_up(request, plaintext, now)
+    now = timezone.now()
+    found = context.latest(_kept_under(plaintext), now)
+    if found is not None:
+        generation, token = found
+        if token.live and agent_active(token) and not tokens.use_due(token, now):
+            setattr(request._request, UNCONFIRMED, generation)
+            return token.user, token
+    return look_up(request, plaintext, now)
 
 
 def _kept_under(plaintext: str) -> tuple[str, str, str]:
@@ -121,7 +121,7 @@ def look_up(request: Request, plaintext: str, now: Any = None) -> tuple[Any, Api
 
 
 def unconfirmed(request: Request) -> int | None:
-    """The generation the request's token was kept under, while it is unconfirmed (SubmitTokenAuthentication);
+    """The generation the request's token was kept under, while it is unconfirmed (`kept`);
     None when it was looked up for this request, or confirmed since."""
     return getattr(request._request, UNCONFIRMED, None)
 

@@ -7,7 +7,6 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     target_class = "portal.api.auth.BearerTokenAuthentication"
-    match_subclasses = True  # the single submit's (auth.SubmitTokenAuthentication) is the same scheme
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:

@@ -110,18 +110,19 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         )
 
     def get_authenticators(self) -> list[BaseAuthentication]:
-        """The single submit takes its token from what this process keeps (auth.SubmitTokenAuthentication)."""
+        """The single submit takes its token from what this process keeps (auth.kept)."""
         authenticators = super().get_authenticators()
         request = getattr(self, "request", None)
         if request is None or getattr(self, "action_map", {}).get(request.method.lower()) != "create":
             return authenticators
         return [
-            auth.SubmitTokenAuthentication() if type(a) is auth.BearerTokenAuthentication else a for a in authenticators
+            auth.BearerTokenAuthentication(keep=True) if type(a) is auth.BearerTokenAuthentication else a
+            for a in authenticators
         ]
 
     def handle_exception(self, exc: Exception) -> Response:
         """Whatever a request on a token kept unconfirmed fails with, it hears only after the token is looked up
-        again: 401 when it may no longer be used (auth.SubmitTokenAuthentication)."""
+        again: 401 when it may no longer be used (auth.kept)."""
         if auth.unconfirmed(self.request) is not None and not isinstance(exc, AuthenticationFailed):
             try:
                 auth.confirm(self.request)
@@ -178,7 +179,7 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
             raise ValidationError({"Idempotency-Key": ["Use 1-200 printable ASCII characters."]})
         # Counted against the rate limit by the submit itself (services.submit), or here when the body is bad.
-        # A token kept unconfirmed (auth.SubmitTokenAuthentication) is confirmed before anything else is counted
+        # A token kept unconfirmed (auth.kept) is confirmed before anything else is counted
         # or answered: by the submit's own statement, else by looking it up again (here, or in handle_exception).
         try:
             try:

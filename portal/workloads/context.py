@@ -2,7 +2,7 @@
 targets and fabrics, the caller's teams for it with their caps and tiers: services.submit_context), kept by each
 web process and used again by the same caller's next submits to the same queue, so that those send three
 statements fewer. The API's single submit keeps the caller's token here too, under the same generation
-(portal.api.auth.SubmitTokenAuthentication): its next submits send one statement where the first sent five.
+(portal.api.auth.kept): its next submits send one statement where the first sent five.
 
 A kept context is used only while both hold:
 

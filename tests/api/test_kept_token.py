@@ -1,4 +1,4 @@
-"""The single submit's token, kept by a web process for a moment (portal.api.auth.SubmitTokenAuthentication): the
+"""The single submit's token, kept by a web process for a moment (portal.api.auth.kept): the
 next submit with it sends no statement of its own, and is confirmed by the statement that records it, which
 writes only while the generation is the one the token was read under. Whatever would end the token's use, by a
 write (revoked, its user deactivated, its agent disabled: any writer) or by the clock (expired), is seen by the
@@ -266,12 +266,12 @@ def test_recording_a_use_or_a_sign_in_moves_nothing(alice, rf):
 def test_a_token_is_unconfirmed_only_when_it_was_taken_from_what_is_kept(alice, rf, frozen):
     token, plaintext = ApiToken.issue(alice, "now")
     first = Request(rf.post(URL, HTTP_AUTHORIZATION=f"Bearer {plaintext}"))
-    authenticated = auth.SubmitTokenAuthentication().authenticate(first)
+    authenticated = auth.BearerTokenAuthentication(keep=True).authenticate(first)
     assert authenticated is not None
     user, found = authenticated
     assert (user, found.pk, auth.unconfirmed(first)) == (alice, token.pk, None)
     again = Request(rf.post(URL, HTTP_AUTHORIZATION=f"Bearer {plaintext}"))
-    assert auth.SubmitTokenAuthentication().authenticate(again) == (user, found)
+    assert auth.BearerTokenAuthentication(keep=True).authenticate(again) == (user, found)
     assert auth.unconfirmed(again) == generation()
     auth.confirm(again)
     assert auth.unconfirmed(again) is None

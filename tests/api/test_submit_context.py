@@ -1,6 +1,6 @@
 """A submit's context kept for a moment (portal.workloads.context): the same caller's next submit to the same queue
 sends one statement in all (one that checks the generation, which also confirms the token kept beside the context:
-portal.api.auth.SubmitTokenAuthentication; counts the submit against the rate limit; and records it), and any
+portal.api.auth.kept; counts the submit against the rate limit; and records it), and any
 change to what the context is read from is seen by the very next submit, whoever made it and however (the ORM, a
 bulk update, raw SQL). The clock is frozen wherever a test relies on the
 context being kept, so that how fast the machine runs never decides what a test sees."""

@@ -53,7 +53,7 @@ def test_a_submit_s_statements_are_prepared_once_and_then_only_executed(cast, al
     assert sorted(again) == sorted([*starts, *guarded])  # the same statements, none prepared twice
     assert again[guarded[0]] == 3
     # the token, the queue, the teams, the count on its own, the insert that does not count: left out while the
-    # context and the token are kept (portal.api.auth.SubmitTokenAuthentication)
+    # context and the token are kept (portal.api.auth.kept)
     assert all(again[s] == first[s] for s in starts)
     context.forget()
     assert client.post("/api/v1/workloads/", JOB | {"name": "read again"}, format="json").status_code == 201

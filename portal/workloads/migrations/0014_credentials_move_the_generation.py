@@ -1,4 +1,4 @@
-# A token kept for the API's single submit (portal.api.auth.SubmitTokenAuthentication) is used only while the
+# A token kept for the API's single submit (portal.api.auth.kept) is used only while the
 # submit generation (migration 0013) is the one it was read under: every write that could end a token's use moves
 # it. The agent's row (accounts_serviceidentity) moves it already; these add the token's and its user's, each
 # only where a column the lookup decides by is written, so that recording a token's use (last_used_at) or a
