@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
@@ -110,7 +111,7 @@ def _kept_under(plaintext: str) -> tuple[str, str, str]:
     return (connection.alias, "token", current_digest(plaintext))
 
 
-def look_up(request: Request, plaintext: str, now: Any = None) -> tuple[Any, ApiToken]:
+def look_up(request: Request, plaintext: str, now: datetime | None = None) -> tuple[Any, ApiToken]:
     """The token looked up (and its use recorded), with the generation in the same statement; kept under it."""
     now = now or timezone.now()  # before the read: what is kept is at least this new
     token = usable(ApiToken.lookup(plaintext, read_with=("generation", context.GENERATION_SQL)))
