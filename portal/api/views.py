@@ -98,6 +98,13 @@ class Pagination(LimitOffsetPagination):
     max_limit = 1000  # a client's ?limit= goes into SQL's LIMIT: unbounded, a huge one is a database error
 
 
+def _count_refused(request: Request) -> None:
+    """A submission refused before it reaches the service still counts against the rate limit: once its token is
+    confirmed (auth.confirm), so that nothing is counted for a token that may no longer be used."""
+    auth.confirm(request)
+    ratelimit.Charge.of(request.user).count()
+
+
 class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
     lookup_value_regex = "[0-9a-fA-F-]{32,36}"
     pagination_class = Pagination
@@ -185,13 +192,11 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
             try:
                 data = request.data
             except ParseError:
-                auth.confirm(request)
-                ratelimit.Charge.of(request.user).count()
+                _count_refused(request)
                 raise
             incoming = WorkloadIn(data=data)
             if not incoming.is_valid():
-                auth.confirm(request)
-                ratelimit.Charge.of(request.user).count()
+                _count_refused(request)
                 raise ValidationError(incoming.errors)
             submitted = incoming.to_request()
             try:
