@@ -14,7 +14,7 @@ import logging
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Q
 
 from fabrics.base import Fabric, FabricError, JobSpec, TierHints, place_many
@@ -149,9 +149,9 @@ def _record_intents(
     hints: dict[str, TierHints],
     specs: dict[object, JobSpec],
 ) -> list[Workload]:
-    """admitted -> dispatching with each one's rendered script, all in one transaction (a few statements for a
-    whole batch); returns those that are ours to dispatch, with those whose intent a previous attempt recorded.
-    The spec each one was rendered from goes into `specs`, by workload id."""
+    """admitted -> dispatching with each one's rendered script, in one statement for the whole batch; returns
+    those that are ours to dispatch, with those whose intent a previous attempt recorded. The spec each one was
+    rendered from goes into `specs`, by workload id."""
     ours: list[Workload] = []
     rendered: dict[Workload, str] = {}
     for w in workloads:
@@ -172,13 +172,13 @@ def _record_intents(
             services.transition(w, State.FAILED, reason=f"could not render the job for {row.name}: {error}")
     if not rendered:
         return ours
-    with transaction.atomic():
-        moved = set(services.transition_many([w.pk for w in rendered], State.ADMITTED, State.DISPATCHING,
-                                             reason=f"dispatching to {row.name}"))  # fmt: skip
-        won = [w for w in rendered if w.pk in moved]  # the others moved on meanwhile (a cancel)
-        for w in won:
-            w.state, w.rendered = State.DISPATCHING, rendered[w]
-        sql.set_each(Workload, "rendered", {w.pk: w.rendered for w in won})
+    # One statement: each moves to dispatching with its script (one new version of its row).
+    moved = set(services.transition_many([w.pk for w in rendered], State.ADMITTED, State.DISPATCHING,
+                                         reason=f"dispatching to {row.name}",
+                                         each=("rendered", {w.pk: text for w, text in rendered.items()})))  # fmt: skip
+    won = [w for w in rendered if w.pk in moved]  # the others moved on meanwhile (a cancel)
+    for w in won:
+        w.state, w.rendered = State.DISPATCHING, rendered[w]
     keep = {w.pk for w in ours + won}
     return [w for w in workloads if w.pk in keep]  # in the order given (oldest admission first)
 

@@ -12,7 +12,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -872,11 +872,21 @@ def settle_array(parent_id: Any) -> None:
 
 
 def transition_many(
-    ids: list[Any], old: State, new: State, *, reason: str, actor: Any = None, **fields: Any
+    ids: list[Any],
+    old: State,
+    new: State,
+    *,
+    reason: str,
+    actor: Any = None,
+    each: tuple[str, Mapping[Any, str]] | None = None,
+    **fields: Any,
 ) -> list[Any]:
     """Move many workloads from `old` to `new` at once (the scheduler's admissions): lock the rows that are
     still in `old`, update them in one statement and write their events in one insert. Returns the ids moved;
-    the others had moved on (cancelled, say) and are left alone."""
+    the others had moved on (cancelled, say) and are left alone.
+
+    `each`: a text column and each row's own value for it (by id; a dispatch's rendered scripts), set by the
+    same UPDATE: one new version of each row, not two."""
     if not can_move(old, new):
         raise InvalidTransition(f"{old} -> {new} is not a workload transition")
     now = timezone.now()
@@ -886,7 +896,7 @@ def transition_many(
     if old == State.PENDING:
         stamps |= {"pending_reason": "", "pending_reason_code": "", "estimated_start": None, "queue_position": 0}
     if connection.vendor == "postgresql":
-        return _transition_many_pg(ids, old, new, reason[:500], actor, stamps | fields)
+        return _transition_many_pg(ids, old, new, reason[:500], actor, stamps | fields, each)
     moved: list[Any] = []
     with transaction.atomic():
         for start in range(0, len(ids), 500):
@@ -897,6 +907,9 @@ def transition_many(
             if not won:
                 continue
             Workload.objects.filter(pk__in=won).update(**stamps, **fields)
+            if each is not None:
+                name, by_pk = each
+                sql.set_each(Workload, name, {pk: by_pk[pk] for pk in won})
             WorkloadEvent.objects.bulk_create(
                 WorkloadEvent(workload_id=pk, at=now, actor=actor, from_state=old, to_state=new, reason=reason[:500])
                 for pk in won
@@ -906,32 +919,46 @@ def transition_many(
 
 
 def _transition_many_pg(
-    ids: list[Any], old: State, new: State, reason: str, actor: Any, values: dict[str, Any]
+    ids: list[Any],
+    old: State,
+    new: State,
+    reason: str,
+    actor: Any,
+    values: dict[str, Any],
+    each: tuple[str, Mapping[Any, str]] | None,
 ) -> list[Any]:
     """transition_many in one statement on PostgreSQL: a compare-and-swap UPDATE of every row still in `old`
     (the others are left alone, as the row lock's re-check decides), and their events inserted from what it
-    returned. One round trip for any number of workloads."""
+    returned. One round trip for any number of workloads. With `each`, the ids and their values go as two
+    arrays, unnested into a join (as sql.set_each's)."""
     qn = connection.ops.quote_name
     sets, params = [], []
     for name, value in values.items():
         column, field = sql.field_of(Workload, name)
         sets.append(f"{column} = %s")
         params.append(field.get_db_prep_save(value, connection))
+    keys = [str(pk) for pk in ids]
+    if each is None:
+        rows, match = "", "t.id = ANY(%s::uuid[])"
+        params.append(keys)
+    else:
+        name, by_pk = each
+        sets.append(f"{sql.field_of(Workload, name)[0]} = v.value")  # text, refused when too long: as set_each
+        rows, match = " FROM unnest(%s::uuid[], %s::text[]) AS v(key, value)", "t.id = v.key"
+        params += [keys, [by_pk[pk] for pk in ids]]
     event = WorkloadEvent._meta
     columns = ", ".join(
         sql.field_of(WorkloadEvent, f)[0] for f in ("workload", "at", "actor", "from_state", "to_state", "reason")
     )
     statement = (
-        f"WITH won AS (UPDATE {qn(Workload._meta.db_table)} SET {', '.join(sets)} "  # noqa: S608 (our own names; values are parameters)
-        f"WHERE id = ANY(%s::uuid[]) AND state = %s RETURNING id), "
+        f"WITH won AS (UPDATE {qn(Workload._meta.db_table)} AS t SET {', '.join(sets)}{rows} "  # noqa: S608 (our own names; values are parameters)
+        f"WHERE {match} AND t.state = %s RETURNING t.id), "
         f"e AS (INSERT INTO {qn(event.db_table)} ({columns}) SELECT id, %s, %s, %s, %s, %s FROM won) "
         "SELECT id FROM won"
     )
     actor_id = getattr(actor, "pk", actor)
     with connection.cursor() as cursor:  # one statement: atomic on its own
-        cursor.execute(
-            statement, [*params, [str(pk) for pk in ids], old, values["updated_at"], actor_id, old, new, reason]
-        )
+        cursor.execute(statement, [*params, old, values["updated_at"], actor_id, old, new, reason])
         return [row[0] for row in cursor.fetchall()]
 
 

@@ -177,6 +177,44 @@ def test_many_move_in_one_statement_and_one_that_moved_on_meanwhile_is_left_alon
     }
 
 
+def test_many_move_with_each_ones_own_text_in_the_same_statement(alice, django_assert_max_num_queries):
+    """A dispatch's intent: each moves to dispatching with its own rendered script, one new version of its row
+    (the same UPDATE), and one that moved on meanwhile keeps what it had."""
+    from django.db import connection
+
+    waiting = [services.submit(alice, request(name=f"w{i}"))[0] for i in range(3)]
+    services.transition_many([w.pk for w in waiting], State.PENDING, State.ADMITTED, reason="admitted")
+    waiting[2].refresh_from_db()
+    assert services.transition(waiting[2], State.CANCELLED, reason="cancelled")
+    scripts = {w.pk: f'#!/bin/sh\n# {w.name}: it\'s "quoted"\n' for w in waiting}
+    updates = _row_updates()
+    with django_assert_max_num_queries(1 if connection.vendor == "postgresql" else 20):
+        moved = services.transition_many(
+            [w.pk for w in waiting], State.ADMITTED, State.DISPATCHING, reason="dispatching",
+            each=("rendered", scripts),
+        )  # fmt: skip
+    assert sorted(moved) == sorted([waiting[0].pk, waiting[1].pk])
+    rows = {name: (state, text) for name, state, text in Workload.objects.values_list("name", "state", "rendered")}
+    assert rows == {
+        "w0": (State.DISPATCHING, scripts[waiting[0].pk]),
+        "w1": (State.DISPATCHING, scripts[waiting[1].pk]),
+        "w2": (State.CANCELLED, ""),
+    }
+    assert WorkloadEvent.objects.filter(to_state=State.DISPATCHING).count() == 2
+    if connection.vendor == "postgresql":
+        assert _row_updates() - updates == 2  # one version each, not one for the state and one for the script
+
+
+def _row_updates() -> int:
+    """Row versions written by UPDATEs of workloads so far (this backend's own statistics, flushed first)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute("SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s", [Workload._meta.db_table])
+        return int(cursor.fetchone()[0])
+
+
 def test_a_persons_teams_read_through_the_compiled_query_are_theirs_whoever_asked_first(alice, bob, charlie):
     """The submit's entitlement query is compiled once per shape and run again with each caller's ids: what
     it answers is what the query built afresh answers, for each person and queue, in any order."""
