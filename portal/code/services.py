@@ -18,7 +18,6 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.urls import reverse
 
 from fabrics.travel import node
 from portal import access
@@ -27,6 +26,7 @@ from portal.code import store
 from portal.code.models import Bundle
 from portal.workloads import notebook_endpoint
 from portal.workloads.models import Workload
+from portal.workloads.paths import Paths, path_of
 from portal.workloads.states import FINISHED
 
 DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -162,12 +162,12 @@ def _text_problem(text: str) -> str:
     return ""
 
 
-def job_env(w: Workload) -> dict[str, str]:
+def job_env(w: Workload, paths: Paths | None = None) -> dict[str, str]:
     """What the job's environment gets to make its code and packages ready (nothing when it brings neither)."""
     env: dict[str, str] = {}
     code = w.code if isinstance(w.code, dict) else {}
     if code.get("digest"):
-        url = settings.GRIDLANE_PUBLIC_URL + reverse("api:workload-code", args=[w.pk])
+        url = settings.GRIDLANE_PUBLIC_URL + path_of("api:workload-code", w.pk, paths)
         env |= {node.CODE_DIGEST_ENV: code["digest"], node.CODE_URL_ENV: url}
     elif code.get("git"):
         env |= {node.GIT_URL_ENV: code["git"], node.GIT_COMMIT_ENV: code.get("commit", "")}

@@ -31,7 +31,6 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
-from django.urls import reverse
 
 from fabrics.sampler import MAX_READINGS, SAMPLE_BATCH_ENV, SAMPLE_SECONDS_ENV, SAMPLES_URL_ENV, Reading, parse
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
@@ -40,6 +39,7 @@ from portal.worker import stats
 from portal.workloads import notebook_endpoint
 from portal.workloads.models import Workload, run_id_of
 from portal.workloads.notebook_endpoint import secret
+from portal.workloads.paths import Paths, path_of
 from portal.workloads.states import State
 
 log = logging.getLogger("gridlane.usage")
@@ -72,12 +72,12 @@ def sampled(w: Workload) -> bool:
     return w.fabric is not None and w.fabric.kind in SAMPLED_FABRICS and not w.script
 
 
-def job_env(w: Workload) -> dict[str, str]:
+def job_env(w: Workload, paths: Paths | None = None) -> dict[str, str]:
     """The sampler's environment: where to post, how often to read and how many readings a post takes, and the
     secret (else nothing)."""
     if not sampled(w):
         return {}
-    url = settings.GRIDLANE_PUBLIC_URL + reverse("api:workload-samples", args=[w.pk])
+    url = settings.GRIDLANE_PUBLIC_URL + path_of("api:workload-samples", w.pk, paths)
     return {
         SAMPLES_URL_ENV: url,
         SAMPLE_SECONDS_ENV: f"{settings.GRIDLANE_SAMPLE_SECONDS:g}",

@@ -27,14 +27,19 @@ from portal.usage import samples as usage_samples
 from portal.worker.connections import fabric_for
 from portal.workloads import notebook_endpoint, services
 from portal.workloads.models import Workload
+from portal.workloads.paths import Paths
 from portal.workloads.states import State
 
 log = logging.getLogger("gridlane.worker")
 
 
-def job_spec(w: Workload, tier: TierHints | None = None) -> JobSpec:
-    """`tier`: what its priority tier asks of fabrics, when the caller has read the tiers already (else one query)."""
-    who = posix.run_as(w.owner_id, w.group_id, w.fabric_id) if w.fabric_id is not None else posix.RunAs()
+def job_spec(
+    w: Workload, tier: TierHints | None = None, paths: Paths | None = None, who: posix.RunAs | None = None
+) -> JobSpec:
+    """`tier`: what its priority tier asks of fabrics, when the caller has read the tiers already (else one query);
+    `paths`: a batch's (its own paths on the portal); `who`: whom it runs as, when the caller has asked already."""
+    if who is None:
+        who = posix.run_as(w.owner_id, w.group_id, w.fabric_id) if w.fabric_id is not None else posix.RunAs()
     return JobSpec(
         workload_id=w.run_id,
         name=w.name,
@@ -49,7 +54,10 @@ def job_spec(w: Workload, tier: TierHints | None = None) -> JobSpec:
         image=w.image,
         # Notebooks on a batch cluster: where to report their server; jobs with a sampler: where to post
         # samples; an array's element: its index; code or packages that travel with it: where to get them.
-        env=notebook_endpoint.job_env(w) | usage_samples.job_env(w) | _array_env(w) | code_travel.job_env(w),
+        env=notebook_endpoint.job_env(w, paths)
+        | usage_samples.job_env(w, paths)
+        | _array_env(w)
+        | code_travel.job_env(w, paths),
         template=w.target.template if w.target else "",
         script=w.script,  # a user's own sbatch/qsub script: byte for byte, with what the target forces
         forced=dict((w.target.native or {}).get("forced") or {}) if w.target and w.script else {},
@@ -131,13 +139,14 @@ def dispatch(row: FabricRow, workloads: list[Workload]) -> int:
     # 1. Record intent. Those moved from admitted just now were never sent anywhere: nothing to look up.
     admitted = {w.pk for w in workloads if w.state == State.ADMITTED}
     specs_of: dict[object, JobSpec] = {}  # each one's spec, worked out once: rendered, then sent
-    ready = {w.run_id: w for w in _record_intents(row, fabric, workloads, hints, specs_of)}
+    paths = Paths()  # the batch's own paths on the portal: one reverse() per name
+    ready = {w.run_id: w for w in _record_intents(row, fabric, workloads, hints, specs_of, paths)}
     if not ready:
         return 0
     fresh = {run_id for run_id, w in ready.items() if w.pk in admitted}
     # 2. Find jobs a previous attempt already submitted, 3. and submit the rest: in one round trip where
     # the fabric can (Slurm, PBS: one script under the login node's submit lock), else in two.
-    specs = [specs_of.get(w.pk) or job_spec(w, hints.get(w.priority, TierHints())) for w in ready.values()]
+    specs = [specs_of.get(w.pk) or job_spec(w, hints.get(w.priority, TierHints()), paths) for w in ready.values()]
     placed = place_many(fabric, specs, fresh=fresh)
     return _record_outcomes(row, {ready[run_id]: outcome for run_id, outcome in placed.items()})
 
@@ -148,6 +157,7 @@ def _record_intents(
     workloads: list[Workload],
     hints: dict[str, TierHints],
     specs: dict[object, JobSpec],
+    paths: Paths,
 ) -> list[Workload]:
     """admitted -> dispatching with each one's rendered script, in one statement for the whole batch; returns
     those that are ours to dispatch, with those whose intent a previous attempt recorded. The spec each one was
@@ -165,7 +175,7 @@ def _record_intents(
             ours.append(w)  # dispatching already: a previous attempt recorded the intent
             continue
         try:
-            specs[w.pk] = job_spec(w, hints.get(w.priority, TierHints()))
+            specs[w.pk] = job_spec(w, hints.get(w.priority, TierHints()), paths, who)
             rendered[w] = fabric.render(specs[w.pk])
         except Exception as error:  # a template IT saved that cannot render this job
             services.transition(w, State.DISPATCHING, reason="dispatching")

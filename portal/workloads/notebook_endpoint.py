@@ -22,13 +22,13 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.urls import reverse
 from django.utils import timezone
 
 from fabrics.base import Endpoint
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV, ENDPOINT_URL_ENV
 from portal.queues.models import WorkloadKind
 from portal.workloads.models import Workload
+from portal.workloads.paths import Paths, path_of
 from portal.workloads.states import State
 
 log = logging.getLogger("gridlane.services")
@@ -58,9 +58,9 @@ def secret(run_id: UUID) -> str:
     return hmac.new(key, PURPOSE + str(run_id).encode(), hashlib.sha256).hexdigest()
 
 
-def connect_path(pk: UUID | str) -> str:
+def connect_path(pk: UUID | str, paths: Paths | None = None) -> str:
     """The workload's own path on the portal, under which its server is reached (portal.connect)."""
-    return reverse("connect:root", args=[pk])
+    return path_of("connect:root", pk, paths)
 
 
 def link(w: Workload) -> str:
@@ -68,11 +68,15 @@ def link(w: Workload) -> str:
     return settings.GRIDLANE_PUBLIC_URL + connect_path(w.pk) + ("lab" if w.kind == WorkloadKind.NOTEBOOK else "")
 
 
-def job_env(w: Workload) -> dict[str, str]:
+def job_env(w: Workload, paths: Paths | None = None) -> dict[str, str]:
     """What every job's environment gets to report a web server: the callback URL, the secret and the path
     the server will be reached under (a Jupyter serves under it: its base_url)."""
-    url = settings.GRIDLANE_PUBLIC_URL + reverse("api:workload-endpoint", args=[w.pk])
-    return {ENDPOINT_URL_ENV: url, ENDPOINT_SECRET_ENV: secret(w.run_id), CONNECT_PREFIX_ENV: connect_path(w.pk)}
+    url = settings.GRIDLANE_PUBLIC_URL + path_of("api:workload-endpoint", w.pk, paths)
+    return {
+        ENDPOINT_URL_ENV: url,
+        ENDPOINT_SECRET_ENV: secret(w.run_id),
+        CONNECT_PREFIX_ENV: connect_path(w.pk, paths),
+    }
 
 
 def stored(w: Workload) -> Endpoint | None:
