@@ -168,6 +168,33 @@ def test_a_thousand_are_admitted_in_two_rounds_in_a_fixed_number_of_statements(
     assert Workload.objects.filter(state=State.ADMITTED).count() == 1000
 
 
+@pytest.mark.parametrize("n", [10, 1000])
+def test_a_dispatch_takes_the_same_statements_for_ten_or_a_thousand_and_writes_each_row_twice(
+    hosts, alice, n, django_assert_num_queries
+):
+    """Its lock and its release; what to dispatch, the tiers, whom they run as (the POSIX policies); the intent
+    (each one's state and rendered script, and its event, in one UPDATE); the fabric's row and the leases; the
+    claims (a transaction around their COPY); the job ids; the counter. Each workload's row gets two new
+    versions: its intent, then its job's id."""
+    req = services.SubmitRequest(queue="hosts", kind="batch", name="many", command="true")
+    services.submit_many(alice, [(req, None)] * n)
+    tasks.admit()
+    before = _row_updates()
+    with django_assert_num_queries(2 + 3 + 1 + 2 + 3 + 1 + 1):
+        assert tasks.dispatch() == n
+    if connection.vendor == "postgresql":
+        assert _row_updates() - before == 2 * n
+    rows = Workload.objects.filter(state=State.DISPATCHING).exclude(external_id="").exclude(rendered="")
+    assert rows.count() == n
+
+
+def _row_updates() -> int:
+    """Row versions written by UPDATEs of workloads so far in this transaction (PostgreSQL's own count)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s", [Workload._meta.db_table])
+        return int(cursor.fetchone()[0])
+
+
 def test_work_still_queued_on_its_fabric_has_no_output_to_read(hosts, alice, monkeypatch):
     """A sync reads the output of running jobs only: a backlog waiting for an agent (or in Slurm's queue) has
     written nothing, and reading it cost a round trip per job per sync."""
