@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
+import weakref
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, ClassVar, TypeVar
 
 from django.db.models import Count, Model
+from django.db.models.manager import BaseManager
 from rest_framework import serializers
 from rest_framework.fields import Field, SkipField
 from rest_framework.relations import PKOnlyObject
@@ -237,7 +239,8 @@ class ModelOut(serializers.ModelSerializer[M]):
         from the instance and formatted by the field's own settings alone) is bound once, to a serializer of
         this class kept for the purpose, and used for every instance; a method field calls its method on the
         serializer answering (its context: the request); anything else (a nested serializer, a related or
-        hyperlinked field, a file) is bound afresh for each answer, as DRF does."""
+        hyperlinked field, a file) is bound afresh for each answer, as DRF does. A list of a ModelOut whose own
+        plan is plain fields alone (a workload's events) is answered item by item from that plan."""
         prototype = type(self)()
         plan: list[tuple[str, Callable[[Any, Any], Any]]] = []
         for name, field in prototype.fields.items():
@@ -247,6 +250,8 @@ class ModelOut(serializers.ModelSerializer[M]):
                 plan.append((name, _method(field.method_name)))
             elif type(field) in PLAIN_FIELDS and not getattr(field.default, "requires_context", False):
                 plan.append((name, _plain(field)))
+            elif isinstance(field, serializers.ListSerializer) and _all_plain(field.child):
+                plan.append((name, _many(field)))
             else:
                 plan.append((name, _bound_afresh(name, field)))
         ModelOut._plans[type(self)] = plan
@@ -271,6 +276,33 @@ def _plain(field: Field[Any, Any, Any, Any]) -> Callable[[Any, Any], Any]:
     def represent(serializer: Any, instance: Any) -> Any:
         value = field.get_attribute(instance)
         return None if value is None else field.to_representation(value)
+
+    _PLAIN.add(represent)
+    return represent
+
+
+def _all_plain(child: Any) -> bool:
+    """Whether child is a ModelOut whose plan has plain fields alone: it reads nothing of the serializer answering."""
+    if not isinstance(child, ModelOut):
+        return False
+    plan = ModelOut._plans.get(type(child)) or child._plan()
+    return all(represent in _PLAIN for _, represent in plan)
+
+
+_PLAIN: weakref.WeakSet[Callable[[Any, Any], Any]] = weakref.WeakSet()  # what _plain made
+
+
+def _many(field: serializers.ListSerializer[Any]) -> Callable[[Any, Any], Any]:
+    """A list field (bound once, to the prototype) answered as DRF's ListSerializer answers, a manager's rows
+    (prefetched ones included) through .all(), each item by one child kept for the purpose."""
+    child: Any = type(field.child)()  # a ModelOut (_all_plain)
+
+    def represent(serializer: Any, instance: Any) -> Any:
+        value = field.get_attribute(instance)
+        if value is None:
+            return None
+        items = value.all() if isinstance(value, BaseManager) else value
+        return [child.to_representation(item) for item in items]
 
     return represent
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from portal.workloads.models import Workload
+from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
 
 URL = "/api/v1/workloads/"
@@ -302,6 +302,57 @@ def test_the_plan_binds_what_is_not_plain_for_each_answer_and_leaves_out_what_dr
     assert first == {"id": str(workload.pk), "seen": "ctx@one", "owner": alice.pk}
     assert second["seen"] == "ctx@two"
     assert dict(first) == serializers.Serializer.to_representation(Shape(workload, context={"where": "one"}), workload)
+
+
+def test_a_list_of_plain_rows_is_answered_from_its_plan_and_one_that_reads_its_context_is_bound_afresh(
+    alice, submit, monkeypatch
+):
+    """A workload's events (a list of a ModelOut with plain fields alone) are answered item by item from their
+    own plan, with nothing copied for each answer; a list whose rows read the serializer's context is bound
+    afresh for each answer, as DRF does, and sees the context of the serializer answering."""
+    import copy
+
+    from rest_framework import serializers
+
+    from portal.api.serializers import EventOut, ModelOut
+
+    class Seen(ModelOut[WorkloadEvent]):
+        where = serializers.SerializerMethodField()
+
+        class Meta:
+            model = WorkloadEvent
+            fields = ["to_state", "where"]
+
+        def get_where(self, event):
+            return self.context["where"]
+
+    class Shape(ModelOut[Workload]):
+        events = EventOut(many=True, read_only=True)
+        seen = Seen(many=True, read_only=True, source="events")
+
+        class Meta:
+            model = Workload
+            fields = ["name", "events", "seen"]
+
+    workload = submit(alice, name="listed")
+    Shape(workload, context={"where": "zero"}).to_representation(workload)  # the plan made
+    real = copy.deepcopy
+    for where in ("one", "two"):
+        copied: list[str] = []  # the lists copied for this answer, by the kind of row in them
+
+        def deepcopy(x, *args, copied=copied):
+            if isinstance(x, serializers.ListSerializer):
+                copied.append(type(x.child).__name__)
+            return real(x, *args)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(copy, "deepcopy", deepcopy)
+            answer = Shape(workload, context={"where": where}).to_representation(workload)
+        assert copied == ["Seen"]  # the list that reads its context; the events' list is not copied
+        reference = serializers.Serializer.to_representation(Shape(workload, context={"where": where}), workload)
+        assert answer == reference
+        assert answer["seen"] == [{"to_state": "pending", "where": where}]
+        assert [e["to_state"] for e in answer["events"]] == ["pending"]
 
 
 def test_copied_fields_bind_to_their_own_serializer_and_a_field_with_a_child_gets_a_child_of_its_own():
