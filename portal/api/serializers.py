@@ -7,7 +7,7 @@ import json
 import weakref
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from django.db.models import Count, Model
 from django.db.models.manager import BaseManager
@@ -295,7 +295,7 @@ _PLAIN: weakref.WeakSet[Callable[[Any, Any], Any]] = weakref.WeakSet()  # what _
 def _many(field: serializers.ListSerializer[Any]) -> Callable[[Any, Any], Any]:
     """A list field (bound once, to the prototype) answered as DRF's ListSerializer answers, a manager's rows
     (prefetched ones included) through .all(), each item by one child kept for the purpose."""
-    child: Any = type(field.child)()  # a ModelOut (_all_plain)
+    child = cast("type[ModelOut[Any]]", type(field.child))()  # a ModelOut (_all_plain)
 
     def represent(serializer: Any, instance: Any) -> Any:
         value = field.get_attribute(instance)
