@@ -19,6 +19,7 @@ from django.db.backends.postgresql.psycopg_any import register_tzloader  # type:
 from django.db.backends.signals import connection_created
 from django.db.models import Case, F, QuerySet, Value, When
 from django.db.models.constants import OnConflict
+from django.db.models.expressions import RawSQL
 from django.db.models.fields import AutoFieldMixin
 from django.db.models.query import ValuesListIterable, get_related_populators  # type: ignore[attr-defined]
 from django.db.models.sql import InsertQuery
@@ -139,6 +140,15 @@ def copy_insert(objs: Sequence[models.Model]) -> None:
         )
     for obj in objs:
         obj._state.adding, obj._state.db = False, connection.alias
+
+
+def among(field: models.Field[Any, Any], values: Sequence[Any]) -> Any:
+    """What `<field>__in=` takes for a long list (a fabric's thousands of waiting jobs): on PostgreSQL the list
+    as one array, unnested by a subquery, which is sent and parsed as one value, not as one constant each (a
+    4,000-long IN list was a third of a sync's poll); elsewhere the list itself."""
+    if connection.vendor != "postgresql":
+        return list(values)
+    return RawSQL(f"SELECT unnest(%s::{field.db_type(connection)}[])", (list(values),))  # noqa: S611 (our column's type; the values are a parameter)
 
 
 def set_each(model: type[models.Model], name: str, by_pk: Mapping[Any, Any], *, blank_only: bool = False) -> int:

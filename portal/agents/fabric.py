@@ -113,7 +113,8 @@ class AgentFabric:
         row = self._row()
         services.mark_lost(row.pk, services.lost_after_s(row))
         wanted = [u for u in (_uuid(i) for i in ids) if u]
-        found = list(Claim.objects.filter(fabric=row, run_id__in=wanted).values_list("run_id", "state", "reason"))
+        run_ids = sql.among(Claim._meta.get_field("run_id"), wanted)
+        found = list(Claim.objects.filter(fabric=row, run_id__in=run_ids).values_list("run_id", "state", "reason"))
         waiting = {str(run_id): reason for run_id, state, reason in found if state == Claim.ClaimState.CLAIMABLE}
         taken = [run_id for run_id, state, _ in found if state != Claim.ClaimState.CLAIMABLE]
         # Claims an agent took are read again, whole and as they are now (an agent may have ended one since).

@@ -185,6 +185,23 @@ def test_set_each_gives_each_row_its_own_value(cast, alice, submit, way, django_
         set_each("external_id", {workloads[1].pk: "x" * 201})
 
 
+def test_among_finds_what_in_finds_with_the_list_sent_as_one_array(cast, alice, submit):
+    """sql.among: the rows `__in=` a long list finds, the list sent as one value on PostgreSQL (not a
+    placeholder each); ids that match nothing, repeated ones, and none at all are as `__in=` has them."""
+    import uuid
+
+    workloads = [submit(alice, name=f"w{i}") for i in range(4)]
+    field = Workload._meta.get_field("id")
+    strangers = [uuid.uuid4() for _ in range(3000)]
+    for ids in ([w.pk for w in workloads[:3]] + strangers, [workloads[0].pk] * 3, strangers, []):
+        expected = set(Workload.objects.filter(pk__in=ids).values_list("name", flat=True))
+        query = Workload.objects.filter(pk__in=sql.among(field, ids)).values_list("name", flat=True)
+        assert set(query) == expected
+        if connection.vendor == "postgresql" and ids:
+            _, params = query.query.sql_with_params()
+            assert len(params) == 1  # one array, not a parameter each
+
+
 def test_rows_filled_in_answer_from_memory_and_a_query_on_them_keeps_the_relation(
     alice, submit, django_assert_num_queries
 ):
