@@ -94,6 +94,16 @@ def submit(cast: dict[str, Any]) -> Callable[..., Any]:
     return do
 
 
+def row_updates(model: Any) -> int:
+    """The row versions UPDATEs of the model's table have written so far in this transaction (PostgreSQL's own
+    count, pg_stat_xact_user_tables): how many times rows were written, whatever the statements."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s", [model._meta.db_table])
+        return int(cursor.fetchone()[0])
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.05) -> Any:
     """Poll until predicate() is truthy; fail the test with a clear message at the deadline."""
     deadline = time.monotonic() + timeout

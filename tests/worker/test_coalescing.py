@@ -19,6 +19,7 @@ from portal.worker.models import WorkerStats
 from portal.workloads import services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
+from tests.conftest import row_updates
 
 STEPS = st.lists(
     st.one_of(
@@ -179,20 +180,13 @@ def test_a_dispatch_takes_the_same_statements_for_ten_or_a_thousand_and_writes_e
     req = services.SubmitRequest(queue="hosts", kind="batch", name="many", command="true")
     services.submit_many(alice, [(req, None)] * n)
     tasks.admit()
-    before = _row_updates()
+    before = row_updates(Workload)
     with django_assert_num_queries(2 + 3 + 1 + 2 + 3 + 1 + 1):
         assert tasks.dispatch() == n
     if connection.vendor == "postgresql":
-        assert _row_updates() - before == 2 * n
+        assert row_updates(Workload) - before == 2 * n
     rows = Workload.objects.filter(state=State.DISPATCHING).exclude(external_id="").exclude(rendered="")
     assert rows.count() == n
-
-
-def _row_updates() -> int:
-    """Row versions written by UPDATEs of workloads so far in this transaction (PostgreSQL's own count)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s", [Workload._meta.db_table])
-        return int(cursor.fetchone()[0])
 
 
 def test_work_still_queued_on_its_fabric_has_no_output_to_read(hosts, alice, monkeypatch):

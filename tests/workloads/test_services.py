@@ -11,6 +11,7 @@ from django_q.models import OrmQ
 from portal.workloads import services
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
+from tests.conftest import row_updates
 
 
 def request(**fields):
@@ -187,7 +188,7 @@ def test_many_move_with_each_ones_own_text_in_the_same_statement(alice, django_a
     waiting[2].refresh_from_db()
     assert services.transition(waiting[2], State.CANCELLED, reason="cancelled")
     scripts = {w.pk: f'#!/bin/sh\n# {w.name}: it\'s "quoted"\n' for w in waiting}
-    updates = _row_updates()
+    updates = row_updates(Workload)
     with django_assert_max_num_queries(1 if connection.vendor == "postgresql" else 20):
         moved = services.transition_many(
             [w.pk for w in waiting], State.ADMITTED, State.DISPATCHING, reason="dispatching",
@@ -202,17 +203,7 @@ def test_many_move_with_each_ones_own_text_in_the_same_statement(alice, django_a
     }
     assert WorkloadEvent.objects.filter(to_state=State.DISPATCHING).count() == 2
     if connection.vendor == "postgresql":
-        assert _row_updates() - updates == 2  # one version each, not one for the state and one for the script
-
-
-def _row_updates() -> int:
-    """Row versions written by UPDATEs of workloads so far (this backend's own statistics, flushed first)."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-        cursor.execute("SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s", [Workload._meta.db_table])
-        return int(cursor.fetchone()[0])
+        assert row_updates(Workload) - updates == 2  # one version each, not one for the state and one for the script
 
 
 def test_a_persons_teams_read_through_the_compiled_query_are_theirs_whoever_asked_first(alice, bob, charlie):
