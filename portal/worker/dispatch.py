@@ -82,7 +82,9 @@ def dispatch_all() -> int:
         lambda: (
             Workload.objects.filter(Q(state=State.ADMITTED) | Q(state=State.DISPATCHING, external_id=""))
             .select_related("owner", "group", "queue", "fabric", "target")
-            .order_by("admitted_at")
+            # Work admitted together (one admission's rows share their admitted_at) in the order it came, an
+            # array's elements by index: element k of an array is element k of the Job that runs it.
+            .order_by("admitted_at", "submitted_at", "array_index")
         ),
     )
     by_fabric: defaultdict[int, list[Workload]] = defaultdict(list)
