@@ -272,7 +272,7 @@ def paired(ab: str, url: str, token: str) -> dict[str, Any]:
     ab_run(ab, f"{url}/bench/echo/", {}, 200)  # warm every worker up
     ab_run(ab, f"{url}/bench/floor/", JOB, 200)
     ab_run(ab, f"{url}/api/v1/workloads/", JOB | {"name": "warm"}, 200, token)
-    runs: dict[str, list[dict[str, float]]] = {"echo": [], "floor": [], "submit": []}
+    runs: dict[str, list[dict[str, Any]]] = {"echo": [], "floor": [], "submit": []}
     for r in range(ROUNDS):
         steps = list(runs)
         for what in steps[r % 3 :] + steps[: r % 3]:
@@ -286,8 +286,17 @@ def paired(ab: str, url: str, token: str) -> dict[str, Any]:
                 runs[what].append(with_cpu(run, REQUESTS, functools.partial(wait_admitted, name, REQUESTS)))
     echo, floor, submit = runs["echo"], runs["floor"], runs["submit"]
 
-    def ratio(a: list[dict[str, float]], b: list[dict[str, float]], key: str) -> float:
-        return statistics.median(x[key] / y[key] for x, y in zip(a, b, strict=True))
+    def ratio(a: list[dict[str, Any]], b: list[dict[str, Any]], key: str) -> float:
+        return float(statistics.median(x[key] / y[key] for x, y in zip(a, b, strict=True)))
+
+    # On CPUs that the run keeps busy, requests/s go as 1 / CPU a request: a round whose submit spent `cpu_ms`, of
+    # which `web` in gunicorn, would have reached ratio x cpu_ms / web had the database and the worker cost
+    # nothing. The bound the web processes alone set on the ratio.
+    web_alone = statistics.median(
+        s["rps"] / e["rps"] * s["cpu_ms"] / s["cpu_ms_by_group"]["gunicorn"]
+        for s, e in zip(submit, echo, strict=True)
+        if s["cpu_ms_by_group"].get("gunicorn")
+    ) if all(s["cpu_ms_by_group"].get("gunicorn") for s in submit) else None  # fmt: skip
 
     return {
         "echo_rps": round(max(e["rps"] for e in echo), 1),
@@ -303,6 +312,11 @@ def paired(ab: str, url: str, token: str) -> dict[str, Any]:
         "floor_cpu_ms": round(statistics.median(f["cpu_ms"] for f in floor), 2),
         "submit_cpu_ms": round(statistics.median(s["cpu_ms"] for s in submit), 2),
         "submit_cpu_vs_echo": round(ratio(submit, echo, "cpu_ms"), 1) if all(e["cpu_ms"] > 0 for e in echo) else None,
+        "submit_cpu_ms_by_group": {
+            group: round(statistics.median(s["cpu_ms_by_group"].get(group, 0.0) for s in submit), 2)
+            for group in ("gunicorn", "postgres", "worker")
+        },
+        "web_alone_vs_echo": None if web_alone is None else round(web_alone, 3),
         "non_2xx": sum(x["non_2xx"] for x in [*echo, *floor, *submit]),
     }
 
@@ -441,6 +455,13 @@ def report(results: dict[str, Any]) -> None:
     best = max(results["classes"].values(), key=lambda r: r["submit_rps"])
     met = best["submit_vs_echo"] >= 0.25 and best["submit_rps"] >= 300 and best["submit_p99_ms"] <= 100
     print(f"  goal >= 0.25x the echo, >= 300 submits/s, p99 <= 100 ms (best class): {'met' if met else 'NOT met'}")
+    print("  a submit's CPU by process (medians), and the ratio the web processes alone would allow (were the database")
+    print("  and the worker free):")
+    for name, r in results["classes"].items():
+        split = r["submit_cpu_ms_by_group"]
+        alone = "-" if r["web_alone_vs_echo"] is None else f"{r['web_alone_vs_echo']:.2f}x"
+        print(f"  {name:<8} web {split['gunicorn']:.2f}, database {split['postgres']:.2f}, "
+              f"worker {split['worker']:.2f} ms; the web alone: {alone}")  # fmt: skip
     print("  the floor (the echo plus one committed INSERT of its body; no token, checks or worker), beside them:")
     for name, r in results["classes"].items():
         print(f"  {name:<8} floor {r['floor_rps']:.0f} req/s = {r['floor_vs_echo']:.2f}x the echo, CPU "
