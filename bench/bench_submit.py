@@ -24,6 +24,7 @@ import functools
 import json
 import os
 import re
+import runpy
 import shutil
 import signal
 import socket
@@ -50,10 +51,20 @@ BULK = 1000
 BULK_TRIALS = 3
 LONE = 40
 # gunicorn on two cores: processes, or processes with threads, or ASGI processes (design: worker class and
-# count are read from the environment in deploy/gunicorn.conf.py; these are the candidates measured).
+# count are read from the environment in deploy/gunicorn.conf.py; these are the candidates measured). gthread
+# runs with the processes and threads that file gives (what a site runs unless it sets them).
+SHIPPED = runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
 CLASSES: dict[str, list[str]] = {
     "sync": ["bench.wsgi:application", "--worker-class", "sync", "--workers", "4"],
-    "gthread": ["bench.wsgi:application", "--worker-class", "gthread", "--workers", "2", "--threads", "8"],
+    "gthread": [
+        "bench.wsgi:application",
+        "--worker-class",
+        "gthread",
+        "--workers",
+        str(SHIPPED["workers"]),
+        "--threads",
+        str(SHIPPED["threads"]),
+    ],
     "uvicorn": [
         "bench.asgi:application",
         "--worker-class",
