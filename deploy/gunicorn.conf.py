@@ -1,7 +1,8 @@
 """gunicorn for Gridlane's web processes, two kinds from the one file:
 
-- the portal and its API: `gunicorn -c deploy/gunicorn.conf.py portal.wsgi` (gthread: Django's views are
-  synchronous, and a thread each serves them fastest);
+- the portal and its API: `gunicorn -c deploy/gunicorn.conf.py portal.wsgi` (gthread: a slow request, a log
+  read over SSH say, holds one thread and not a whole process; a tier serving mostly the API's submits does
+  better with sync and one process a core, as measured in deploy/gridlane.env);
 - the connect path (notebooks and apps through the portal: long-lived requests and WebSockets):
   `gunicorn -c deploy/gunicorn.conf.py portal.asgi:application` with GRIDLANE_WEB_WORKER_CLASS set to
   uvicorn_worker.UvicornWorker (deploy/systemd/gridlane-connect.service). The front proxy sends /connect/
