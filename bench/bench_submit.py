@@ -51,11 +51,13 @@ BULK = 1000
 BULK_TRIALS = 3
 LONE = 40
 # gunicorn on two cores: processes, or processes with threads, or ASGI processes (design: worker class and
-# count are read from the environment in deploy/gunicorn.conf.py; these are the candidates measured). gthread
-# runs with the processes and threads that file gives (what a site runs unless it sets them).
+# count are read from the environment in deploy/gunicorn.conf.py; these are the candidates measured). sync runs
+# one process a core (two gave 8-28 % more submits/s than four, side by side: fewer processes taking turns on
+# the cores beside the database and the worker); gthread the processes and threads that file gives (what a site
+# runs unless it sets them).
 SHIPPED = runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
 CLASSES: dict[str, list[str]] = {
-    "sync": ["bench.wsgi:application", "--worker-class", "sync", "--workers", "4"],
+    "sync": ["bench.wsgi:application", "--worker-class", "sync", "--workers", str(os.cpu_count() or 2)],
     "gthread": [
         "bench.wsgi:application",
         "--worker-class",
