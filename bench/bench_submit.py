@@ -308,7 +308,6 @@ def paired(ab: str, url: str, token: str) -> dict[str, Any]:
     web_alone = statistics.median(
         s["rps"] / e["rps"] * s["cpu_ms"] / s["cpu_ms_by_group"]["gunicorn"]
         for s, e in zip(submit, echo, strict=True)
-        if s["cpu_ms_by_group"].get("gunicorn")
     ) if all(s["cpu_ms_by_group"].get("gunicorn") for s in submit) else None  # fmt: skip
 
     return {
