@@ -103,15 +103,17 @@ def listen(
             stop.wait(idle_s)
 
 
-# Under a stream of kicks (more arrived while an admission ran) the listener rests after each admission for
-# STREAM_REST times as long as it took, up to MAX_REST_S: the kicks that arrive meanwhile share the next
-# admission, so a stream costs the worker's admissions at most a quarter of a core (each reads every active
-# workload's version, and whole what changed) and leaves the rest to the web processes taking the submits and
-# to the database. Measured side by side on two cores with the worker beside the web server: resting as long as
-# an admission took gave 225 and 251 submits/s (the worker 1.8-2.1 ms of CPU a submit), three times as long 256
-# and 273 (1.4 ms). A kick that finds the worker idle, the next one of a client that waits for each admission
-# included, is admitted at once.
-STREAM_REST = 3.0
+# Under a stream of kicks (more arrived while an admission ran) the listener rests after each admission for STREAM_REST
+# times as long as it took, up to MAX_REST_S: the kicks that arrive meanwhile share the next admission, so a stream
+# costs the worker's admissions at most a ninth of a core (each reads every active workload's version, and whole what
+# changed, and the dispatch that follows it has a round's own cost too) and leaves the rest to the web processes taking
+# the submits and to the database. Measured side by side on two cores with the worker beside the web server: resting as
+# long as an admission took gave 225 and 251 submits/s (the worker 1.8-2.1 ms of CPU a submit), three times as long 256
+# and 273 (1.4 ms); later, with the submit cheaper, three times 456 and 459 submits/s (the worker 0.71-0.75 ms, the
+# database 0.89-0.93), eight times 485 and 490 (0.51-0.53 ms, the database 0.78-0.82). Work in a stream waits for its
+# admission up to a round and eight rounds' rest (MAX_REST_S of rest at most), not a round and three. A kick that finds
+# the worker idle, the next one of a client that waits for each admission included, is admitted at once.
+STREAM_REST = 8.0
 MAX_REST_S = 0.25
 
 
