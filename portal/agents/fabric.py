@@ -76,7 +76,7 @@ class AgentFabric:
         workload = services.workload_for(job.workload_id, row.name)
         if workload is None:
             raise FabricError(f"no workload runs as {job.workload_id}", retryable=False)
-        Claim.objects.bulk_create([_claim(row, workload, job)], ignore_conflicts=True)
+        Claim.objects.bulk_create([_claim(row, workload.pk, workload.lease_s, job)], ignore_conflicts=True)
         return str(job.workload_id)
 
     def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
@@ -87,17 +87,21 @@ class AgentFabric:
     def submit_many(self, jobs: Sequence[JobSpec]) -> dict[UUID, str | FabricError]:
         """Make the whole batch claimable in one insert; a job already claimable stays as it is."""
         row = self._row()
-        # A claim needs only its workload's key and lease: the rest of each row stays in the database.
-        direct = Workload.objects.only("id", "lease_s").in_bulk([job.workload_id for job in jobs])
+        # A claim needs only its workload's key and lease, read as plain values: the rest of each row stays in the
+        # database. A workload run again runs under a new id (its run_id): looked up on its own.
+        direct = dict(Workload.objects.filter(pk__in=[job.workload_id for job in jobs]).values_list("id", "lease_s"))
         results: dict[UUID, str | FabricError] = {}
         claims = []
         now = timezone.now()  # one batch, one moment: its claims are taken oldest work first, not in batch order
         for job in jobs:
-            workload = direct.get(job.workload_id) or services.workload_for(job.workload_id, row.name)
-            if workload is None:
+            if job.workload_id in direct:
+                pk, lease_s = job.workload_id, direct[job.workload_id]
+            elif (workload := services.workload_for(job.workload_id, row.name)) is not None:
+                pk, lease_s = workload.pk, workload.lease_s
+            else:
                 results[job.workload_id] = FabricError(f"no workload runs as {job.workload_id}", retryable=False)
                 continue
-            claims.append(_claim(row, workload, job, now))
+            claims.append(_claim(row, pk, lease_s, job, now))
             results[job.workload_id] = str(job.workload_id)
         _insert_claims(claims)
         return results
@@ -206,14 +210,14 @@ def _insert_claims(claims: list[Claim]) -> None:
     Claim.objects.bulk_create(claims, ignore_conflicts=True)
 
 
-def _claim(row: FabricRow, workload: Workload, job: JobSpec, now: datetime | None = None) -> Claim:
+def _claim(row: FabricRow, workload_id: UUID, lease_s: int | None, job: JobSpec, now: datetime | None = None) -> Claim:
     return Claim(
         created_at=now or timezone.now(),
         run_id=job.workload_id,
-        workload=workload,
+        workload_id=workload_id,
         fabric=row,
         queue=job.queue,
-        spec={**_spec(job), "lease_s": workload.lease_s or 0},
+        spec={**_spec(job), "lease_s": lease_s or 0},
         gpus_milli=job.per_node.gpus_milli,
     )
 

@@ -957,7 +957,7 @@ def _transition_many_pg(
         "SELECT id FROM won"
     )
     actor_id = getattr(actor, "pk", actor)
-    with connection.cursor() as cursor:  # one statement: atomic on its own
+    with sql.prepared(binary_lists=True) as cursor:  # one statement: atomic on its own
         cursor.execute(statement, [*params, old, values["updated_at"], actor_id, old, new, reason])
         return [row[0] for row in cursor.fetchall()]
 
@@ -1003,7 +1003,7 @@ def start_many(starts: list[tuple[Workload, datetime | None, str]], *, reason: s
         State.RUNNING, now, State.DISPATCHING,
         now, State.DISPATCHING, State.RUNNING, reason[:500],
     ]  # fmt: skip
-    with connection.cursor() as cursor:  # one statement: atomic on its own
+    with sql.prepared(binary_lists=True) as cursor:  # one statement: atomic on its own
         cursor.execute(statement, params)
         won = {str(row[0]) for row in cursor.fetchall()}
     for w, at, host in plain:

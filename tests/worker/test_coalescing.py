@@ -173,15 +173,16 @@ def test_a_thousand_are_admitted_in_two_rounds_in_a_fixed_number_of_statements(
 def test_a_dispatch_takes_the_same_statements_for_ten_or_a_thousand_and_writes_each_row_twice(
     hosts, alice, n, django_assert_num_queries
 ):
-    """Its lock and its release; what to dispatch, the tiers, whom they run as (the POSIX policies); the intent
-    (each one's state and rendered script, and its event, in one UPDATE); the fabric's row and the leases; the
-    claims (a transaction around their COPY); the job ids; the counter. Each workload's row gets two new
-    versions: its intent, then its job's id."""
+    """Its lock and its release; what to dispatch, the tiers, whom they run as (the POSIX policies); the owners,
+    teams, queues, fabrics and queue targets of the batch, each read once; the intent (each one's state and
+    rendered script, and its event, in one UPDATE); the fabric's row and the leases; the claims (a transaction
+    around their COPY); the job ids; the counter. Each workload's row gets two new versions: its intent, then
+    its job's id."""
     req = services.SubmitRequest(queue="hosts", kind="batch", name="many", command="true")
     services.submit_many(alice, [(req, None)] * n)
     tasks.admit()
     before = row_updates(Workload)
-    with django_assert_num_queries(2 + 3 + 1 + 2 + 3 + 1 + 1):
+    with django_assert_num_queries(2 + 3 + 5 + 1 + 2 + 3 + 1 + 1):
         assert tasks.dispatch() == n
     if connection.vendor == "postgresql":
         assert row_updates(Workload) - before == 2 * n
