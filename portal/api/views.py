@@ -194,11 +194,11 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
             except ParseError:
                 _count_refused(request)
                 raise
-            incoming = WorkloadIn(data=data)
-            if not incoming.is_valid():
+            try:
+                submitted = WorkloadIn.parse(data)
+            except ValidationError:
                 _count_refused(request)
-                raise ValidationError(incoming.errors)
-            submitted = incoming.to_request()
+                raise
             try:
                 workload, created = services.submit(
                     request.user,
