@@ -311,7 +311,8 @@ def check_submit(
         )
         nodes = script.nodes
 
-    workload = Workload(
+    workload = sql.unsaved(
+        Workload,
         owner=user,
         group=group,
         queue=queue,
@@ -554,7 +555,10 @@ def _elements(parent: Workload) -> list[Workload]:
     by the bulk submit (do_submit_many): one transaction, all or nothing."""
     indexes, _ = fabric_native.array_indexes(parent.array)
     common = {name: getattr(parent, name) for name in ELEMENT_FIELDS}
-    return [Workload(**common, name=f"{parent.name}[{i}]"[:100], array_parent=parent, array_index=i) for i in indexes]
+    return [
+        sql.unsaved(Workload, **common, name=f"{parent.name}[{i}]"[:100], array_parent=parent, array_index=i)
+        for i in indexes
+    ]
 
 
 def _replay(user: Any, req: SubmitRequest, key: str) -> Workload | None:
@@ -573,9 +577,10 @@ def do_submit(workload: Workload) -> Workload:
 
 
 def _first_event(workload: Workload) -> WorkloadEvent:
-    return WorkloadEvent(
-        workload=workload, at=workload.submitted_at, actor=workload.owner, to_state=State.PENDING, reason="submitted"
-    )
+    return sql.unsaved(
+        WorkloadEvent,
+        workload=workload, at=workload.submitted_at, actor=workload.owner, to_state=State.PENDING, reason="submitted",
+    )  # fmt: skip
 
 
 def _insert(workload: Workload, guard: tuple[int, Charge] | None = None) -> bool | None:
