@@ -115,9 +115,10 @@ M = TypeVar("M", bound=models.Model)
 def unsaved(model: type[M], **values: Any) -> M:
     """`model(**values)`, made as Model.__init__ makes it, from a plan worked out once per model: each concrete
     field not given takes its default (a callable one called for each object, a constant one shared, as Django
-    shares it), and a foreign key given by name takes the object (None or a saved one: its key, and the object
-    kept as the related object). Model.__init__ works all of that out field by field on every call: for a
-    workload's fifty fields, 100 microseconds of a submit. Values are given by field name (a key's name or its
+    shares it), and a foreign key given by name takes the object (None, or one with its key: that key, and the
+    object kept as the related object; an array's parent, recorded with its elements, has its key already).
+    Model.__init__ works all of that out field by field on every call: for a workload's fifty fields, 100
+    microseconds of a submit. Values are given by field name (a key's name or its
     attname); nothing else (a property, say) is taken. No pre_init or post_init signal is sent: use it only for
     models nothing listens to those for (tests/workloads/test_unsaved.py checks the ones it is used for)."""
     plan = _UNSAVED.get(model) or _unsaved_plan(model)
