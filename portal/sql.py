@@ -460,6 +460,21 @@ def field_of(model: type[models.Model], name: str) -> tuple[str, models.Field[An
     return connection.ops.quote_name(field.column), field
 
 
+def related_once(objects: Sequence[models.Model], *names: str) -> None:
+    """Give each object its related rows by these foreign keys, each row read once for all the objects (a query
+    per key, none for a key no object has) and shared between them: a batch of workloads is mostly one queue's
+    and a few people's work, and select_related builds the same rows again for every object."""
+    if not objects:
+        return
+    for name in names:
+        field: Any = objects[0]._meta.get_field(name)  # a ForeignKey
+        ids = {key for obj in objects if (key := getattr(obj, field.attname)) is not None}
+        rows = field.related_model._default_manager.in_bulk(ids) if ids else {}
+        for obj in objects:
+            key = getattr(obj, field.attname)
+            field.set_cached_value(obj, None if key is None else rows.get(key))
+
+
 def prefetched(instance: Any, related: str, rows: list[Any]) -> None:
     """Fill `instance.<related>.all()` (a reverse foreign key's) with rows read or written by another statement,
     as prefetch_related does. The relation's own filter is built only if a query is built on them (Known)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from django.db import connection
 from django.db.models import Q
@@ -87,7 +86,7 @@ def dispatch_all() -> int:
             .order_by("admitted_at", "submitted_at", "array_index")
         ),
     )
-    _with_related(todo)
+    sql.related_once(todo, *RELATED)  # each read once for the batch, not joined to every row
     by_fabric: defaultdict[int, list[Workload]] = defaultdict(list)
     rows: dict[int, FabricRow] = {}
     for w in todo:
@@ -101,19 +100,7 @@ def dispatch_all() -> int:
     return _in_parallel([(rows[fid], workloads) for fid, workloads in by_fabric.items()])
 
 
-def _with_related(workloads: list[Workload]) -> None:
-    """Each workload's owner, team, queue, fabric and target, read once each for the whole batch (a burst is
-    mostly one queue's, one team's and a few people's work) and shared: read with each row (select_related)
-    they were five objects built for every workload."""
-    for name in RELATED:
-        field: Any = Workload._meta.get_field(name)  # a ForeignKey
-        ids = {key for w in workloads if (key := getattr(w, field.attname)) is not None}
-        rows = field.related_model._default_manager.in_bulk(ids) if ids else {}
-        for w in workloads:
-            key = getattr(w, field.attname)
-            field.set_cached_value(w, None if key is None else rows.get(key))
-
-
+# What a dispatch reads of each workload beside its row: its job spec, its fabric and target.
 RELATED = ("owner", "group", "queue", "fabric", "target")
 
 # What dispatch_all reads on every kick: compiled once (portal.sql).

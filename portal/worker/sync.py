@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from fabrics import jupyter
 from fabrics.base import FabricError, JobState, JobStatus
+from portal import sql
 from portal.queues.models import Fabric as FabricRow
-from portal.queues.models import Queue, WorkloadKind
+from portal.queues.models import WorkloadKind
 from portal.usage import samples
 from portal.worker import idle, stats
 from portal.worker.connections import fabric_for
@@ -84,10 +85,9 @@ def _whole(row: FabricRow, ids: list[UUID]) -> list[Workload]:
     if not ids:
         return []
     workloads = list(_live_now().filter(pk__in=ids, fabric_id=row.pk))
-    queues = Queue.objects.in_bulk({w.queue_id for w in workloads})
+    sql.related_once(workloads, "queue")
     for w in workloads:
         w.fabric = row
-        w.queue = queues[w.queue_id]
     return workloads
 
 
