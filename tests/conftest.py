@@ -60,6 +60,14 @@ def it_admin(cast: dict[str, Any]) -> Any:
 
 
 @pytest.fixture
+def vision(cast: dict[str, Any]) -> Any:
+    """alice's team in the demo cast."""
+    from portal.accounts.models import ResourceGroup
+
+    return ResourceGroup.objects.get(slug="vision")
+
+
+@pytest.fixture
 def api_as(cast: dict[str, Any]) -> Callable[[Any], Any]:
     """An API client carrying a fresh bearer token of the given user."""
     from rest_framework.test import APIClient

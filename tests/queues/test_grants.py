@@ -17,11 +17,6 @@ HOUR = timedelta(hours=1)
 
 
 @pytest.fixture
-def vision(cast):
-    return ResourceGroup.objects.get(slug="vision")
-
-
-@pytest.fixture
 def local(cast):
     return Fabric.objects.get(name="local")
 

@@ -17,14 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def vision(cast):
-    from portal.accounts.models import ResourceGroup
-
-    return ResourceGroup.objects.get(slug="vision")
-
-
-@pytest.fixture
-def gpu_queue(cast):
+def train(cast):
     from portal.queues.models import Queue
 
     return Queue.objects.get(slug="train")
@@ -53,9 +46,9 @@ def test_nothing_listens_to_the_construction_of_the_models_it_makes(model):
     assert not signals.post_init.has_listeners(model)
 
 
-def test_a_workload_is_made_as_its_constructor_makes_it(alice, gpu_queue, vision):
+def test_a_workload_is_made_as_its_constructor_makes_it(alice, train, vision):
     values = dict(
-        owner=alice, group=vision, queue=gpu_queue, kind="batch", name="x", command="true", code={"digest": "a"},
+        owner=alice, group=vision, queue=train, kind="batch", name="x", command="true", code={"digest": "a"},
         gpus_milli=500, cpus_milli=1000, memory_mib=1024, nodes=2, runtime_limit_s=600, lease_s=None,
         array_throttle=None, fabric=None,
     )  # fmt: skip
@@ -68,8 +61,8 @@ def test_a_workload_is_made_as_its_constructor_makes_it(alice, gpu_queue, vision
     assert made.events.model is WorkloadEvent  # a working instance: its managers and methods are the model's
 
 
-def test_an_event_and_an_array_element_by_their_keys_and_by_objects(alice, gpu_queue, vision):
-    parent = sql.unsaved(Workload, owner=alice, group=vision, queue=gpu_queue, name="arr", array="0-3")
+def test_an_event_and_an_array_element_by_their_keys_and_by_objects(alice, train, vision):
+    parent = sql.unsaved(Workload, owner=alice, group=vision, queue=train, name="arr", array="0-3")
     at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     for values in (
         dict(workload=parent, at=at, actor=alice, to_state=State.PENDING, reason="submitted"),
@@ -77,7 +70,7 @@ def test_an_event_and_an_array_element_by_their_keys_and_by_objects(alice, gpu_q
     ):
         built = WorkloadEvent(**values)
         assert state_of(called_as(sql.unsaved(WorkloadEvent, **values), built)) == state_of(built)
-    element = dict(owner=alice, group=vision, queue=gpu_queue, name="arr[1]", array_parent=parent, array_index=1)
+    element = dict(owner=alice, group=vision, queue=train, name="arr[1]", array_parent=parent, array_index=1)
     workload = Workload(**element)
     assert state_of(called_as(sql.unsaved(Workload, **element), workload)) == state_of(workload)
 
