@@ -3,18 +3,21 @@ listener, which admits at once instead of at the next tick. PostgreSQL only, lik
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from django.db import connection, transaction
+from django_q.models import Task
 
-from portal.worker import wake
+from portal.worker import tasks, wake
 from portal.worker.models import WorkerStats
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -47,14 +50,16 @@ def kick_then_fail() -> None:
     raise RuntimeError("the submit failed")
 
 
-def test_the_worker_admits_a_submit_at_once_not_at_its_next_tick(transactional_db, alice, submit, settings, tmp_path):
-    """The worker's tick is an hour: only the kick can admit the submit."""
+@contextlib.contextmanager
+def running_worker(settings: Any, tmp_path: Path, cycle_s: float) -> Iterator[subprocess.Popen[bytes]]:
+    """`manage.py gridlane_worker` against the test database, a cycle every cycle_s, ready: the periodic cycle
+    of its start and the listener's first admission have both run. Stopped by SIGTERM, and it must exit 0."""
     db = connection.settings_dict
     env = {
         **os.environ,
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
         "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "GRIDLANE_CYCLE_SECONDS": "3600",
+        "GRIDLANE_CYCLE_SECONDS": str(cycle_s),
         "GRIDLANE_LOCAL_FABRIC_ROOT": str(settings.GRIDLANE_LOCAL_FABRIC_ROOT),
     }
     log = tmp_path / "worker.log"
@@ -64,15 +69,8 @@ def test_the_worker_admits_a_submit_at_once_not_at_its_next_tick(transactional_d
             start_new_session=True,
         )  # fmt: skip
     try:
-        # Ready: the periodic cycle of its start and the listener's first admission have both run.
         wait_until(lambda: worker.poll() is None and cycles() >= 2 and listening(), timeout=60, every=0.2)
-        settings.GRIDLANE_KICK_WORKER = True
-        workload = submit(alice, command="true")
-        wait_until(lambda: Workload.objects.get(pk=workload.pk).admitted_at is not None, timeout=60)
-        # The follow-up thread dispatches it too.
-        wait_until(lambda: Workload.objects.get(pk=workload.pk).external_id != "", timeout=60)
-        assert Workload.objects.get(pk=workload.pk).state in (State.DISPATCHING, State.RUNNING, State.SUCCEEDED)
-        assert cycles() >= 3
+        yield worker
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         try:
@@ -81,6 +79,47 @@ def test_the_worker_admits_a_submit_at_once_not_at_its_next_tick(transactional_d
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait()
     assert worker.returncode == 0, log.read_text()[-3000:]
+
+
+def test_the_worker_admits_a_submit_at_once_not_at_its_next_tick(transactional_db, alice, submit, settings, tmp_path):
+    """The worker's tick is an hour: only the kick can admit the submit."""
+    with running_worker(settings, tmp_path, cycle_s=3600):
+        settings.GRIDLANE_KICK_WORKER = True
+        workload = submit(alice, command="true")
+        wait_until(lambda: Workload.objects.get(pk=workload.pk).admitted_at is not None, timeout=60)
+        # The follow-up thread dispatches it too.
+        wait_until(lambda: Workload.objects.get(pk=workload.pk).external_id != "", timeout=60)
+        assert Workload.objects.get(pk=workload.pk).state in (State.DISPATCHING, State.RUNNING, State.SUCCEEDED)
+        assert cycles() >= 3
+
+
+def test_the_periodic_cycle_asks_the_listener_to_admit(transactional_db, alice, submit, settings, tmp_path):
+    """A submit that sends no kick waits for the tick; where the listener runs, the tick's cycle asks it to admit
+    (a kick of its own) rather than admitting in the cluster's process."""
+    with running_worker(settings, tmp_path, cycle_s=0.5):
+        workload = submit(alice, command="true")  # GRIDLANE_KICK_WORKER is off: no kick
+        wait_until(lambda: Workload.objects.get(pk=workload.pk).external_id != "", timeout=60)
+        ticks = [task.kwargs for task in Task.objects.filter(name="cycle")]
+        assert ticks
+        assert all(kwargs == {"kick": True} for kwargs in ticks)
+
+
+def test_a_cycle_that_kicks_syncs_then_leaves_admission_to_the_listener(transactional_db, alice, submit):
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as listener:
+        listener.execute(f"LISTEN {wake.CHANNEL}")
+        workload = submit(alice, command="true")
+
+        summary = tasks.cycle(kick=True)
+        assert summary["kicked"]
+        assert "admitted" not in summary
+        # admit and dispatch: the cycle has just brought status in
+        assert [n.payload for n in listener.notifies(timeout=5, stop_after=1)] == [wake.ADMIT]
+        assert Workload.objects.get(pk=workload.pk).state == State.PENDING
+
+        summary = tasks.cycle()  # no listener (SQLite's worker): the cycle admits and dispatches itself
+        assert summary["admitted"] == 1
+        assert summary["dispatched"] == 1
+        assert kicks_heard(listener, 0.2) == 0
 
 
 def cycles() -> float:

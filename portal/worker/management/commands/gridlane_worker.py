@@ -46,8 +46,10 @@ class Command(BaseCommand):
                     log.warning("the django-q2 cluster exited with %s; starting it again", cluster.returncode)
                     stop.wait(period)
                     cluster = _start_cluster(manage)
+                # Where the listener is up, the cycle asks it to admit and dispatch (tasks.cycle).
+                kick = bool(threads) and all(thread.is_alive() for thread in threads)
                 try:
-                    async_task("portal.worker.tasks.cycle", task_name="cycle", group="cycle")
+                    async_task("portal.worker.tasks.cycle", kick=kick, task_name="cycle", group="cycle")
                 except DatabaseError as error:  # the database is away: ask again next period, for as long as it takes
                     log.warning("cannot ask for a cycle (%s); trying again in %g s", error, period)
                     wake.forget_connection()
