@@ -99,8 +99,9 @@ def test_the_periodic_cycle_asks_the_listener_to_admit(transactional_db, alice, 
     with running_worker(settings, tmp_path, cycle_s=0.5):
         workload = submit(alice, command="true")  # GRIDLANE_KICK_WORKER is off: no kick
         wait_until(lambda: Workload.objects.get(pk=workload.pk).external_id != "", timeout=60)
+        # The cluster records a finished task a moment after it ran.
+        wait_until(lambda: Task.objects.filter(name="cycle").exists(), timeout=60)
         ticks = [task.kwargs for task in Task.objects.filter(name="cycle")]
-        assert ticks
         assert all(kwargs == {"kick": True} for kwargs in ticks)
 
 
