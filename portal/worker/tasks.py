@@ -15,8 +15,8 @@
 A kick (a submit, a cancel) runs admit and dispatch at once, without waiting for a slow fabric's sync; the
 periodic cycle runs them all (where the worker's listener takes kicks, its admit and dispatch are a kick too).
 A cancel's kick syncs right after (that is where its job is stopped); a stream of submits' kicks syncs at most
-once every FOLLOW_UP_SYNC_S (see FollowUp). Stale status can only make admit see
-more in use than there is, never less.
+once every FOLLOW_UP_SYNC_S (see FollowUp). Stale status can only make admit see more in use than there is,
+never less.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def test_a_cycle_that_kicks_syncs_then_leaves_admission_to_the_listener(transact
         assert [n.payload for n in listener.notifies(timeout=5, stop_after=1)] == [wake.ADMIT]
         assert Workload.objects.get(pk=workload.pk).state == State.PENDING
 
-        summary = tasks.cycle()  # no listener (SQLite's worker): the cycle admits and dispatches itself
+        summary = tasks.cycle()  # as where no listener runs (SQLite): the cycle admits and dispatches itself
         assert summary["admitted"] == 1
         assert summary["dispatched"] == 1
         assert kicks_heard(listener, 0.2) == 0
