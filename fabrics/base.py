@@ -200,6 +200,24 @@ class BatchFabric(Fabric, Protocol):
         ...
 
 
+class InDatabaseFabric(BatchFabric, Protocol):
+    """A fabric whose jobs are rows of the portal's own database (the agents' claims: agents pull them). Its
+    `submit_many` writes only there, inside whatever transaction is open, and each job's external id is known
+    before it is placed: the dispatcher records intent, the jobs and their ids in one transaction."""
+
+    IN_DATABASE: bool  # True: how the dispatcher tells (in_database)
+    QUEUED_REASON: str  # why a job placed there waits, until it starts: what its poll says of it
+
+    def job_id(self, job: JobSpec) -> str:
+        """The external id `submit_many` gives this job."""
+        ...
+
+
+def in_database(fabric: object) -> bool:
+    """Whether a fabric places its jobs in the portal's own database (InDatabaseFabric)."""
+    return bool(getattr(fabric, "IN_DATABASE", False))
+
+
 class Batched:
     """`find` and `submit` for a fabric that does both in batches: one workload is a batch of one."""
 

@@ -40,7 +40,12 @@ _STATES = {
 
 
 class AgentFabric:
+    """fabrics.base.InDatabaseFabric: a job is a claim, a row of the portal's own database, and its external id is
+    its run id."""
+
     MAX_NODES = 1  # one host: a request for more nodes could never run here (refused at submit)
+    IN_DATABASE = True
+    QUEUED_REASON = "waiting for an agent"
 
     def __init__(self, config: FabricConfig) -> None:
         self.check_settings(config.settings)
@@ -71,13 +76,16 @@ class AgentFabric:
     def render(self, job: JobSpec) -> str:
         return json.dumps(_spec(job), indent=2, sort_keys=True)
 
+    def job_id(self, job: JobSpec) -> str:
+        return str(job.workload_id)
+
     def submit(self, job: JobSpec) -> str:
         row = self._row()
         workload = services.workload_for(job.workload_id, row.name)
         if workload is None:
             raise FabricError(f"no workload runs as {job.workload_id}", retryable=False)
         Claim.objects.bulk_create([_claim(row, workload.pk, workload.lease_s, job)], ignore_conflicts=True)
-        return str(job.workload_id)
+        return self.job_id(job)
 
     def find_many(self, workload_ids: Sequence[UUID]) -> dict[UUID, str]:
         """One query for the whole batch the worker dispatches."""
@@ -102,7 +110,7 @@ class AgentFabric:
                 results[job.workload_id] = FabricError(f"no workload runs as {job.workload_id}", retryable=False)
                 continue
             claims.append(_claim(row, pk, lease_s, job, now))
-            results[job.workload_id] = str(job.workload_id)
+            results[job.workload_id] = self.job_id(job)
         _insert_claims(claims)
         return results
 
@@ -130,9 +138,7 @@ class AgentFabric:
         statuses = {}
         for external_id in ids:
             if external_id in waiting:
-                statuses[external_id] = JobStatus(
-                    JobState.QUEUED, reason=waiting[external_id] or "waiting for an agent"
-                )
+                statuses[external_id] = JobStatus(JobState.QUEUED, reason=waiting[external_id] or self.QUEUED_REASON)
                 continue
             claim = by_id.get(external_id)
             if claim is None:
@@ -143,7 +149,7 @@ class AgentFabric:
             state = _STATES.get(Claim.ClaimState(claim.state), JobState.UNDETERMINED)
             if claim.state == Claim.ClaimState.LOST and claim.workload.queue.preemptible:
                 state = JobState.MISSING  # the worker puts it back in line
-            reason = claim.reason or ("waiting for an agent" if state == JobState.QUEUED else "")
+            reason = claim.reason or (self.QUEUED_REASON if state == JobState.QUEUED else "")
             statuses[external_id] = JobStatus(
                 state,
                 exit_code=claim.exit_code,

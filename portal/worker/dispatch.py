@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 
-from fabrics.base import Fabric, FabricError, JobSpec, TierHints, place_many
+from fabrics.base import Fabric, FabricError, InDatabaseFabric, JobSpec, TierHints, in_database, place_many
 from portal import sql
 from portal.accounts import posix
 from portal.code import services as code_travel
@@ -141,33 +142,36 @@ def dispatch(row: FabricRow, workloads: list[Workload]) -> int:
     """Dispatch these workloads to one fabric; returns how many now have a job there."""
     fabric = fabric_for(row)
     hints = tiers.hints_of({w.priority for w in workloads})  # what their priority tiers ask of the fabric
-    # 1. Record intent. Those moved from admitted just now were never sent anywhere: nothing to look up.
-    admitted = {w.pk for w in workloads if w.state == State.ADMITTED}
     specs_of: dict[object, JobSpec] = {}  # each one's spec, worked out once: rendered, then sent
     paths = Paths()  # the batch's own paths on the portal: one reverse() per name
-    ready = {w.run_id: w for w in _record_intents(row, fabric, workloads, hints, specs_of, paths)}
+    resumed, rendered = _render(row, fabric, workloads, hints, specs_of, paths)
+    placed = 0
+    if in_database(fabric):  # intent, jobs and ids at once; what a dispatch left halfway before goes on below
+        placed, rendered = _place_with_intent(row, cast(InDatabaseFabric, fabric), rendered, specs_of), {}
+    # 1. Record intent. Those moved from admitted just now were never sent anywhere: nothing to look up.
+    ready = {w.run_id: w for w in _record_intents(row, workloads, resumed, rendered)}
     if not ready:
-        return 0
-    fresh = {run_id for run_id, w in ready.items() if w.pk in admitted}
+        return placed
+    fresh = {run_id for run_id, w in ready.items() if w.pk not in resumed}
     # 2. Find jobs a previous attempt already submitted, 3. and submit the rest: in one round trip where
     # the fabric can (Slurm, PBS: one script under the login node's submit lock), else in two.
     specs = [specs_of.get(w.pk) or job_spec(w, hints.get(w.priority, TierHints()), paths) for w in ready.values()]
-    placed = place_many(fabric, specs, fresh=fresh)
-    return _record_outcomes(row, {ready[run_id]: outcome for run_id, outcome in placed.items()})
+    outcomes = place_many(fabric, specs, fresh=fresh)
+    return placed + _record_outcomes(row, {ready[run_id]: outcome for run_id, outcome in outcomes.items()})
 
 
-def _record_intents(
+def _render(
     row: FabricRow,
     fabric: Fabric,
     workloads: list[Workload],
     hints: dict[str, TierHints],
     specs: dict[object, JobSpec],
     paths: Paths,
-) -> list[Workload]:
-    """admitted -> dispatching with each one's rendered script, in one statement for the whole batch; returns
-    those that are ours to dispatch, with those whose intent a previous attempt recorded. The spec each one was
-    rendered from goes into `specs`, by workload id."""
-    ours: list[Workload] = []
+) -> tuple[set[object], dict[Workload, str]]:
+    """The ids of those whose intent a previous attempt recorded (dispatching already), and each admitted one's
+    rendered script; the spec each was rendered from goes into `specs`, by workload id. One that cannot run (no
+    account to run as on this fabric, a template that cannot render it) fails here."""
+    resumed: set[object] = set()
     rendered: dict[Workload, str] = {}
     mapped: dict[tuple[int, int], posix.RunAs] = {}  # a batch is mostly one person's work: each asked once
     for w in workloads:
@@ -179,7 +183,7 @@ def _record_intents(
             services.transition(w, State.FAILED, reason=f"cannot run on {row.name}: {who.refusal}")
             continue
         if w.state != State.ADMITTED:
-            ours.append(w)  # dispatching already: a previous attempt recorded the intent
+            resumed.add(w.pk)
             continue
         try:
             specs[w.pk] = job_spec(w, hints.get(w.priority, TierHints()), paths, who)
@@ -187,17 +191,70 @@ def _record_intents(
         except Exception as error:  # a template IT saved that cannot render this job
             services.transition(w, State.DISPATCHING, reason="dispatching")
             services.transition(w, State.FAILED, reason=f"could not render the job for {row.name}: {error}")
-    if not rendered:
-        return ours
-    # One statement: each moves to dispatching with its script (one new version of its row).
-    moved = set(services.transition_many([w.pk for w in rendered], State.ADMITTED, State.DISPATCHING,
-                                         reason=f"dispatching to {row.name}",
-                                         each=("rendered", {w.pk: text for w, text in rendered.items()})))  # fmt: skip
-    won = [w for w in rendered if w.pk in moved]  # the others moved on meanwhile (a cancel)
-    for w in won:
-        w.state, w.rendered = State.DISPATCHING, rendered[w]
-    keep = {w.pk for w in ours + won}
+    return resumed, rendered
+
+
+def _record_intents(
+    row: FabricRow, workloads: list[Workload], resumed: set[object], rendered: dict[Workload, str]
+) -> list[Workload]:
+    """admitted -> dispatching with each one's rendered script, in one statement for the whole batch; returns
+    those that are ours to dispatch, with those whose intent a previous attempt recorded (`resumed`)."""
+    won: list[Workload] = []
+    if rendered:
+        # One statement: each moves to dispatching with its script (one new version of its row).
+        scripts = {w.pk: text for w, text in rendered.items()}
+        moved = set(
+            services.transition_many(
+                list(scripts), State.ADMITTED, State.DISPATCHING, reason=f"dispatching to {row.name}",
+                each={"rendered": scripts},
+            )
+        )  # fmt: skip
+        won = [w for w in rendered if w.pk in moved]  # the others moved on meanwhile (a cancel)
+        for w in won:
+            w.state, w.rendered = State.DISPATCHING, rendered[w]
+    keep = resumed | {w.pk for w in won}
     return [w for w in workloads if w.pk in keep]  # in the order given (oldest admission first)
+
+
+def _place_with_intent(
+    row: FabricRow, fabric: InDatabaseFabric, rendered: dict[Workload, str], specs: dict[object, JobSpec]
+) -> int:
+    """Dispatch to a fabric whose jobs are rows of the portal's own database (the agents' claims), all in one
+    transaction: admitted -> dispatching with each one's script, its job's id and why it
+    waits there (the fabric's QUEUED_REASON, as its next poll would say), and the jobs themselves. A crash
+    leaves all of it or none: no intent to repair, and each row takes one new version where the usual steps
+    take three (the intent, the job's id, then the reason the next sync writes). Returns how many were placed."""
+    if not rendered:
+        return 0
+    scripts = {w.pk: text for w, text in rendered.items()}
+    job_ids = {w.pk: fabric.job_id(specs[w.pk]) for w in rendered}
+    placed: list[Workload] = []
+    try:
+        with transaction.atomic():
+            moved = set(
+                services.transition_many(
+                    list(scripts), State.ADMITTED, State.DISPATCHING, reason=f"dispatching to {row.name}",
+                    each={"rendered": scripts, "external_id": job_ids}, pending_reason=fabric.QUEUED_REASON,
+                )
+            )  # fmt: skip
+            won = [w for w in rendered if w.pk in moved]  # the others moved on meanwhile (a cancel)
+            outcomes = fabric.submit_many([specs[w.pk] for w in won]) if won else {}
+            for w in won:
+                w.state, w.rendered, w.pending_reason = State.DISPATCHING, scripts[w.pk], fabric.QUEUED_REASON
+                outcome = outcomes.get(w.run_id)
+                if isinstance(outcome, FabricError) and outcome.retryable:
+                    raise outcome  # none of this dispatch stays: all of it is tried again
+                if outcome is None or isinstance(outcome, FabricError):
+                    services.transition(w, State.FAILED, reason=f"{row.name} refused the job: {outcome or 'no answer'}")
+                else:
+                    w.external_id = job_ids[w.pk]
+                    placed.append(w)
+    except FabricError as error:
+        log.warning("dispatch of %d workloads to %s will be retried: %s", len(rendered), row.name, error)
+        return 0
+    for w in placed:
+        log.info("workload %s dispatched to %s as %s", w.pk, row.name, w.external_id)
+    return len(placed)
 
 
 def _record_outcomes(row: FabricRow, outcomes: dict[Workload, str | FabricError]) -> int:

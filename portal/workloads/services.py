@@ -883,15 +883,15 @@ def transition_many(
     *,
     reason: str,
     actor: Any = None,
-    each: tuple[str, Mapping[Any, str]] | None = None,
+    each: Mapping[str, Mapping[Any, str]] | None = None,
     **fields: Any,
 ) -> list[Any]:
     """Move many workloads from `old` to `new` at once (the scheduler's admissions): lock the rows that are
     still in `old`, update them in one statement and write their events in one insert. Returns the ids moved;
     the others had moved on (cancelled, say) and are left alone.
 
-    `each`: a text column and each row's own value for it (by id; a dispatch's rendered scripts), set by the
-    same UPDATE: one new version of each row, not two."""
+    `each`: text columns and each row's own value for them (column -> id -> value; a dispatch's rendered
+    scripts), set by the same UPDATE: one new version of each row, not one more per column."""
     if not can_move(old, new):
         raise InvalidTransition(f"{old} -> {new} is not a workload transition")
     now = timezone.now()
@@ -912,8 +912,7 @@ def transition_many(
             if not won:
                 continue
             Workload.objects.filter(pk__in=won).update(**stamps, **fields)
-            if each is not None:
-                name, by_pk = each
+            for name, by_pk in (each or {}).items():
                 sql.set_each(Workload, name, {pk: by_pk[pk] for pk in won})
             WorkloadEvent.objects.bulk_create(
                 WorkloadEvent(workload_id=pk, at=now, actor=actor, from_state=old, to_state=new, reason=reason[:500])
@@ -930,11 +929,11 @@ def _transition_many_pg(
     reason: str,
     actor: Any,
     values: dict[str, Any],
-    each: tuple[str, Mapping[Any, str]] | None,
+    each: Mapping[str, Mapping[Any, str]] | None,
 ) -> list[Any]:
     """transition_many in one statement on PostgreSQL: a compare-and-swap UPDATE of every row still in `old`
     (the others are left alone, as the row lock's re-check decides), and their events inserted from what it
-    returned. One round trip for any number of workloads. With `each`, the ids and their values go as two
+    returned. One round trip for any number of workloads. With `each`, the ids and each column's values go as
     arrays, unnested into a join (as sql.set_each's)."""
     qn = connection.ops.quote_name
     sets, params = [], []
@@ -943,14 +942,17 @@ def _transition_many_pg(
         sets.append(f"{column} = %s")
         params.append(field.get_db_prep_save(value, connection))
     keys = [str(pk) for pk in ids]
-    if each is None:
+    if not each:
         rows, match = "", "t.id = ANY(%s::uuid[])"
         params.append(keys)
     else:
-        name, by_pk = each
-        sets.append(f"{sql.field_of(Workload, name)[0]} = v.value")  # text, refused when too long: as set_each
-        rows, match = " FROM unnest(%s::uuid[], %s::text[]) AS v(key, value)", "t.id = v.key"
-        params += [keys, [by_pk[pk] for pk in ids]]
+        per_column = []
+        for i, (name, by_pk) in enumerate(each.items()):
+            sets.append(f"{sql.field_of(Workload, name)[0]} = v.c{i}")  # text, refused when too long: as set_each
+            per_column.append([by_pk[pk] for pk in ids])
+        arrays, names = ", %s::text[]" * len(each), "".join(f", c{i}" for i in range(len(each)))
+        rows, match = f" FROM unnest(%s::uuid[]{arrays}) AS v(key{names})", "t.id = v.key"
+        params += [keys, *per_column]
     event = WorkloadEvent._meta
     columns = ", ".join(
         sql.field_of(WorkloadEvent, f)[0] for f in ("workload", "at", "actor", "from_state", "to_state", "reason")

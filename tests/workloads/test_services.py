@@ -178,9 +178,10 @@ def test_many_move_in_one_statement_and_one_that_moved_on_meanwhile_is_left_alon
     }
 
 
-def test_many_move_with_each_ones_own_text_in_the_same_statement(alice, django_assert_max_num_queries):
-    """A dispatch's intent: each moves to dispatching with its own rendered script, one new version of its row
-    (the same UPDATE), and one that moved on meanwhile keeps what it had."""
+def test_many_move_with_each_ones_own_texts_in_the_same_statement(alice, django_assert_max_num_queries):
+    """A dispatch's intent: each moves to dispatching with its own rendered script and job id (an agent's, known
+    before it is placed), one new version of its row (the same UPDATE), and one that moved on meanwhile keeps
+    what it had."""
     from django.db import connection
 
     waiting = [services.submit(alice, request(name=f"w{i}"))[0] for i in range(3)]
@@ -188,18 +189,22 @@ def test_many_move_with_each_ones_own_text_in_the_same_statement(alice, django_a
     waiting[2].refresh_from_db()
     assert services.transition(waiting[2], State.CANCELLED, reason="cancelled")
     scripts = {w.pk: f'#!/bin/sh\n# {w.name}: it\'s "quoted"\n' for w in waiting}
+    job_ids = {w.pk: f"job-{w.name}" for w in waiting}
     updates = row_updates(Workload)
     with django_assert_max_num_queries(1 if connection.vendor == "postgresql" else 20):
         moved = services.transition_many(
             [w.pk for w in waiting], State.ADMITTED, State.DISPATCHING, reason="dispatching",
-            each=("rendered", scripts),
+            each={"rendered": scripts, "external_id": job_ids}, pending_reason="waiting for an agent",
         )  # fmt: skip
     assert sorted(moved) == sorted([waiting[0].pk, waiting[1].pk])
-    rows = {name: (state, text) for name, state, text in Workload.objects.values_list("name", "state", "rendered")}
+    rows = {
+        name: rest
+        for name, *rest in Workload.objects.values_list("name", "state", "rendered", "external_id", "pending_reason")
+    }
     assert rows == {
-        "w0": (State.DISPATCHING, scripts[waiting[0].pk]),
-        "w1": (State.DISPATCHING, scripts[waiting[1].pk]),
-        "w2": (State.CANCELLED, ""),
+        "w0": [State.DISPATCHING, scripts[waiting[0].pk], "job-w0", "waiting for an agent"],
+        "w1": [State.DISPATCHING, scripts[waiting[1].pk], "job-w1", "waiting for an agent"],
+        "w2": [State.CANCELLED, "", "", ""],
     }
     assert WorkloadEvent.objects.filter(to_state=State.DISPATCHING).count() == 2
     if connection.vendor == "postgresql":
