@@ -331,7 +331,6 @@ def check_submit(
         runtime_limit_s=runtime_s,
         priority=req.priority,
         lease_s=lease_s,
-        request_fingerprint=req.fingerprint(),
         array=array,
         array_size=len(indexes),
         array_throttle=throttle or None,
@@ -480,7 +479,7 @@ def submit(
         if existing is None:
             raise
         return existing, False
-    workload.idempotency_key = idempotency_key or None
+    _keyed(workload, req, idempotency_key)
     if workload.array_size:
         try:
             do_submit_many([(workload, None)], answered_whole=True)
@@ -523,7 +522,7 @@ def _submit_kept(
         if existing is None:
             raise
         return existing, False
-    workload.idempotency_key = idempotency_key or None
+    _keyed(workload, req, idempotency_key)
     inserted = _insert(workload, (generation, charge))
     if inserted is None:  # the generation moved: counted now, with the context read under the new one
         if unconfirmed:
@@ -532,6 +531,13 @@ def _submit_kept(
     if inserted:
         return workload, True
     return _replayed(user, req, idempotency_key, workload), False
+
+
+def _keyed(workload: Workload, req: SubmitRequest, key: str | None) -> None:
+    """Give a checked workload its idempotency key, and the fingerprint of its request that a repeat with the same
+    key is compared with (_replay). Work submitted without a key is never replayed: it keeps no fingerprint."""
+    workload.idempotency_key = key or None
+    workload.request_fingerprint = req.fingerprint() if key else ""
 
 
 def _replayed(user: Any, req: SubmitRequest, idempotency_key: str | None, workload: Workload) -> Workload:
@@ -734,7 +740,7 @@ def check_submit_many(
             errors[index] = rejected.errors
             forbidden_only = False
             continue
-        workload.idempotency_key = key
+        _keyed(workload, req, key)
         checked.append((workload, None))
     if errors:
         raise BulkRejected(errors, status=403 if forbidden_only else 400)
@@ -764,7 +770,7 @@ def _check_by_shape(
         raise SubmitRejected(errors)
     workload = copy.copy(found)  # its own state; the queue, team and owner it refers to are shared
     workload.pk = uuid.uuid4()
-    workload.name, workload.command, workload.request_fingerprint = req.name, req.command, req.fingerprint()
+    workload.name, workload.command = req.name, req.command
     return workload
 
 

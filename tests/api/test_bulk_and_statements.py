@@ -299,13 +299,16 @@ def test_an_item_of_a_shape_seen_before_gets_the_errors_a_single_submit_gets(api
 
 
 def test_items_of_different_shapes_keep_their_own_requests_and_fingerprints(api_as, alice):
+    """Each keyed item keeps the fingerprint of its own request (what a repeat of its key is compared with); an
+    item without a key is never replayed, and keeps none."""
     from portal.api.serializers import BulkItemIn
 
     shapes: list[dict[str, Any]] = [
-        JOB | {"name": "small", "resources": {"gpus": 0.5}},
+        JOB | {"name": "small", "resources": {"gpus": 0.5}, "idempotency_key": "small"},
         JOB | {"name": "big", "resources": {"gpus": 4, "cpus": 8}, "idempotency_key": "big"},
-        JOB | {"name": "small-2", "command": "python other.py", "resources": {"gpus": 0.5}},
-        JOB | {"name": "long", "runtime_limit_minutes": 120},
+        JOB | {"name": "small-2", "command": "python other.py", "resources": {"gpus": 0.5}, "idempotency_key": "s2"},
+        JOB | {"name": "long", "runtime_limit_minutes": 120, "idempotency_key": "long"},
+        JOB | {"name": "unkeyed", "resources": {"gpus": 0.5}},
     ]
     response = post(api_as(alice), BULK, {"items": shapes})
     assert response.status_code == 201, response.content
@@ -317,6 +320,7 @@ def test_items_of_different_shapes_keep_their_own_requests_and_fingerprints(api_
     ]
     assert stored["small-2"].command == "python other.py"
     assert stored["long"].runtime_limit_s == 7200
-    assert len({w.pk for w in stored.values()}) == 4
-    for body in shapes:  # each as a single submit of the same body would have fingerprinted it
+    assert len({w.pk for w in stored.values()}) == 5
+    for body in shapes[:4]:  # each as a single submit of the same body with a key would have fingerprinted it
         assert stored[body["name"]].request_fingerprint == BulkItemIn.parse(body).fingerprint()
+    assert stored["unkeyed"].request_fingerprint == ""
