@@ -18,7 +18,7 @@ from portal.worker import dispatch as dispatching
 from portal.worker import stats, tasks
 from portal.worker.models import WorkerStats
 from portal.workloads import services
-from portal.workloads.models import Workload
+from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
 from tests.conftest import row_updates
 
@@ -201,6 +201,86 @@ def test_a_dispatch_takes_the_same_statements_for_ten_or_a_thousand_and_writes_e
     sync.sync_all()
     if connection.vendor == "postgresql":
         assert row_updates(Workload) == before
+
+
+def _agent_batch(alice: Any, n: int) -> list[Workload]:
+    req = services.SubmitRequest(queue="hosts", kind="batch", name="batch", command="true")
+    services.submit_many(alice, [(req, None)] * n)
+    tasks.admit()
+    return list(Workload.objects.filter(name="batch"))
+
+
+def _untouched_since_admission(workloads: list[Workload]) -> None:
+    rows = Workload.objects.filter(pk__in=[w.pk for w in workloads])
+    assert set(rows.values_list("state", "external_id", "rendered", "pending_reason")) == {("admitted", "", "", "")}
+    assert not Claim.objects.exists()
+    assert not WorkloadEvent.objects.filter(to_state=State.DISPATCHING).exists()
+
+
+def test_an_agent_dispatch_that_dies_after_its_intent_leaves_nothing_and_is_done_again_whole(hosts, alice, monkeypatch):
+    """The intent, the claims and the job ids are one transaction: a dispatch that dies between them (here the
+    claims' insert fails after the intent's UPDATE ran) leaves every workload as its admission left it, and the
+    next dispatch places each once."""
+    from portal.agents import fabric as agent_fabric
+
+    workloads = _agent_batch(alice, 3)
+
+    def dies(claims: list[Any]) -> None:
+        assert Workload.objects.filter(state=State.DISPATCHING).count() == 3  # the intent is written by now
+        raise psycopg.OperationalError("the database went away")
+
+    monkeypatch.setattr(agent_fabric, "_insert_claims", dies)
+    with pytest.raises(psycopg.OperationalError):
+        tasks.dispatch()
+    _untouched_since_admission(workloads)
+    monkeypatch.undo()
+    assert tasks.dispatch() == 3
+    claims = dict(Claim.objects.values_list("workload_id", "run_id"))
+    assert set(Workload.objects.values_list("pk", "external_id")) == {(pk, str(run)) for pk, run in claims.items()}
+    assert WorkloadEvent.objects.filter(to_state=State.DISPATCHING).count() == 3
+
+
+def test_a_retryable_error_leaves_the_whole_agent_batch_to_the_next_dispatch(hosts, alice, monkeypatch):
+    from fabrics.base import FabricError
+    from portal.agents.fabric import AgentFabric
+
+    workloads = _agent_batch(alice, 3)
+    busy = workloads[1].run_id
+
+    def refuses_one(self: Any, jobs: list[Any]) -> dict[Any, Any]:
+        return {j.workload_id: FabricError("busy", retryable=True) if j.workload_id == busy else str(j.workload_id)
+                for j in jobs}  # fmt: skip
+
+    monkeypatch.setattr(AgentFabric, "submit_many", refuses_one)
+    assert tasks.dispatch() == 0
+    _untouched_since_admission(workloads)
+    monkeypatch.undo()
+    assert tasks.dispatch() == 3
+
+
+def test_work_an_earlier_dispatch_left_dispatching_is_looked_up_before_it_is_placed(hosts, alice):
+    """A workload a dispatch left halfway (dispatching, no job id: its worker died after the intent, before the
+    claims were one transaction with it) goes the usual way: looked up by its tag first. The one whose claim was
+    made already gets that claim's id and no second claim; the others are placed in one transaction."""
+    from portal.agents.fabric import AgentFabric, _claim, _insert_claims
+    from portal.queues.models import Fabric as FabricRow
+    from portal.worker.connections import fabric_for
+
+    workloads = _agent_batch(alice, 3)
+    halfway, claimed = workloads[0], workloads[1]
+    Workload.objects.filter(pk__in=[halfway.pk, claimed.pk]).update(state=State.DISPATCHING, rendered="{}")
+    row = FabricRow.objects.get(name="hosts")
+    claimed.refresh_from_db()
+    spec = dispatching.job_spec(claimed)
+    fabric = fabric_for(row)
+    assert isinstance(fabric, AgentFabric)
+    assert fabric.job_id(spec) == str(claimed.run_id)
+    _insert_claims([_claim(row, claimed.pk, None, spec)])
+    assert tasks.dispatch() == 3
+    assert Claim.objects.filter(workload=claimed).count() == 1
+    assert Claim.objects.count() == 3
+    assert set(Workload.objects.values_list("state", flat=True)) == {State.DISPATCHING}
+    assert all(w.external_id == str(w.run_id) for w in Workload.objects.all())
 
 
 def test_work_still_queued_on_its_fabric_has_no_output_to_read(hosts, alice, monkeypatch):
