@@ -220,10 +220,11 @@ def _place_with_intent(
     row: FabricRow, fabric: InDatabaseFabric, rendered: dict[Workload, str], specs: dict[object, JobSpec]
 ) -> int:
     """Dispatch to a fabric whose jobs are rows of the portal's own database (the agents' claims), all in one
-    transaction: admitted -> dispatching with each one's script, its job's id and why it
-    waits there (the fabric's QUEUED_REASON, as its next poll would say), and the jobs themselves. A crash
-    leaves all of it or none: no intent to repair, and each row takes one new version where the usual steps
-    take three (the intent, the job's id, then the reason the next sync writes). Returns how many were placed."""
+    transaction: admitted -> dispatching with each one's script, its job's id and why it waits there (the
+    fabric's QUEUED_REASON, as its next poll would say it), and the jobs themselves. A crash leaves all of it or
+    none: no intent to repair, and each row takes one new version where the usual steps take three (the intent,
+    the job's id, then the reason the next sync writes). A retryable error undoes the whole batch, which the
+    next dispatch takes again. Returns how many were placed."""
     if not rendered:
         return 0
     scripts = {w.pk: text for w, text in rendered.items()}
