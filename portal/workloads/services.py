@@ -14,6 +14,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
+from dataclasses import field as dataclass_field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,7 @@ MAX_NODES = 1024
 MAX_LEASE_HOURS = 24 * 30
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,99}")
 IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,299}")
+KINDS = tuple(WorkloadKind.values)  # (the enum builds the list anew on every read)
 
 
 class SubmitRejected(Exception):
@@ -137,6 +139,9 @@ class SubmitContext:
     queue: Queue
     groups: list[Any]
     leads: frozenset[int]
+    # never_runs's answer for each team and shape of request (see _check_fits_somewhere), worked out once while the
+    # context is kept: it reads only the queue's fabrics and the team's caps, which came with the context.
+    fits: dict[tuple[Any, ...], dict[str, list[str]]] = dataclass_field(default_factory=dict, compare=False, repr=False)
 
 
 def submit_context(user: Any, slug: str, generation: int | None = None) -> SubmitContext:
@@ -223,8 +228,8 @@ def check_submit(
         names = ", ".join(g.slug for g in groups) or "none"
         err("group", f"Say which team this is for (one of: {names}).")
 
-    if req.kind not in WorkloadKind.values:
-        err("kind", f"Choose one of: {', '.join(WorkloadKind.values)}.")
+    if req.kind not in KINDS:
+        err("kind", f"Choose one of: {', '.join(KINDS)}.")
     elif req.kind not in queue.kinds:
         kinds = ", ".join(words.kind_label(k).lower() for k in queue.kinds)
         err("kind", f"The queue {queue.name} takes {kinds} work, not {words.kind_label(req.kind).lower()}.")
@@ -335,7 +340,7 @@ def check_submit(
         array_size=len(indexes),
         array_throttle=throttle or None,
     )
-    _check_fits_somewhere(workload, queue, lambda fabric: limits.cap_read(group, fabric.pk))
+    _check_fits_somewhere(workload, queue, lambda fabric: limits.cap_read(group, fabric.pk), ctx.fits)
     return workload
 
 
@@ -361,16 +366,29 @@ def _name_and_command_errors(req: SubmitRequest, name: str) -> dict[str, list[st
     return errors
 
 
-def _check_fits_somewhere(workload: Workload, queue: Queue, cap_of: Callable[[Fabric], limits.Cap]) -> None:
-    """Refuse at once what no fabric behind the queue could ever hold, rather than leave it pending forever."""
+def _check_fits_somewhere(
+    workload: Workload,
+    queue: Queue,
+    cap_of: Callable[[Fabric], limits.Cap],
+    known: dict[tuple[Any, ...], dict[str, list[str]]] | None = None,
+) -> None:
+    """Refuse at once what no fabric behind the queue could ever hold, rather than leave it pending forever.
+    `known`: never_runs's answers for this queue, its fabrics and the teams' caps as they are now (a kept
+    context's), by team and shape of request."""
     fabrics = [t.fabric for t in queue.targets.all() if t.fabric.enabled]
     if workload.native_kind:  # a script runs only where its kind of scheduler reads it
         fabrics = [f for f in fabrics if f.kind == workload.native_kind]
     if not fabrics:
         raise SubmitRejected({"queue": [f"The queue {queue.name} has no fabric behind it yet; ask IT."]})
-    errors = never_runs(workload, queue.name, fabrics, cap_of)
+    shape = (workload.group_id, workload.native_kind, workload.nodes, workload.gpus_milli, workload.cpus_milli,
+             workload.memory_mib)  # fmt: skip
+    errors = None if known is None else known.get(shape)
+    if errors is None:
+        errors = never_runs(workload, queue.name, fabrics, cap_of)
+        if known is not None:
+            known[shape] = errors
     if errors:
-        raise SubmitRejected(errors)
+        raise SubmitRejected({field: list(messages) for field, messages in errors.items()})  # its own to change
     _check_run_as(workload, queue, fabrics)
 
 

@@ -178,6 +178,33 @@ def test_many_move_in_one_statement_and_one_that_moved_on_meanwhile_is_left_alon
     }
 
 
+def test_a_kept_context_answers_whether_each_shape_fits_once_and_each_time_alike(alice):
+    """Whether some fabric behind the queue could ever hold a request depends only on what the context came with
+    (the queue's fabrics, the team's caps) and on the request's shape: worked out once per team and shape while the
+    context is kept, and answered alike every time, each refusal with errors of its own."""
+    ctx = services.submit_context(alice, "train")
+    too_many = (
+        "Your team Vision may hold at most that much on local: this asks for 7 GPUs, where the limit is 6. "
+        "Ask for less, or ask IT or your team lead to raise the limit."
+    )
+    refusals: list[dict[str, list[str]] | None] = []
+    for gpus, nodes in [(1, 1), (7, 1), (7, 1), (1, 2), (1, 1), (7, 1)]:
+        try:
+            services.check_submit(alice, request(gpus=Decimal(gpus), nodes=nodes), ctx)
+            refusals.append(None)
+        except services.SubmitRejected as rejected:
+            refusals.append(rejected.errors)
+    assert refusals[0] is None
+    assert refusals[4] is None
+    assert refusals[1] == refusals[2] == refusals[5] == {"resources": [too_many]}
+    assert list(refusals[3] or {}) == ["resources.nodes"]
+    assert len(ctx.fits) == 3  # (1 GPU, 1 node), (7 GPUs, 1 node), (1 GPU, 2 nodes)
+    (refusals[1] or {})["resources"].append("changed by a caller")
+    with pytest.raises(services.SubmitRejected) as again:
+        services.check_submit(alice, request(gpus=Decimal(7)), ctx)
+    assert again.value.errors == {"resources": [too_many]}
+
+
 def test_many_move_with_each_ones_own_texts_in_the_same_statement(alice, django_assert_max_num_queries):
     """A dispatch's intent: each moves to dispatching with its own rendered script and job id (an agent's, known
     before it is placed), one new version of its row (the same UPDATE), and one that moved on meanwhile keeps
