@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, ClassVar, TypeVar, cast
 
@@ -292,12 +293,36 @@ def _method(method_name: str) -> Callable[[Any, Any], Any]:
 
 
 def _plain(field: Field[Any, Any, Any, Any]) -> Callable[[Any, Any], Any]:
+    to_representation = field.to_representation
+    (name, *more) = field.source_attrs or [""]
+
     def represent(serializer: Any, instance: Any) -> Any:
         value = field.get_attribute(instance)
-        return None if value is None else field.to_representation(value)
+        return None if value is None else to_representation(value)
 
-    _PLAIN.add(represent)
-    return represent
+    def represent_attribute(serializer: Any, instance: Any) -> Any:
+        """represent, reading the one attribute at once where DRF's field would read it as it is: from an object
+        that is no mapping, there and not callable. Anything else (a method DRF calls, a missing attribute that
+        takes the field's default or is left out) goes DRF's own way."""
+        if _is_mapping(type(instance)):
+            return represent(serializer, instance)
+        try:
+            value = getattr(instance, name)
+        except Exception:
+            return represent(serializer, instance)
+        if callable(value):
+            return represent(serializer, instance)
+        return None if value is None else to_representation(value)
+
+    chosen = represent if more or name in ("", "*") else represent_attribute
+    _PLAIN.add(chosen)
+    return chosen
+
+
+@functools.cache
+def _is_mapping(kind: type) -> bool:
+    """DRF reads a mapping's items, not its attributes."""
+    return issubclass(kind, Mapping)
 
 
 def _all_plain(child: Any) -> bool:

@@ -292,14 +292,18 @@ def test_the_plan_binds_what_is_not_plain_for_each_answer_and_leaves_out_what_dr
         seen = Context(source="name")
         owner: serializers.PrimaryKeyRelatedField[Any] = serializers.PrimaryKeyRelatedField(read_only=True)
         nickname = serializers.CharField(required=False)  # no such attribute: left out
+        said = serializers.CharField(source="get_state_display")  # a method: DRF calls it
+        queue_slug = serializers.CharField(source="queue.slug")
 
         class Meta:
             model = Workload
-            fields = ["id", "seen", "owner", "nickname"]
+            fields = ["id", "seen", "owner", "nickname", "said", "queue_slug"]
 
     workload = submit(alice, name="ctx")
     first, second = Shape(workload, context={"where": "one"}).data, Shape(workload, context={"where": "two"}).data
-    assert first == {"id": str(workload.pk), "seen": "ctx@one", "owner": alice.pk}
+    assert first == {
+        "id": str(workload.pk), "seen": "ctx@one", "owner": alice.pk, "said": "Pending", "queue_slug": workload.queue.slug
+    }  # fmt: skip
     assert second["seen"] == "ctx@two"
     assert dict(first) == serializers.Serializer.to_representation(Shape(workload, context={"where": "one"}), workload)
 
