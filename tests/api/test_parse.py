@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework.exceptions import ValidationError
 
-from portal.api.serializers import BulkItemIn, WorkloadIn, request_of
+from portal.api.serializers import BulkItemIn, WorkloadIn, common, request_of
 
 # What a client may put in each field: its plain kind, and the kinds the serializer turns into it or refuses.
 texts = st.text(max_size=12) | st.sampled_from(["", "   ", "gpu-queue", " batch ", "a\x00b", "\ud800", "x" * 210])
@@ -54,6 +54,60 @@ def test_the_kept_parser_answers_as_a_new_serializer_would(first, second):
     for body in (first, second, first):  # the kept instance carries nothing from one body to the next
         assert kept(body) == fresh(body)
         assert kept(body, BulkItemIn) == fresh(body, BulkItemIn)
+
+
+# Bodies of the common shape (WorkloadIn's `common`), and ones a step away from it: each value plain, or of a kind
+# the serializer turns into it, or one it refuses.
+plain_texts = st.text(alphabet=st.characters(max_codepoint=127), max_size=12) | st.sampled_from(
+    ["gpu-queue", "a b", " padded", "trailing\t", "", "x" * 51, "x" * 201, "naïve", "a\x00b", "\ud800"]
+)
+plain_numbers = (
+    st.integers(-(2**33), 2**33)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([0, 1, 0.5, 0.001, 0.0001, 2**31, 2**31 + 1, -(2**31) - 1, 1e12, True, False, None, "1", [1]])
+)
+common_resources = st.dictionaries(st.sampled_from(["gpus", "cpus", "memory_gb", "nodes"]), plain_numbers, max_size=4)
+common_bodies = st.fixed_dictionaries(
+    {"queue": plain_texts},
+    optional={
+        "kind": plain_texts, "name": plain_texts, "command": plain_texts, "image": plain_texts | st.none(),
+        "priority": plain_texts, "resources": common_resources | st.none() | st.just([]),
+        "runtime_limit_minutes": plain_numbers, "script": plain_texts, "group": plain_texts,
+    },
+)  # fmt: skip
+
+
+def as_values(validated: dict[str, Any]) -> dict[str, Any]:
+    """Validated data with each decimal as its text, nested ones too (0.5 and 0.500 are equal, not the same)."""
+    return {
+        k: as_values(v) if isinstance(v, dict) else (type(v).__name__, str(v)) for k, v in validated.items()
+    }  # fmt: skip
+
+
+@settings(max_examples=600, deadline=None)
+@given(common_bodies)
+def test_a_common_body_is_validated_as_drf_validates_it_or_left_to_drf(body):
+    parser = WorkloadIn()
+    ours = common(parser, body)
+    if ours is not None:  # only what DRF takes, made into what DRF makes of it
+        assert as_values(ours) == as_values(parser.run_validation(body))
+    assert kept(body) == fresh(body)
+
+
+def test_the_common_submit_skips_drf_and_a_body_a_step_away_goes_its_way():
+    parser = WorkloadIn()
+    resources = {"gpus": 0, "cpus": 0.001, "memory_gb": 0.1, "nodes": 2}
+    body = {"queue": "gpu", "kind": "batch", "name": "x", "command": "true", "resources": resources,
+            "runtime_limit_minutes": 5}  # fmt: skip
+    assert common(parser, body) is not None
+    assert kept(body) == fresh(body)
+    for away in (
+        {"queue": " gpu"}, {"name": "naïve"}, {"command": "a\x00b"}, {"resources": {"gpus": True}},
+        {"resources": {"cpus": "2"}}, {"resources": {"nodes": 1.0}}, {"image": None}, {"group": "vision"},
+        {"runtime_limit_minutes": "5"}, {"queue": ""}, {"priority": "x" * 21},
+    ):  # fmt: skip
+        assert common(parser, body | away) is None
+        assert kept(body | away) == fresh(body | away)
 
 
 def test_a_valid_body_and_a_bad_one_parse_the_same_in_many_threads_at_once():
