@@ -258,6 +258,25 @@ def test_a_retryable_error_leaves_the_whole_agent_batch_to_the_next_dispatch(hos
     assert tasks.dispatch() == 3
 
 
+def test_an_agent_workload_cancelled_while_its_batch_is_rendered_gets_no_claim(hosts, alice, monkeypatch):
+    """The batch moves to dispatching by compare-and-swap: one cancelled after the dispatch read it is left as the
+    cancel left it, and only the others get claims and job ids."""
+    workloads = _agent_batch(alice, 3)
+    gone = workloads[1]
+    render = dispatching._render
+
+    def cancelled_meanwhile(*args: Any) -> Any:
+        rendered = render(*args)
+        services.do_cancel(alice, Workload.objects.get(pk=gone.pk))
+        return rendered
+
+    monkeypatch.setattr(dispatching, "_render", cancelled_meanwhile)
+    assert tasks.dispatch() == 2
+    assert Workload.objects.get(pk=gone.pk).state == State.CANCELLED
+    assert Workload.objects.get(pk=gone.pk).external_id == ""
+    assert set(Claim.objects.values_list("workload_id", flat=True)) == {w.pk for w in workloads} - {gone.pk}
+
+
 def test_work_an_earlier_dispatch_left_dispatching_is_looked_up_before_it_is_placed(hosts, alice):
     """A workload a dispatch left halfway (dispatching, no job id: its worker died after the intent, before the
     claims were one transaction with it) goes the usual way: looked up by its tag first. The one whose claim was
