@@ -7,15 +7,23 @@ import json
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar, TypeVar, cast
 
+from django.core.validators import (
+    MaxLengthValidator,
+    MaxValueValidator,
+    MinValueValidator,
+    ProhibitNullCharactersValidator,
+)
 from django.db.models import Count, Model
 from django.db.models.manager import BaseManager
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
-from rest_framework.fields import Field, SkipField
+from rest_framework.fields import Field, SkipField, empty
 from rest_framework.relations import PKOnlyObject
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from portal import access
 from portal.api.errors import flatten
@@ -116,7 +124,7 @@ class WorkloadIn(CopiedFields):
         if parsers is None:
             parsers = _KEPT.parsers = {}
         parser = parsers.get(cls) or parsers.setdefault(cls, cls())
-        valid = common(parser, data) if cls is WorkloadIn else None
+        valid = common(parser, data)
         if valid is None:
             try:
                 valid = parser.run_validation(data)
@@ -129,49 +137,87 @@ class WorkloadIn(CopiedFields):
 
 _KEPT = threading.local()  # each thread's `parsers`: {serializer class: the instance of it that parses}
 
-# The text fields of a common submit, as WorkloadIn declares them: (max length, trimmed, may be blank).
-_COMMON_TEXT: dict[str, tuple[int | None, bool, bool]] = {
-    "queue": (50, True, False),
-    "kind": (20, True, False),
-    "name": (200, False, True),
-    "command": (None, False, True),
-    "image": (400, True, True),
-    "priority": (20, True, False),
-}
-# What WorkloadIn's validated data holds for each field a body leaves out (those with a default).
-_COMMON_DEFAULTS: dict[str, Any] = {
-    "kind": "training", "name": "", "command": "", "script": "", "manifest": "", "image": "", "priority": DEFAULT_TIER,
-    "array": "", "code": None, "requirements": "",
-}  # fmt: skip
 
-
-def common(parser: WorkloadIn, data: Any) -> dict[str, Any] | None:
-    """WorkloadIn's validated data for a body of the common shape, worked out without DRF's machinery (a third
+def common(parser: serializers.Serializer[Any], data: Any) -> dict[str, Any] | None:
+    """The serializer's validated data for a body of the common shape, worked out without DRF's machinery (a third
     of the web process's own time for a submit), or None for DRF to validate it. The common shape: a dict of
-    the text fields above as ASCII text DRF takes as it is (no NUL, nothing to trim, not blank where that is
-    refused, within the length), `resources` a dict of numbers (each resource through its own DecimalField,
-    quantized as DRF quantizes it; `nodes` a whole number in range) and `runtime_limit_minutes` a whole number
-    in range or null. Anything else, a bad value included, goes DRF's way: the same answer, or its errors.
-    tests/api/test_parse.py holds it to a new WorkloadIn's answer for any body."""
-    if type(data) is not dict or "queue" not in data:
+    fields the serializer declares, each of a kind read off the field itself (_plan): text DRF takes as it is
+    (ASCII, no NUL, nothing to trim, not blank where that is refused, within the length), a whole number within
+    the field's bounds, a number through its own DecimalField (quantized as DRF quantizes it), a nested
+    serializer's dict of the same; what the body leaves out takes the field's default. Anything else (a null, a
+    bad value, a field of another kind) goes DRF's way: the same answer, or its errors. tests/api/test_parse.py
+    holds it to a new WorkloadIn's answer for any body."""
+    kind = type(parser)
+    if kind not in _PLANS:  # worked out once per class (None: DRF validates all its bodies)
+        _PLANS[kind] = _plan(parser)
+    return _by_plan(_PLANS[kind], data)
+
+
+# A serializer's plan (_plan): for each field it can validate, its kind and settings; the defaults of those a body
+# may leave out; the fields a body must give. None where the serializer validates more than its fields one by one.
+@dataclass(frozen=True)
+class _Plan:
+    kinds: dict[str, tuple[str, Any]]
+    defaults: dict[str, Any]
+    required: frozenset[str]
+
+
+_PLANS: dict[type, _Plan | None] = {}
+_TEXT_CHECKS = (MaxLengthValidator, ProhibitNullCharactersValidator, ProhibitSurrogateCharactersValidator)
+_BOUND_CHECKS = (MaxValueValidator, MinValueValidator)
+
+
+def _plan(serializer: serializers.Serializer[Any]) -> _Plan | None:
+    if type(serializer).validate is not serializers.Serializer.validate or serializer.validators:
+        return None  # its own checks across fields
+    kinds: dict[str, tuple[str, Any]] = {}
+    defaults: dict[str, Any] = {}
+    for name, field in serializer.fields.items():
+        if field.read_only or field.source != name:
+            return None
+        if getattr(field.default, "requires_context", False):
+            return None  # a default that reads the serializer (the request's user, say)
+        if field.default is not empty:
+            defaults[name] = field.default
+        checks = [type(v) for v in field.validators]
+        if type(field) is serializers.CharField and all(c in _TEXT_CHECKS for c in checks):
+            kinds[name] = ("text", field)
+        elif type(field) is serializers.IntegerField and all(c in _BOUND_CHECKS for c in checks):
+            kinds[name] = ("whole", field)
+        elif type(field) is serializers.DecimalField and not checks:
+            kinds[name] = ("decimal", field)
+        elif isinstance(field, serializers.Serializer) and (nested := _plan(field)) is not None:
+            kinds[name] = ("nested", nested)
+    required = frozenset(name for name, field in serializer.fields.items() if field.required)
+    return _Plan(kinds, defaults, required)
+
+
+def _by_plan(plan: _Plan | None, data: Any) -> dict[str, Any] | None:
+    if plan is None or type(data) is not dict or not plan.required <= data.keys():
         return None
-    valid = _COMMON_DEFAULTS | {"resources": {}}
+    valid = {name: default() if callable(default) else default for name, default in plan.defaults.items()}
     for name, value in data.items():
-        rule = _COMMON_TEXT.get(name)
-        if rule is not None:
-            if not _taken_as_is(value, *rule):
-                return None
+        kind, how = plan.kinds.get(name, ("", None))
+        if _as_it_is(kind, how, value):
             valid[name] = value
-        elif name == "resources":
-            resources = _common_resources(parser, value)
-            if resources is None:
+        elif kind == "decimal" and (type(value) is int or type(value) is float):
+            try:
+                valid[name] = how.to_internal_value(value)  # quantized as DRF quantizes it
+            except ValidationError:
                 return None
-            valid[name] = resources
-        elif name == "runtime_limit_minutes" and (value is None or _whole(value)):
-            valid[name] = value
-        else:
+        elif kind == "nested" and (nested := _by_plan(how, value)) is not None:
+            valid[name] = nested
+        else:  # DRF's to say: a value of another kind, a field of another kind, or one the serializer lacks
             return None
     return valid
+
+
+def _as_it_is(kind: str, field: Any, value: Any) -> bool:
+    """Whether DRF's field of this kind takes the value as it is: text it takes whole, a whole number within its
+    bounds (a null goes DRF's way)."""
+    if kind == "text":
+        return _taken_as_is(value, field.max_length, field.trim_whitespace, field.allow_blank)
+    return kind == "whole" and _whole(value, field.min_value, field.max_value)
 
 
 def _taken_as_is(value: Any, max_length: int | None, trimmed: bool, blank: bool) -> bool:
@@ -185,28 +231,8 @@ def _taken_as_is(value: Any, max_length: int | None, trimmed: bool, blank: bool)
     )
 
 
-def _whole(value: Any) -> bool:
-    return type(value) is int and -(2**31) <= value <= 2**31
-
-
-def _common_resources(parser: WorkloadIn, value: Any) -> dict[str, Any] | None:
-    if type(value) is not dict or not value.keys() <= RESOURCE_DEFAULTS.keys():
-        return None
-    fields = cast("ResourcesIn", parser.fields["resources"]).fields
-    resources = dict(RESOURCE_DEFAULTS)
-    for name, number in value.items():
-        if name == "nodes":
-            if not _whole(number):
-                return None
-            resources[name] = number
-        elif type(number) is int or type(number) is float:
-            try:
-                resources[name] = fields[name].to_internal_value(number)
-            except ValidationError:
-                return None
-        else:
-            return None
-    return resources
+def _whole(value: Any, least: int | None, most: int | None) -> bool:
+    return type(value) is int and (least is None or least <= value) and (most is None or value <= most)
 
 
 def request_of(d: dict[str, Any], raw_resources: Any, **text: str) -> SubmitRequest:
