@@ -37,3 +37,11 @@ def test_issue_token_prints_a_working_token_last(cast):
 def test_issue_token_for_an_unknown_user_fails_clearly(cast):
     with pytest.raises(CommandError, match="No user called 'nobody'"):
         call_command("issue_token", "nobody", stdout=io.StringIO())
+
+
+def test_issue_token_without_a_secret_key_says_how_to_give_one(cast, settings):
+    settings.SECRET_KEY = ""  # outside demo mode with no GRIDLANE_SECRET_KEY
+    out = io.StringIO()
+    with pytest.raises(CommandError, match=r"GRIDLANE_SECRET_KEY.*GRIDLANE_DEMO=1 \.venv/bin/python manage\.py"):
+        call_command("issue_token", "alice", stdout=out)
+    assert out.getvalue() == ""
