@@ -5,6 +5,7 @@ port per test process, so `pytest -n 2` works)."""
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,6 +101,18 @@ def directory(login: str, groups: list[str]) -> None:
         assert response.status == 204
 
 
+# The screenshots the guides show (docs/images/NAME.png), by the name a test gives its screenshot. They are
+# written again when GRIDLANE_DOCS_SCREENSHOTS=1 is set (then commit them); the viewport only, to stay small.
+DOCS_IMAGES = {
+    "my-workloads": "my-workloads",
+    "new-training-run-guide": "new-training-run",
+    "dashboard-vision-lead": "team-dashboard",
+    "queue-editor": "queue-editor",
+}
+
+
 def screenshot(page: Any, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    if name in DOCS_IMAGES and os.environ.get("GRIDLANE_DOCS_SCREENSHOTS") == "1":
+        page.screenshot(path=str(ROOT / "docs" / "images" / f"{DOCS_IMAGES[name]}.png"))
