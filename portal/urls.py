@@ -20,6 +20,7 @@ urlpatterns = [
     path("teams/", include("portal.dashboards.urls")),
     path("it/", include("portal.dashboards.it_urls")),
     path("connect/", include("portal.connect.urls")),
+    path("docs/", include("portal.docs.urls")),
     path("healthz", health.healthz),
     path("readyz", health.readyz),
     path("metrics", metrics),
