@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.utils.html import escape
 
 from portal.docs import render
 from tests.docs.markdown import DOCUMENTS, ROOT
@@ -20,7 +21,7 @@ def test_every_document_renders_on_its_own_page_with_the_others_listed(client, n
     assert page.status_code == 200
     html = page.content.decode()
     title = render.title_of(ROOT / "docs" / f"{name}.md")
-    assert f"<title>{title.replace(chr(39), '&#x27;')} · Gridlane</title>" in html
+    assert f"<title>{escape(title)} · Gridlane</title>" in html
     assert f'<a href="/docs/{name}/" aria-current="page">' in html
     for other in NAMES:
         assert f'href="/docs/{other}/"' in html
