@@ -1,0 +1,10 @@
+"""The policy API under /api/v1/: IT's admin API and policy documents; departments and fair-share standing."""
+
+from django.urls import path
+
+from portal.policy import api
+
+urlpatterns = [
+    path("admin/<str:kind>/", api.KindList.as_view(), name="policy-kind"),
+    path("admin/<str:kind>/<str:key>/", api.KindItem.as_view(), name="policy-object"),
+]
