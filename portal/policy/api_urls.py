@@ -2,9 +2,12 @@
 
 from django.urls import path
 
-from portal.policy import api
+from portal.policy import api, documents_api
 
 urlpatterns = [
+    path("policy/", documents_api.export, name="policy-export"),
+    path("policy/plan/", documents_api.plan, name="policy-plan"),
+    path("policy/apply/", documents_api.apply_document, name="policy-apply"),
     path("admin/<str:kind>/", api.KindList.as_view(), name="policy-kind"),
     path("admin/<str:kind>/<str:key>/", api.KindItem.as_view(), name="policy-object"),
 ]

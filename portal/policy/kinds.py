@@ -96,6 +96,11 @@ class Kind:
     queryset: Callable[[], QuerySet[Any]]
     units: Mapping[str, str] = field(default_factory=dict)
     fixed: tuple[str, ...] = ()  # fields that cannot change once the object exists
+    key_fields: tuple[str, ...] = ("name",)  # the fields whose values, joined by ".", make its key
+
+    def key_of(self, values: Mapping[str, Any]) -> str:
+        """The key of an object with these field values (as `key` gives it for an object in the database)."""
+        return ".".join(ALL_FABRICS if values.get(f) is None else str(values.get(f)) for f in self.key_fields)
 
     def get(self, key: str) -> Any:
         """The object under this key, or None."""
@@ -189,6 +194,7 @@ KINDS: dict[str, Kind] = {
             relations={"parent": "slug"}, queryset=lambda: ResourceGroup.objects.select_related("parent"),
             units={"wait_slo_seconds": "seconds: the p95 queue-wait objective", "parent": "its department",
                    "member_gpu_limit": f"{GPUS}; empty: no cap", "fair_share_weight": "relative weight"},
+            key_fields=("slug",),
         ),
         Kind(
             "queues", Queue, QueueForm, key=lambda q: q.slug, lookup=lambda k: Q(slug=k),
@@ -196,12 +202,14 @@ KINDS: dict[str, Kind] = {
             units={"default_runtime_minutes": "minutes", "max_runtime_minutes": "minutes",
                    "gpu_share_percent": "% of each target fabric's GPUs; empty: no cap",
                    "notebook_idle_minutes": "minutes; empty or 0: never", "gpu_idle_grace_minutes": "minutes"},
+            key_fields=("slug",),
         ),
         Kind(
             "targets", QueueTarget, TargetForm, key=lambda t: f"{t.queue.slug}.{t.fabric.name}", lookup=_target_lookup,
             relations={"queue": "slug", "fabric": "name"},
             queryset=lambda: QueueTarget.objects.select_related("queue", "fabric"),
             units={"order": "tried in this order, lowest first", "template": "empty: the fabric's default"},
+            key_fields=("queue", "fabric"),
         ),
         Kind(
             "quotas", Quota, QuotaForm, key=_quota_key, lookup=_quota_lookup,
@@ -210,12 +218,14 @@ KINDS: dict[str, Kind] = {
             units={"gpu_reservation": GPUS, "gpu_limit": f"{GPUS}; empty: no cap", "cpu_reservation": CPUS,
                    "cpu_limit": f"{CPUS}; empty: no cap", "memory_reservation_gb": GB,
                    "memory_limit_gb": f"{GB}; empty: no cap", "fabric": "empty: a cap over all fabrics together"},
+            key_fields=("group", "fabric"),
         ),
         Kind(
             "tiers", PriorityTier, PriorityTierForm, key=lambda t: t.slug, lookup=lambda k: Q(slug=k),
             relations={"allowed_groups": "slug"},
             queryset=lambda: PriorityTier.objects.prefetch_related("allowed_groups"),
             units={"weight": "Q in the priority formula", "order": "lower first"}, fixed=("slug",),
+            key_fields=("slug",),
         ),
         Kind(
             "profiles", Profile, ProfileForm, key=lambda p: p.name, lookup=lambda k: Q(name=k),
@@ -230,12 +240,14 @@ KINDS: dict[str, Kind] = {
                    "budget_per_hour": "site currency", "budget_per_month": "site currency",
                    "max_idle_minutes": "minutes", "boot_timeout_minutes": "minutes", "burst_after_minutes": "minutes",
                    "orphan_grace_minutes": "minutes"},
+            key_fields=("fabric",),
         ),
         Kind(
             "instance-types", InstanceType, InstanceTypeForm, key=lambda t: f"{t.pool.fabric.name}.{t.name}",
             lookup=_instance_type_lookup, relations={"pool": "fabric__name"},
             queryset=lambda: InstanceType.objects.select_related("pool__fabric"),
             units={"memory_gib": "GiB", "price_on_demand": "per hour", "price_spot": "per hour; empty: no spot"},
+            key_fields=("pool", "name"),
         ),
     )
 }  # fmt: skip

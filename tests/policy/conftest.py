@@ -21,7 +21,7 @@ def site(cast: dict[str, Any]) -> dict[str, Any]:
     h100 = Fabric.objects.create(name="h100", kind="local", gpu_flavor="h100", gpus_milli=16000, cpus_milli=64000,
                                  memory_mib=512 * 1024, gpu_hour_price=Decimal("2.5"))  # fmt: skip
     Quota.objects.create(group=research, fabric=h100, gpu_reservation_milli=8000, gpu_limit_milli=12000)
-    for slug, reserve in (("vision", 4000), ("fraud", 2000)):
+    for slug, reserve in (("vision", 3000), ("fraud", 1500)):
         Quota.objects.create(group=ResourceGroup.objects.get(slug=slug), fabric=h100, gpu_reservation_milli=reserve,
                              gpu_limit_milli=8000)  # fmt: skip
     QueueTarget.objects.create(queue=Queue.objects.get(slug="train"), fabric=h100, order=1)
