@@ -20,6 +20,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("teams/", include("portal.dashboards.urls")),
     path("it/", include("portal.dashboards.it_urls")),
+    path("", include("portal.policy.urls")),  # /departments/, /standing/<team>/
     path("connect/", include("portal.connect.urls")),
     path("healthz", health.healthz),
     path("readyz", health.readyz),
