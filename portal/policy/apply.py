@@ -119,7 +119,7 @@ def run(text: str, commit: bool, observe: Callable[[], Any] | None = None) -> tu
             if errors:
                 raise changes.Refused(errors)
             report["changes"] = [c.shown() for c in found]
-            report["after"] = document.version(document.live())
+            report["after"] = document.version(document.live()) if found else report["version"]
             observed = observe() if observe is not None else None
             if not commit:
                 raise _Undo

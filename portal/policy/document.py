@@ -14,6 +14,8 @@ is no longer the live policy's, so that nobody applies over a change they have n
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -109,11 +111,22 @@ def _item(kind: Kind | None, item: Mapping[str, Any]) -> Iterator[str]:
         yield f"{lead}{name}: {_scalar(value)}{comment}"
 
 
+PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_.@/+-]*(?::[A-Za-z0-9_.@/+-]+)*(?: [A-Za-z0-9_.@/+-]+)*")
+WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}  # what YAML reads as other than text
+
+
 def _scalar(value: Any) -> str:
-    """One value on one line, quoted where YAML needs it (lists and mappings in flow style)."""
-    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 30, sort_keys=True, allow_unicode=True)
-    text = text.strip()
-    return text.removesuffix("\n...").removesuffix("...").strip()
+    """One value on one line: numbers, booleans and null as YAML writes them; text plain where YAML reads it back
+    as the same text, else as a JSON string (which YAML reads as it is); lists and mappings as JSON (flow style)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str) and PLAIN.fullmatch(value) and value.lower() not in WORDS:
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 # --- Reading -------------------------------------------------------------------------------------------------
@@ -130,7 +143,7 @@ class Unreadable(ValueError):
 def read(text: str) -> tuple[str | None, dict[str, list[dict[str, Any]]]]:
     """The document's version (None when it names none) and its sections; Unreadable naming what is wrong."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 (a safe loader)
     except yaml.YAMLError as error:
         raise Unreadable({"document": [f"Not YAML: {str(error)[:300]}"]}) from None
     if not isinstance(data, dict):
