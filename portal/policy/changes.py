@@ -103,7 +103,11 @@ def do_save(form: forms.ModelForm[Any]) -> Any:
 
 
 def check_delete(kind: Kind, obj: Any) -> None:
-    """What keeps the admin from deleting it keeps the API from it too."""
+    """What keeps the admin from deleting it keeps the API from it too; and, with no confirmation page to list
+    what would go with it, a team that still has people is not deleted from here (a mistyped slug in a policy
+    document must not take a team's memberships with it)."""
+    if kind.name == "teams" and obj.memberships.exists():
+        raise Refused({"detail": [f"{obj.slug} still has members: remove them in the admin first."]})
     unfinished = getattr(obj, "unfinished_work", None)
     if unfinished is not None:
         n = unfinished()

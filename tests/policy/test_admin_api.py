@@ -108,3 +108,14 @@ def test_every_kind_lists_and_reads_back(it_api):
         for item in answer.json()["items"]:
             assert it_api.get(f"{URL}{kind}/{item['key']}/").json() == item
     assert it_api.get(f"{URL}nothing/").status_code == 404
+
+
+def test_a_team_with_people_is_not_deleted_but_an_empty_one_is(it_api):
+    version = it_api.get(f"{URL}teams/vision/").json()["version"]
+    refused = it_api.delete(f"{URL}teams/vision/", HTTP_IF_MATCH=version)
+    assert refused.status_code == 400
+    assert refused.json()["errors"] == {"detail": ["vision still has members: remove them in the admin first."]}
+    made = it_api.post(f"{URL}teams/", {"slug": "empty", "name": "Empty"}, format="json").json()
+    assert it_api.delete(f"{URL}teams/empty/", HTTP_IF_MATCH=made["version"]).status_code == 204
+    assert not ResourceGroup.objects.filter(slug="empty").exists()
+    assert AuditEvent.objects.filter(action="resourcegroup.deleted", target="Empty").exists()
