@@ -106,3 +106,25 @@ def test_only_it_reads_or_applies_policy(site, api_as):
         client = api_as(site[name])
         assert client.get(URL).status_code == 403
         assert client.post(f"{URL}apply/", {"document": "tiers: []"}, format="json").status_code == 403
+
+
+def test_a_document_that_cannot_be_read_is_refused_naming_what(site, api_as):
+    client = api_as(site["it"])
+    cases = {
+        "tiers: [": "document",
+        "- a list": "document",
+        "tiers: {slug: x}": "tiers",
+        "format: other/v9": "format",
+        "tiers:\n  - slug: urgent\n    colour: red": "tiers[urgent].colour",
+        "teams:\n  - slug: [1, 2]\n    name: odd": "teams[[1, 2]].slug",
+    }
+    before = export(client)
+    for text, field in cases.items():
+        answer = client.post(f"{URL}apply/", {"document": text}, format="json")
+        assert answer.status_code == 400, text
+        assert field in answer.json()["errors"], (text, answer.json())
+    assert client.post(f"{URL}plan/", {"document": "tiers: []", "whatif_days": -1}, format="json").json() == {
+        "errors": {"whatif_days": ["A whole number of days from 0 (no prediction) to 90."]}
+    }
+    assert client.post(f"{URL}plan/", {"document": "tiers: []", "extra": 1}, format="json").status_code == 400
+    assert export(client) == before
