@@ -1,4 +1,4 @@
-"""`gridlane submit | ls | show | cancel | logs | agent`: the REST API v1 from a terminal."""
+"""`gridlane submit | ls | show | cancel | logs | agent | policy`: the REST API v1 from a terminal."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from fabrics.agent import agent as agent_program
 from fabrics.agent.client import Api, ApiError
-from gridlane_cli import bundle
+from gridlane_cli import bundle, policy
 from gridlane_cli.config import config_path, resolve
 
 CAP_HEADER = "Gridlane-Code-Max-Bytes"  # the portal's size cap for code, on its answers about bundles
@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("id")
     agent = commands.add_parser("agent", help="serve queues on this host (VMs, bare metal)")
     agent_program.add_arguments(agent)
+    policy.add_parser(commands)
     return parser
 
 
@@ -213,6 +214,8 @@ def run(args: argparse.Namespace, api: Api) -> int:
     out: Any
     if args.command == "agent":
         return agent_program.main(args, api)
+    if args.command == "policy":
+        return policy.run(args, api)
     if args.command == "submit" and args.from_file:
         return submit_file(args, api)
     if args.command == "submit":

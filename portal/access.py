@@ -356,3 +356,27 @@ def access_grant(user: Any, group: ResourceGroup, pk: int) -> QuotaGrant:
         return visible_grants(user).get(pk=pk, team=group)
     except QuotaGrant.DoesNotExist as error:
         raise Http404("No such grant.") from error
+
+
+# --- Departments --------------------------------------------------------------------------------------
+
+
+def visible_departments(user: Any) -> QuerySet[ResourceGroup]:
+    """Departments (teams with teams below them) whose dashboard the user may see: IT every one; a person the
+    departments they belong to themselves (its heads), not those of their teams; agents none."""
+    departments = ResourceGroup.objects.filter(Exists(ResourceGroup.objects.filter(parent=OuterRef("pk"))))
+    if not user.is_authenticated:
+        return departments.none()
+    if is_service(user):
+        return departments.none()
+    if is_it(user):
+        return departments
+    return departments.filter(pk__in=member_group_ids(user))
+
+
+def access_department(user: Any, slug: str) -> ResourceGroup:
+    """The department if the user may see its dashboard; Http404 otherwise, as if it did not exist."""
+    try:
+        return visible_departments(user).get(slug=slug)
+    except ResourceGroup.DoesNotExist as error:
+        raise Http404("No such department.") from error

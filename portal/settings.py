@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "portal.notify",
     "portal.connect",
     "portal.code",
+    "portal.policy",
     "portal.api",
 ]
 

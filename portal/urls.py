@@ -9,6 +9,7 @@ from portal.metrics import metrics
 urlpatterns = [
     # First: the API takes agents' bursts, and Django tries patterns in order (each miss costs a few microseconds).
     path("api/v1/", include("portal.api.urls")),
+    path("api/v1/", include("portal.policy.api_urls")),  # IT's policy API, departments, fair-share standing
     path("", include("portal.workloads.urls")),
     path("accounts/login/", login_view, name="login"),
     path("accounts/logout/", logout_view, name="logout"),
@@ -19,6 +20,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("teams/", include("portal.dashboards.urls")),
     path("it/", include("portal.dashboards.it_urls")),
+    path("", include("portal.policy.urls")),  # /departments/, /standing/<team>/
     path("connect/", include("portal.connect.urls")),
     path("docs/", include("portal.docs.urls")),
     path("healthz", health.healthz),

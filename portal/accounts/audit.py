@@ -1,9 +1,9 @@
 """The audit log: who did what, and for policy objects what they were before and after.
 
-Every change to a policy model (queues, targets, fabrics, quotas, temporary grants, priority tiers, teams, memberships,
-claim mappings, service identities, POSIX policies and accounts, scheduler accounts, people's staff flags) is recorded
-from model signals, whichever road it took: the admin, a page, the API or a command. The actor is the
-signed-in user of the request being served (see AuditContextMiddleware), or whoever `acting_as` names;
+Every change to a policy model (queues, targets, fabrics, quotas, temporary grants, priority tiers, profiles, teams,
+memberships, claim mappings, service identities, POSIX policies and accounts, scheduler accounts, people's staff
+flags) is recorded from model signals, whichever road it took: the admin, a page, the API or a command. The actor
+is the signed-in user of the request being served (see AuditContextMiddleware), or whoever `acting_as` names;
 a command line leaves it empty.
 """
 
@@ -33,6 +33,7 @@ AUDITED: dict[str, list[str] | None] = {
     "queues.Fabric": None,
     "queues.Quota": None,
     "queues.PriorityTier": None,
+    "queues.Profile": None,
     "queues.QuotaGrant": None,  # asked for and edited; its decisions are recorded by portal/queues/grants.py
     "accounts.ResourceGroup": None,
     "accounts.Membership": None,
