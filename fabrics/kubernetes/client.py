@@ -19,11 +19,10 @@ from fabrics.kubernetes.settings import KubeSettings
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 # Answers a retry cannot change: the request itself is wrong.
 PERMANENT = frozenset({400, 405, 413, 415, 422})
-CUSTOM = {
-    "podgroups": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
-    "kueue-workloads": ("kueue.x-k8s.io", "v1beta1", "workloads"),
-}
-KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta1"
+CUSTOM = {"podgroups": ("scheduling.volcano.sh", "v1beta1", "podgroups")}
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # what Gridlane speaks, most preferred first
+STRICT = "Strict"  # every write asks the API server to refuse unknown fields rather than drop them
 MERGE_PATCH = "application/merge-patch+json"  # custom resources take JSON merge patches, never strategic ones
 
 
@@ -79,6 +78,8 @@ class KubeClient:
         self.batch = client.BatchV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.version_api = client.VersionApi(self.api)
+        self.apis = client.ApisApi(self.api)
+        self._kueue_version: str | None = None
 
     def close(self) -> None:
         self.api.close()  # type: ignore[no-untyped-call]
@@ -88,14 +89,15 @@ class KubeClient:
     def create(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create the object; KubeError with reason AlreadyExists when one of that name exists."""
         ns = self.namespace
+        strict = {"field_validation": STRICT}
         if kind == "jobs":
-            return self._json(self.batch.create_namespaced_job, ns, body)
+            return self._json(self.batch.create_namespaced_job, ns, body, **strict)
         if kind == "services":
-            return self._json(self.core.create_namespaced_service, ns, body)
+            return self._json(self.core.create_namespaced_service, ns, body, **strict)
         if kind == "secrets":
-            return self._json(self.core.create_namespaced_secret, ns, body)
-        group, version, plural = CUSTOM[kind]
-        return self._json(self.custom.create_namespaced_custom_object, group, version, ns, plural, body)
+            return self._json(self.core.create_namespaced_secret, ns, body, **strict)
+        group, version, plural = self._custom(kind)
+        return self._json(self.custom.create_namespaced_custom_object, group, version, ns, plural, body, **strict)
 
     def list_by_label(self, kind: str, selector: str) -> list[dict[str, Any]]:
         """The items of this kind in the fabric's namespace that match the label selector."""
@@ -107,7 +109,7 @@ class KubeClient:
         elif kind == "services":
             listed = self._json(self.core.list_namespaced_service, ns, label_selector=selector)
         else:
-            group, version, plural = CUSTOM[kind]
+            group, version, plural = self._custom(kind)
             call = self.custom.list_namespaced_custom_object
             listed = self._json(call, group, version, ns, plural, label_selector=selector)
         return list(listed.get("items") or [])
@@ -125,7 +127,7 @@ class KubeClient:
             elif kind == "secrets":
                 self._json(self.core.delete_namespaced_secret, name, ns)
             else:
-                group, version, plural = CUSTOM[kind]
+                group, version, plural = self._custom(kind)
                 call = self.custom.delete_namespaced_custom_object
                 self._json(call, group, version, ns, plural, name, propagation_policy="Background")
         except KubeError as error:
@@ -141,7 +143,7 @@ class KubeClient:
     def patch_job(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """A JSON merge patch of the Job (e.g. its spec.activeDeadlineSeconds, which may change while it runs)."""
         call = self.batch.patch_namespaced_job
-        return self._json(call, name, self.namespace, patch, _content_type="application/merge-patch+json")
+        return self._json(call, name, self.namespace, patch, _content_type=MERGE_PATCH, field_validation=STRICT)
 
     def set_owner(self, kind: str, name: str, owner: dict[str, Any]) -> None:
         """Make `owner` the object's owner, so the garbage collector deletes it with the owner."""
@@ -152,50 +154,75 @@ class KubeClient:
         elif kind == "secrets":
             self._json(self.core.patch_namespaced_secret, name, ns, patch)
         else:
-            group, version, plural = CUSTOM[kind]
+            group, version, plural = self._custom(kind)
             # Custom resources take JSON merge patches only, never strategic ones.
             call = self.custom.patch_namespaced_custom_object
             self._json(call, group, version, ns, plural, name, patch, _content_type="application/merge-patch+json")
 
     # -- Kueue's queues (cluster-scoped but for localqueues; "" as the namespace of a cluster-scoped one) -----------
 
+    @property
+    def kueue_version(self) -> str:
+        """The newest Kueue API version both the cluster serves and Gridlane speaks, from API discovery (one GET of
+        /apis, once per client); "" when the cluster serves neither (no Kueue, or one too old or too new)."""
+        if self._kueue_version is None:
+            groups = self._json(self.apis.get_api_versions).get("groups") or []
+            served = {v.get("version") for g in groups if g.get("name") == KUEUE_GROUP for v in g.get("versions") or []}
+            self._kueue_version = next((v for v in KUEUE_VERSIONS if v in served), "")
+        return self._kueue_version
+
+    def _kueue(self) -> str:
+        version = self.kueue_version
+        if not version:
+            raise KubeError(f"the cluster serves no Kueue API Gridlane speaks ({', '.join(KUEUE_VERSIONS)})", code=404)
+        return version
+
+    def _custom(self, kind: str) -> tuple[str, str, str]:
+        if kind == "kueue-workloads":
+            return KUEUE_GROUP, self._kueue(), "workloads"
+        return CUSTOM[kind]
+
     def kueue_list(self, plural: str, selector: str) -> list[dict[str, Any]]:
         """Every object of a Kueue kind matching the selector, in all namespaces."""
         call = self.custom.list_cluster_custom_object
-        listed = self._json(call, KUEUE_GROUP, KUEUE_VERSION, plural, label_selector=selector)
+        listed = self._json(call, KUEUE_GROUP, self._kueue(), plural, label_selector=selector)
         return list(listed.get("items") or [])
 
     def kueue_read(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         if namespace:
             call = self.custom.get_namespaced_custom_object
-            return self._json(call, KUEUE_GROUP, KUEUE_VERSION, namespace, plural, name)
-        return self._json(self.custom.get_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, plural, name)
+            return self._json(call, KUEUE_GROUP, self._kueue(), namespace, plural, name)
+        return self._json(self.custom.get_cluster_custom_object, KUEUE_GROUP, self._kueue(), plural, name)
 
     def kueue_create(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
         namespace = body["metadata"].get("namespace", "")
         if namespace:
             call = self.custom.create_namespaced_custom_object
-            return self._json(call, KUEUE_GROUP, KUEUE_VERSION, namespace, plural, body)
-        return self._json(self.custom.create_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, plural, body)
+            return self._json(call, KUEUE_GROUP, self._kueue(), namespace, plural, body, field_validation=STRICT)
+        create = self.custom.create_cluster_custom_object
+        return self._json(create, KUEUE_GROUP, self._kueue(), plural, body, field_validation=STRICT)
 
     def kueue_patch(self, plural: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """A JSON merge patch (RFC 7386: a null removes the key)."""
         if namespace:
             call = self.custom.patch_namespaced_custom_object
             return self._json(
-                call, KUEUE_GROUP, KUEUE_VERSION, namespace, plural, name, patch, _content_type=MERGE_PATCH
-            )
+                call, KUEUE_GROUP, self._kueue(), namespace, plural, name, patch, _content_type=MERGE_PATCH,
+                field_validation=STRICT,
+            )  # fmt: skip
         call_ = self.custom.patch_cluster_custom_object
-        return self._json(call_, KUEUE_GROUP, KUEUE_VERSION, plural, name, patch, _content_type=MERGE_PATCH)
+        return self._json(
+            call_, KUEUE_GROUP, self._kueue(), plural, name, patch, _content_type=MERGE_PATCH, field_validation=STRICT
+        )
 
     def kueue_delete(self, plural: str, namespace: str, name: str) -> bool:
         """False when there was nothing to delete."""
         try:
             if namespace:
                 call = self.custom.delete_namespaced_custom_object
-                self._json(call, KUEUE_GROUP, KUEUE_VERSION, namespace, plural, name)
+                self._json(call, KUEUE_GROUP, self._kueue(), namespace, plural, name)
             else:
-                self._json(self.custom.delete_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, plural, name)
+                self._json(self.custom.delete_cluster_custom_object, KUEUE_GROUP, self._kueue(), plural, name)
         except KubeError as error:
             if error.code == 404:
                 return False

@@ -371,6 +371,10 @@ class KubernetesFabric(Batched):
     ) -> kueue_reconcile.Report:
         """Make the cluster's Kueue queues say what Gridlane's quotas say (fabrics/kubernetes/kueue.py); teams
         without namespaces submit from the fabric's. KubeError when the API fails part way (the next run goes on)."""
+        version = self.client.kueue_version
+        if not version:
+            note = "the cluster serves no Kueue API (v1beta2 or v1beta1): no queues are kept, and Jobs run unsuspended"
+            return kueue_reconcile.Report(notes=[note])
         labels, notes = kueue.node_labels(self.settings.node_selector)
         namespace = self.namespace
         site = kueue.Site(
@@ -382,6 +386,9 @@ class KubernetesFabric(Batched):
             teams=tuple(t if t.namespaces else replace(t, namespaces=(namespace,)) for t in teams),
             departments=tuple(departments),
             node_labels=labels,
+            version=version,
+            priorities=self.settings.kueue_priorities,
+            topology=self.settings.topology_levels,
         )
         rendered = kueue.render(site)
         rendered.notes[:0] = notes
