@@ -136,6 +136,15 @@ class KubeClient:
             raise
         return True
 
+    def read(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
+        """A Secret, ConfigMap or PersistentVolumeClaim of that name; KubeError with code 404 when there is none."""
+        calls = {
+            "secrets": self.core.read_namespaced_secret,
+            "configmaps": self.core.read_namespaced_config_map,
+            "persistentvolumeclaims": self.core.read_namespaced_persistent_volume_claim,
+        }
+        return self._json(calls[kind], name, namespace or self.namespace)
+
     def read_job(self, name: str) -> dict[str, Any]:
         """The Job of that name; KubeError with code 404 when there is none."""
         return self._json(self.batch.read_namespaced_job, name, self.namespace)

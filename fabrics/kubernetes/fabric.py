@@ -35,7 +35,7 @@ from fabrics.base import (
     Resources,
     TemplateError,
 )
-from fabrics.kubernetes import arrays, dcgm, kueue, kueue_reconcile, parse, render
+from fabrics.kubernetes import arrays, dcgm, kueue, kueue_reconcile, parse, policy, render
 from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
 from fabrics.kubernetes.render import Manifests
 from fabrics.kubernetes.settings import KubeSettings
@@ -119,6 +119,8 @@ class KubernetesFabric(Batched):
             manifests = self.manifests(job)
         except TemplateError as exc:
             raise FabricError(f"the Job does not render: {exc}", retryable=False) from exc
+        if job.script:  # a user's own manifest reaches only what is labelled for its team, in its namespace
+            self._check_references(job, manifests.job)
         name = self._create(job.workload_id, manifests)
         self._rendered.pop(job.workload_id, None)
         return name
@@ -462,6 +464,25 @@ class KubernetesFabric(Batched):
             else FabricError(f"{name} was made by an earlier attempt without this element", retryable=True)
             for job in group
         }
+
+    def _check_references(self, job: JobSpec, body: Mapping[str, Any]) -> None:
+        """FabricError (not retryable) naming the first Secret, ConfigMap or claim the Job names that is not in its
+        namespace labelled gridlane.io/team: <its team> (policy.py)."""
+        namespace = body["metadata"].get("namespace") or self.namespace
+        team = render.label_value(job.group)
+        for ref in policy.references(body["spec"]["template"]["spec"]):
+            try:
+                found = self.client.read(ref.kind, ref.name, namespace)
+            except KubeError as error:
+                if error.code != 404:
+                    raise
+                found = {}
+            if ((found.get("metadata") or {}).get("labels") or {}).get(policy.TEAM_LABEL) != team:
+                raise FabricError(
+                    f"{ref.field}: {ref.name!r} is not a {ref.kind[:-1]} of team {job.group} in {namespace} "
+                    f"(one labelled {policy.TEAM_LABEL}: {team})",
+                    retryable=False,
+                )
 
     def _create_or_keep(self, kind: str, body: dict[str, Any]) -> None:
         try:

@@ -37,7 +37,7 @@ import yaml
 
 from fabrics import travel
 from fabrics.base import JobSpec, TemplateError
-from fabrics.kubernetes import manifest
+from fabrics.kubernetes import identity, manifest, policy
 from fabrics.kubernetes.settings import KubeSettings
 from fabrics.ssh import notebook
 
@@ -55,6 +55,7 @@ DEFAULT_COMMAND = ("/bin/sh", "-c")
 # Set by Gridlane on the pod spec; a template that sets them would be silently overruled.
 GRIDLANE_POD_FIELDS = frozenset({"subdomain", "hostname", "restartPolicy"})
 
+DEFAULT_SETTINGS = KubeSettings()
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -202,9 +203,21 @@ def _main_index(containers: list[dict[str, Any]]) -> int:
 
 
 def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
-    """The objects for this job; TemplateError when it cannot run as asked (template, image, GPUs)."""
+    """The objects for this job, its pods running as the person (identity.py); TemplateError when it cannot run as
+    asked (template, image, GPUs, the person's POSIX user)."""
+    person = identity.ids(job.run_as, settings)
+    allowed = policy.Policy.of(load_template(job.template)).allowed
     if job.script:  # the user's own Job manifest (fabrics.kubernetes.manifest)
-        return Manifests(native_job(job, namespace))
+        made = Manifests(native_job(job, namespace, settings))
+        identity.harden(made.job["spec"]["template"]["spec"], person, allowed=allowed)
+        return made
+    made = _render(job, settings, namespace)
+    pod = made.job["spec"]["template"]["spec"]
+    identity.harden(pod, person, allowed=allowed | ({"serviceAccountName"} if "serviceAccountName" in pod else set()))
+    return made
+
+
+def _render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     template = load_template(job.template)
     name = job_name(job.workload_id)
     own = labels(job)
@@ -215,6 +228,7 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
         kueue[KUEUE_QUEUE_LABEL] = local_queue_name(job.group)
     pod_labels = {k: v for k, v in template_labels.items() if k not in kueue} | own
     pod_annotations = dict(tmeta.get("annotations") or {})
+    pod_annotations.pop(policy.ALLOW_ANNOTATION, None)  # IT's word to Gridlane, not to the cluster
     notebook = job.kind == "notebook"
     gang = job.nodes > 1
     if notebook and gang:
@@ -280,16 +294,18 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     return Manifests(manifest, service, podgroup)
 
 
-def native_job(job: JobSpec, namespace: str) -> dict[str, Any]:
-    """A user's own Job, as Gridlane creates it (fabrics.kubernetes.manifest.render)."""
+def native_job(job: JobSpec, namespace: str, settings: KubeSettings = DEFAULT_SETTINGS) -> dict[str, Any]:
+    """A user's own Job, as Gridlane creates it (fabrics.kubernetes.manifest.render), held to the queue target's
+    policy again (policy.py), as it was at submit."""
+    template = load_template(job.template)
     try:
-        read = manifest.read(job.script, namespace)
+        read = manifest.read(job.script, namespace, policy.Policy.of(template, settings.reserved_taints))
     except manifest.ManifestError as error:
         raise TemplateError(str(error)) from error
     env = {**job.env, "GRIDLANE_WORKLOAD_ID": str(job.workload_id)}
     return manifest.render(
         read, name=job_name(job.workload_id), namespace=namespace, labels=labels(job),
-        pod_template=load_template(job.template), runtime_s=max(1, job.runtime_limit_s), env=env,
+        pod_template=template, runtime_s=max(1, job.runtime_limit_s), env=env,
         priority_class=job.tier.kubernetes_priority_class,
     )  # fmt: skip
 
