@@ -56,6 +56,7 @@ DEFAULT_COMMAND = ("/bin/sh", "-c")
 GRIDLANE_POD_FIELDS = frozenset({"subdomain", "hostname", "restartPolicy"})
 
 DEFAULT_SETTINGS = KubeSettings()
+TOPOLOGY_ANNOTATION = "gridlane.io/topology"  # on a target's template: the level a multi-node job stays within
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -155,6 +156,7 @@ def _parsed(text: str) -> dict[str, Any]:
         isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
     ):
         raise TemplateError("metadata.annotations must map names to text")
+    topology_level(annotations.get(TOPOLOGY_ANNOTATION, ""))
     spec = doc.get("spec")
     if not isinstance(spec, dict):
         raise TemplateError("the pod template needs a `spec` with `containers`")
@@ -229,6 +231,9 @@ def _render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     pod_labels = {k: v for k, v in template_labels.items() if k not in kueue} | own
     pod_annotations = dict(tmeta.get("annotations") or {})
     pod_annotations.pop(policy.ALLOW_ANNOTATION, None)  # IT's word to Gridlane, not to the cluster
+    level = topology_level(pod_annotations.pop(TOPOLOGY_ANNOTATION, ""))
+    if level and job.nodes > 1 and not settings.volcano:  # Kueue places the gang's pods within one such domain
+        pod_annotations[f"kueue.x-k8s.io/podset-{level[0]}-topology"] = level[1]
     notebook = job.kind == "notebook"
     gang = job.nodes > 1
     if notebook and gang:
@@ -291,6 +296,11 @@ def _render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     if gang:
         service = _service(name, namespace, own, headless=True)
     podgroup = _podgroup(job, name, namespace, own, settings) if settings.volcano else None
+    if podgroup is not None and level and job.nodes > 1 and level[1] in settings.topology_levels:
+        # Volcano's network topology: tier 1 is the narrowest level above a node, counted from the fabric's list.
+        tier = len(settings.topology_levels) - settings.topology_levels.index(level[1]) - 1
+        mode = "hard" if level[0] == "required" else "soft"
+        podgroup["spec"]["networkTopology"] = {"mode": mode, "highestTierAllowed": max(1, tier)}
     return Manifests(manifest, service, podgroup)
 
 
@@ -410,6 +420,17 @@ def _service(name: str, namespace: str, own: dict[str, str], *, headless: bool) 
         "metadata": _meta(name, namespace, own),
         "spec": spec,
     }
+
+
+def topology_level(text: str) -> tuple[str, str] | None:
+    """A target's `gridlane.io/topology` annotation ("required: example.com/rack" or "preferred: ...") as
+    (how, node label); None when absent. check_template refuses any other shape."""
+    how, _, label = text.partition(":")
+    if not text.strip():
+        return None
+    if how.strip() not in ("required", "preferred") or not _LABEL_KEY.match(label.strip()):
+        raise TemplateError(f"{TOPOLOGY_ANNOTATION}: write 'required: <node label>' or 'preferred: <node label>'")
+    return how.strip(), label.strip()
 
 
 def _podgroup(job: JobSpec, name: str, namespace: str, own: dict[str, str], settings: KubeSettings) -> dict[str, Any]:
