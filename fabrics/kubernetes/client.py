@@ -72,6 +72,10 @@ class KubeClient:
             where = settings.kubeconfig or "the in-cluster service account"
             raise KubeError(f"cannot load the Kubernetes credentials from {where}: {exc}") from exc
         self.namespace = namespace or "default"
+        # A namespace per team (settings.namespace_pattern): lists span every namespace, and each object's namespace
+        # is remembered by name from creates and lists (Gridlane's names are unique: gl-<workload id>).
+        self.everywhere = bool(settings.namespace_pattern)
+        self.where: dict[str, str] = {}
         self.host = configuration.host
         self.api = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api)
@@ -87,8 +91,9 @@ class KubeClient:
     # -- the calls -------------------------------------------------------------------------------
 
     def create(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Create the object; KubeError with reason AlreadyExists when one of that name exists."""
-        ns = self.namespace
+        """Create the object (in its metadata's namespace, else the fabric's); KubeError with reason AlreadyExists when
+        one of that name exists."""
+        ns = self._remember(body)
         strict = {"field_validation": STRICT}
         if kind == "jobs":
             return self._json(self.batch.create_namespaced_job, ns, body, **strict)
@@ -100,7 +105,13 @@ class KubeClient:
         return self._json(self.custom.create_namespaced_custom_object, group, version, ns, plural, body, **strict)
 
     def list_by_label(self, kind: str, selector: str) -> list[dict[str, Any]]:
-        """The items of this kind in the fabric's namespace that match the label selector."""
+        """The items of this kind in the fabric's namespace (every namespace, with a namespace per team) that match
+        the label selector."""
+        if self.everywhere:
+            items = self._everywhere(kind, label_selector=selector)
+            for item in items:
+                self._remember(item)
+            return items
         ns = self.namespace
         if kind == "jobs":
             listed = self._json(self.batch.list_namespaced_job, ns, label_selector=selector)
@@ -116,7 +127,7 @@ class KubeClient:
 
     def delete(self, kind: str, name: str) -> bool:
         """Delete with background propagation (its pods go too); False when there was nothing to delete."""
-        ns = self.namespace
+        ns = self._ns(name)
         try:
             if kind == "jobs":
                 self._json(self.batch.delete_namespaced_job, name, ns, propagation_policy="Background")
@@ -138,7 +149,7 @@ class KubeClient:
 
     def read(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
         """A Secret, ConfigMap or PersistentVolumeClaim of that name; KubeError with code 404 when there is none."""
-        calls = {
+        calls: dict[str, Callable[..., Any]] = {
             "secrets": self.core.read_namespaced_secret,
             "configmaps": self.core.read_namespaced_config_map,
             "persistentvolumeclaims": self.core.read_namespaced_persistent_volume_claim,
@@ -147,17 +158,17 @@ class KubeClient:
 
     def read_job(self, name: str) -> dict[str, Any]:
         """The Job of that name; KubeError with code 404 when there is none."""
-        return self._json(self.batch.read_namespaced_job, name, self.namespace)
+        return self._json(self.batch.read_namespaced_job, name, self._ns(name))
 
     def patch_job(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """A JSON merge patch of the Job (e.g. its spec.activeDeadlineSeconds, which may change while it runs)."""
         call = self.batch.patch_namespaced_job
-        return self._json(call, name, self.namespace, patch, _content_type=MERGE_PATCH, field_validation=STRICT)
+        return self._json(call, name, self._ns(name), patch, _content_type=MERGE_PATCH, field_validation=STRICT)
 
     def set_owner(self, kind: str, name: str, owner: dict[str, Any]) -> None:
         """Make `owner` the object's owner, so the garbage collector deletes it with the owner."""
         patch = {"metadata": {"ownerReferences": [owner]}}
-        ns = self.namespace
+        ns = self._ns(name)
         if kind == "services":
             self._json(self.core.patch_namespaced_service, name, ns, patch)
         elif kind == "secrets":
@@ -167,6 +178,60 @@ class KubeClient:
             # Custom resources take JSON merge patches only, never strategic ones.
             call = self.custom.patch_namespaced_custom_object
             self._json(call, group, version, ns, plural, name, patch, _content_type="application/merge-patch+json")
+
+    # -- a namespace per team -------------------------------------------------------------------------
+
+    def create_core(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a Namespace, ServiceAccount, ResourceQuota or PersistentVolumeClaim (AlreadyExists as create)."""
+        ns, strict = body["metadata"].get("namespace", ""), {"field_validation": STRICT}
+        if kind == "namespaces":
+            return self._json(self.core.create_namespace, body, **strict)
+        calls: dict[str, Callable[..., Any]] = {
+            "serviceaccounts": self.core.create_namespaced_service_account,
+            "resourcequotas": self.core.create_namespaced_resource_quota,
+            "persistentvolumeclaims": self.core.create_namespaced_persistent_volume_claim,
+        }
+        return self._json(calls[kind], ns, body, **strict)
+
+    def patch_core(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch of a Namespace (namespace "") or a ResourceQuota."""
+        if kind == "namespaces":
+            return self._json(self.core.patch_namespace, name, patch, _content_type=MERGE_PATCH)
+        call = self.core.patch_namespaced_resource_quota
+        return self._json(call, name, namespace, patch, _content_type=MERGE_PATCH, field_validation=STRICT)
+
+    def _remember(self, obj: dict[str, Any]) -> str:
+        meta = obj.get("metadata") or {}
+        ns = str(meta.get("namespace") or self.namespace)
+        if self.everywhere and meta.get("name"):
+            if len(self.where) > 50_000:  # forget the oldest half: a lookup finds them again
+                self.where = dict(list(self.where.items())[25_000:])
+            self.where[str(meta["name"])] = ns
+        return ns
+
+    def _ns(self, name: str) -> str:
+        """The namespace of a Job (or its Service, Secret, PodGroup: they share its name) or a pod by name."""
+        if not self.everywhere:
+            return self.namespace
+        if name not in self.where:
+            for kind in ("jobs", "pods"):
+                for item in self._everywhere(kind, field_selector=f"metadata.name={name}"):
+                    self._remember(item)
+                if name in self.where:
+                    break
+        return self.where.get(name, self.namespace)
+
+    def _everywhere(self, kind: str, **selectors: str) -> list[dict[str, Any]]:
+        if kind == "jobs":
+            listed = self._json(self.batch.list_job_for_all_namespaces, **selectors)
+        elif kind == "pods":
+            listed = self._json(self.core.list_pod_for_all_namespaces, **selectors)
+        elif kind == "services":
+            listed = self._json(self.core.list_service_for_all_namespaces, **selectors)
+        else:
+            group, version, plural = self._custom(kind)
+            listed = self._json(self.custom.list_cluster_custom_object, group, version, plural, **selectors)
+        return list(listed.get("items") or [])
 
     # -- Kueue's queues (cluster-scoped but for localqueues; "" as the namespace of a cluster-scoped one) -----------
 
@@ -239,7 +304,7 @@ class KubeClient:
         return True
 
     def log(self, pod: str, tail_lines: int) -> str:
-        response = self._call(self.core.read_namespaced_pod_log, pod, self.namespace, tail_lines=tail_lines)
+        response = self._call(self.core.read_namespaced_pod_log, pod, self._ns(pod), tail_lines=tail_lines)
         data = bytes(response.data)
         response.release_conn()
         return data.decode("utf-8", "replace")

@@ -21,6 +21,13 @@ from typing import Any
 from fabrics.base import TemplateError
 from fabrics.kubernetes.settings import KubeSettings
 
+SERVICE_ACCOUNT = "gridlane-job"  # a team's pods' own, in its namespace (tenancy.py): no API rights
+
+
+def service_account(settings: KubeSettings) -> str:
+    """The ServiceAccount a team's pods run as; "" in the one-namespace mode (the namespace's default)."""
+    return SERVICE_ACCOUNT if settings.namespace_pattern else ""
+
 
 @dataclass(frozen=True)
 class Ids:

@@ -211,11 +211,12 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     allowed = policy.Policy.of(load_template(job.template)).allowed
     if job.script:  # the user's own Job manifest (fabrics.kubernetes.manifest)
         made = Manifests(native_job(job, namespace, settings))
-        identity.harden(made.job["spec"]["template"]["spec"], person, allowed=allowed)
+        identity.harden(made.job["spec"]["template"]["spec"], person, identity.service_account(settings), allowed)
         return made
     made = _render(job, settings, namespace)
     pod = made.job["spec"]["template"]["spec"]
-    identity.harden(pod, person, allowed=allowed | ({"serviceAccountName"} if "serviceAccountName" in pod else set()))
+    keep = {"serviceAccountName"} if "serviceAccountName" in pod else set()  # IT's template chose one
+    identity.harden(pod, person, identity.service_account(settings), allowed | keep)
     return made
 
 

@@ -363,7 +363,7 @@ class Api:
         kind, ns = stored, namespace or ""
         if name is None:
             if method == "GET":
-                everywhere = ("Pod", "Job", "Service", "LocalQueue", "Workload")  # lists across namespaces
+                everywhere = ("Pod", "Job", "Service", "LocalQueue", "Workload", "PodGroup")  # across namespaces
                 if kind.namespaced and namespace is None and kind.kind not in everywhere:
                     raise ApiError(status(404, "NotFound", "the server could not find the requested resource", {}))
                 return 200, self._list(kind, namespace, query)
