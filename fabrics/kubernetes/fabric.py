@@ -35,7 +35,7 @@ from fabrics.base import (
     Resources,
     TemplateError,
 )
-from fabrics.kubernetes import arrays, dcgm, kueue, kueue_reconcile, parse, render, teams, tenancy
+from fabrics.kubernetes import arrays, dcgm, home, kueue, kueue_reconcile, parse, render, teams, tenancy
 from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
 from fabrics.kubernetes.render import Manifests
 from fabrics.kubernetes.settings import KubeSettings
@@ -125,6 +125,8 @@ class KubernetesFabric(Batched):
         except TemplateError as exc:
             raise FabricError(f"the Job does not render: {exc}", retryable=False) from exc
         self._ensure_team(job.group)
+        if home.wanted(job, self.settings):  # made on first use, kept across sessions
+            teams.keep(self.client, home.claim(job, self.settings, manifests.job["metadata"]["namespace"]))
         if job.script:  # a user's own manifest reaches only what is labelled for its team, in its namespace
             teams.check_references(self.client, job.group, manifests.job)
         name = self._create(job.workload_id, manifests)

@@ -215,6 +215,10 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
         return made
     made = _render(job, settings, namespace)
     pod = made.job["spec"]["template"]["spec"]
+    from fabrics.kubernetes import home  # it names its objects with this module's labels
+
+    if home.wanted(job, settings):  # the person's own claim at their home path
+        home.mount(pod, pod["containers"][_main_index(pod["containers"])], job, settings)
     keep = {"serviceAccountName"} if "serviceAccountName" in pod else set()  # IT's template chose one
     identity.harden(pod, person, identity.service_account(settings), allowed | keep)
     return made

@@ -34,6 +34,17 @@ def put(client: KubeClient, body: dict[str, Any]) -> list[str]:
     return [f"{kind} {meta['name']}"]
 
 
+def keep(client: KubeClient, body: dict[str, Any]) -> bool:
+    """Create the object unless one of its name exists (a person's home claim); True when it was made."""
+    try:
+        client.create_core(body["kind"].lower() + "s", body)
+    except KubeError as error:
+        if error.reason != "AlreadyExists":
+            raise
+        return False
+    return True
+
+
 def check_references(client: KubeClient, team: str, job: Mapping[str, Any]) -> None:
     """FabricError (not retryable) naming the first Secret, ConfigMap or claim the Job names that is not in its
     namespace labelled gridlane.io/team: <its team> (policy.py)."""

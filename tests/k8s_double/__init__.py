@@ -126,6 +126,20 @@ class ApiDouble:
     def peak(self, selector: str) -> int:
         return self.cluster.peak(selector)
 
+    def write_on_claim(self, namespace: str, claim: str, path: str, text: str) -> None:
+        """What a process in a pod mounting the claim writes (a notebook's kernel saving a file): kept on the claim's
+        volume, seen by every later pod that mounts it, gone with the claim."""
+        with self.store.lock:
+            if self.store.get(BY_NAME["persistentvolumeclaims"], namespace, claim) is None:
+                raise KeyError(claim)
+            self.store.volumes.setdefault((namespace, claim), {})[path.lstrip("/")] = text
+
+    def files_of(self, namespace: str, pod: str) -> dict[str, str]:
+        """The files a pod's first container sees from what it mounts (Secrets, ConfigMaps, claims): path -> text."""
+        with self.store.lock:
+            found = self.store.get(BY_NAME["pods"], namespace, pod)
+            return self.cluster._files(found, found["spec"]["containers"][0]) if found else {}
+
     def kueue_admit(self, namespace: str, job_name: str) -> None:
         self.cluster.kueue_admit(namespace, job_name)
 

@@ -547,8 +547,9 @@ class Cluster:
         self.store.touch(pod)
 
     def _files(self, pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
-        """The files the container sees from the Secrets and ConfigMaps its pod mounts: path -> text. (A kubelet
-        would not start the container while a Secret it mounts is missing; here its files are simply absent.)"""
+        """The files the container sees from the Secrets, ConfigMaps and claims its pod mounts: path -> text. (A
+        kubelet would not start the container while a Secret or claim it mounts is missing; here its files are simply
+        absent.)"""
         sources = {}
         for volume in pod["spec"].get("volumes") or []:
             if "secret" in volume:
@@ -557,6 +558,9 @@ class Cluster:
             elif "configMap" in volume:
                 obj = self.store.get(BY_NAME["configmaps"], pod["metadata"]["namespace"], volume["configMap"]["name"])
                 data = dict((obj or {}).get("data") or {})
+            elif "persistentVolumeClaim" in volume:
+                claim = volume["persistentVolumeClaim"]["claimName"]
+                data = dict(self.store.volumes.get((pod["metadata"]["namespace"], claim), {}))
             else:
                 continue
             sources[volume["name"]] = data

@@ -89,6 +89,9 @@ class Store:
     objects: dict[Key, dict[str, Any]] = field(default_factory=dict)
     _rv: Iterator[int] = field(default_factory=lambda: itertools.count(1000))
     resource_version: int = 1000
+    # What is written on each claim's volume, by (namespace, claim): relative path -> text. It outlives the pods that
+    # mount it, as a volume does, and goes with its claim.
+    volumes: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
     def bump(self) -> str:
         self.resource_version = next(self._rv)
@@ -180,6 +183,8 @@ class Store:
 
     def remove(self, obj: dict[str, Any]) -> None:
         kind = BY_NAME[_resource_of(obj)]
+        if kind.kind == "PersistentVolumeClaim":
+            self.volumes.pop((obj["metadata"]["namespace"], obj["metadata"]["name"]), None)
         self.objects.pop(self.key(kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]), None)
         self.bump()
 
