@@ -313,6 +313,9 @@ def native_job(job: JobSpec, namespace: str, settings: KubeSettings = DEFAULT_SE
     """A user's own Job, as Gridlane creates it (fabrics.kubernetes.manifest.render), held to the queue target's
     policy again (policy.py), as it was at submit."""
     template = load_template(job.template)
+    if settings.kueue_owned:  # to the team's LocalQueue, as a rendered Job (Kueue admits it in the cluster)
+        template["metadata"]["labels"] = dict(template["metadata"].get("labels") or {})
+        template["metadata"]["labels"][KUEUE_QUEUE_LABEL] = local_queue_name(job.group)
     try:
         read = manifest.read(job.script, namespace, policy.Policy.of(template, settings.reserved_taints))
     except manifest.ManifestError as error:

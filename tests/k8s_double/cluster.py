@@ -20,8 +20,8 @@ from decimal import Decimal
 from typing import Any
 
 from tests.k8s_double import kueue
-from tests.k8s_double.objects import BY_NAME, now_rfc3339, quantity
-from tests.k8s_double.pods import _condition, _live, _requests, _set_condition, _true, job_finished
+from tests.k8s_double.objects import BY_NAME, ApiError, now_rfc3339, quantity
+from tests.k8s_double.pods import _condition, _live, _qos, _requests, _set_condition, _true, job_finished
 from tests.k8s_double.programs import Run, Timers, program
 from tests.k8s_double.selectors import label_selector
 from tests.k8s_double.server import Api, Store
@@ -48,6 +48,7 @@ class Cluster:
         self.counted: set[str] = set()
         self.pod_failures: defaultdict[str, int] = defaultdict(int)  # by Job uid: its failed pods, counted once
         self.peaks: dict[str, int] = {}  # label selector -> most live pods at once (watch)
+        self.failed_creates: dict[str, str] = {}  # Job name -> why admission refused its last pod (FailedCreate)
         api.on_create.append(self._created)
         api.pod_logs = self.logs
 
@@ -199,11 +200,12 @@ class Cluster:
             for index in range(completions):  # lowest index first, as the Job controller starts them
                 if len(active) >= parallelism:
                     break
-                if index not in busy:
-                    active.append(self._new_pod(job, index))
+                if index not in busy and not self._create_pod(job, index, active):
+                    break
         else:
             while len(active) < min(parallelism, completions - len(succeeded)):
-                active.append(self._new_pod(job, None))
+                if not self._create_pod(job, None, active):
+                    break
         _count(st, "active", len(active))
 
     def _count_index_failures(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
@@ -244,6 +246,15 @@ class Cluster:
         _set_condition(st["conditions"], _condition("FailureTarget", "True", reason, message))
         _set_condition(st["conditions"], _condition("Failed", "True", reason, message))
         self.timers.job_finished[job["metadata"]["uid"]] = time.time()
+
+    def _create_pod(self, job: dict[str, Any], index: int | None, active: list[dict[str, Any]]) -> bool:
+        """A new pod for the Job, or, when admission refuses it (Pod Security), a FailedCreate event and False."""
+        try:
+            active.append(self._new_pod(job, index))
+        except ApiError as refused:
+            self.failed_creates[job["metadata"]["name"]] = str(refused.body.get("message", ""))
+            return False
+        return True
 
     def _new_pod(self, job: dict[str, Any], index: int | None) -> dict[str, Any]:
         meta, template = job["metadata"], copy.deepcopy(job["spec"]["template"])
@@ -643,22 +654,6 @@ def _owner(obj: dict[str, Any]) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
-
-
-def _qos(pod: dict[str, Any]) -> str:
-    containers = pod["spec"].get("containers") or []
-    resources = [c.get("resources") or {} for c in containers]
-    if not any(r.get("requests") or r.get("limits") for r in resources):
-        return "BestEffort"
-    guaranteed = all(
-        all(
-            (r.get("limits") or {}).get(k) is not None
-            and quantity((r.get("limits") or {})[k]) == quantity((r.get("requests") or r.get("limits") or {}).get(k, 0))
-            for k in ("cpu", "memory")
-        )
-        for r in resources
-    )
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _policy_action(rules: list[dict[str, Any]], pod: dict[str, Any]) -> tuple[str, str]:

@@ -125,3 +125,19 @@ def node(
             },
         },
     }
+
+
+def _qos(pod: dict[str, Any]) -> str:
+    containers = pod["spec"].get("containers") or []
+    resources = [c.get("resources") or {} for c in containers]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(
+        all(
+            (r.get("limits") or {}).get(k) is not None
+            and quantity((r.get("limits") or {})[k]) == quantity((r.get("requests") or r.get("limits") or {}).get(k, 0))
+            for k in ("cpu", "memory")
+        )
+        for r in resources
+    )
+    return "Guaranteed" if guaranteed else "Burstable"

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.k8s_double import admission, crds, validation
+from tests.k8s_double import admission, crds, podsecurity, validation
 from tests.k8s_double.objects import (
     BY_NAME,
     KINDS,
@@ -156,6 +156,9 @@ class Store:
             raise invalid(kind, meta.get("name", ""), causes)
         if self.get(kind, namespace, meta["name"]) is not None:
             raise already_exists(kind, meta["name"])
+        if kind.kind == "Pod":  # Pod Security admission, by the namespace's label
+            labels = (self.get(BY_NAME["namespaces"], "", namespace) or {}).get("metadata", {}).get("labels") or {}
+            podsecurity.enforce(labels.get(podsecurity.ENFORCE, ""), obj)
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()

@@ -106,3 +106,23 @@ def test_a_fabric_without_a_pattern_keeps_its_one_namespace(fabric: KubernetesFa
     assert double.get("jobs", NAMESPACE, name) is not None
     assert double.get("namespaces", "", "gl-vision") is None
     assert "serviceAccountName" not in double.get("jobs", NAMESPACE, name)["spec"]["template"]["spec"]  # type: ignore[index]
+
+
+def test_restricted_pod_security_admits_gridlanes_pods_and_refuses_a_privileged_one(
+    double: ApiDouble, tmp_path: Path
+) -> None:
+    fabric = teams_fabric(double, tmp_path)
+    # A target that lets privileged containers through Gridlane's policy: the namespace's Pod Security still refuses.
+    allow = "metadata:\n  annotations:\n    gridlane.io/allow: privileged\nspec:\n  containers: [{name: main}]\n"
+    manifest = (
+        '{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "p"}, "spec": {"template": {"spec": '
+        '{"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"], '
+        '"securityContext": {"privileged": true}}]}}}}'
+    )
+    privileged = fabric.submit(spec(script=manifest, template=allow, group="vision"))
+    plain = fabric.submit(spec("echo ok", group="vision"))
+    wait_until(lambda: fabric.poll([plain])[plain].state is JobState.SUCCEEDED, timeout=20)
+    wait_until(lambda: privileged in double.cluster.failed_creates, timeout=20)
+    refusal = double.cluster.failed_creates[privileged]
+    assert 'violates PodSecurity "restricted:latest": privileged (container "main"' in refusal
+    assert double.objects("pods", "gl-vision", f"job-name={privileged}") == []
