@@ -46,7 +46,10 @@ class KubeClient:
 
         config: Any = kube_config  # its loaders carry no annotations
 
+        from pydantic import ValidationError  # the client's models check a body before it is sent
+
         self._transport_errors: tuple[type[BaseException], ...] = (urllib3.exceptions.HTTPError, OSError)
+        self._refused: type[Exception] = ValidationError
         self._api_exception: type[Exception] = client.ApiException
         self.timeout = (min(10.0, settings.request_timeout_s), settings.request_timeout_s)
         configuration = client.Configuration()
@@ -339,6 +342,12 @@ class KubeClient:
             raise KubeError(f"cannot reach the Kubernetes API at {self.host}: {exc}") from exc
         except self._api_exception as exc:
             raise _error(exc) from exc
+        except self._refused as exc:  # the client's own model refused the body: a field it does not know, a type
+            first = exc.errors()[0] if exc.errors() else {}  # type: ignore[attr-defined]
+            where = ".".join(str(p) for p in first.get("loc", ())[1:])  # ("2", "spec", ...): the argument's position
+            raise KubeError(
+                f"the object is not valid: {where}: {first.get('msg', exc)}", code=400, reason="Invalid"
+            ) from exc
 
 
 def _error(exc: Any) -> KubeError:

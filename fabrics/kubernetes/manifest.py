@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from fabrics.base import Resources
-from fabrics.kubernetes.policy import DEFAULT, Policy, PolicyError, check
+from fabrics.kubernetes.policy import DEFAULT, Policy, PolicyError, check, check_job
 
 GPU = "nvidia.com/gpu"
 MIG = re.compile(r"^nvidia\.com/mig-[0-9a-z.]+$")
@@ -135,6 +135,7 @@ def read(text: str, namespace: str = "", policy: Policy = DEFAULT) -> Manifest:
         raise ManifestError("spec.template.spec", "a Job needs a pod template with containers")
     base = "spec.template.spec"
     try:
+        check_job(spec)
         check(pod, policy, base)
     except PolicyError as error:
         raise ManifestError(error.field, str(error).partition(": ")[2]) from error

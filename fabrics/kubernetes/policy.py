@@ -29,6 +29,23 @@ ALLOWABLE = frozenset(
         "priorityClassName", "reservedTolerations", "hostPath", "supplementalGroups",
     }
 )  # fmt: skip
+JOB = frozenset(
+    {
+        "template",
+        "parallelism",
+        "completions",
+        "completionMode",
+        "backoffLimit",
+        "backoffLimitPerIndex",
+        "maxFailedIndexes",
+        "activeDeadlineSeconds",
+        "ttlSecondsAfterFinished",
+        "suspend",
+        "podFailurePolicy",
+        "successPolicy",
+        "podReplacementPolicy",
+    }
+)  # fmt: skip (no selector or manualSelector: a Job's pods are its own)
 POD = frozenset(
     {
         "containers", "initContainers", "volumes", "restartPolicy", "nodeSelector", "affinity", "tolerations",
@@ -90,6 +107,15 @@ class Reference:
 def check(pod: Mapping[str, Any], policy: Policy, base: str = "spec.template.spec") -> None:
     """Raise PolicyError naming the first field the policy does not allow."""
     _Check(policy).pod(pod, base)
+
+
+def check_job(spec: Mapping[str, Any]) -> None:
+    """Raise PolicyError for a Job spec field outside the allowlist (a selector would adopt other pods)."""
+    for key in spec:
+        if key not in JOB:
+            raise PolicyError(
+                f"spec.{key}", "not allowed on this queue (a Job field Gridlane does not know to be safe)"
+            )
 
 
 def references(pod: Mapping[str, Any], base: str = "spec.template.spec") -> list[Reference]:

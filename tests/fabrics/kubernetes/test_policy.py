@@ -187,3 +187,21 @@ def test_the_person_runs_as_their_posix_ids_and_never_as_root(double: ApiDouble,
     for settings, user in ((mapped.settings, "root"), (low, "svc")):
         with pytest.raises(Exception, match="below"):
             render.render(spec(run_as=user), settings, NAMESPACE)
+
+
+def test_a_job_field_outside_the_allowlist_is_refused_and_an_unknown_field_deeper_is_refused_by_the_server(
+    double: ApiDouble, fabric: KubernetesFabric
+) -> None:
+    body = json.loads(job())
+    body["spec"]["manualSelector"] = True
+    with pytest.raises(ManifestError) as refused:
+        manifest.read(json.dumps(body))
+    assert refused.value.field == "spec.manualSelector"
+    # A misspelt field inside what the policy lets through is refused by the client's own model before it is sent
+    # (and by the API server under strict validation, tests/fabrics/kubernetes/test_double_schema.py): not retried.
+    typo = job(None, {"resources": {"limitz": {"cpu": "1"}}})
+    with pytest.raises(FabricError) as refused_too:
+        fabric.submit(spec(script=typo))
+    assert "spec.template.spec.containers.0.resources.limitz: Extra inputs are not permitted" in str(refused_too.value)
+    assert not refused_too.value.retryable
+    assert double.objects("jobs", NAMESPACE) == []
