@@ -234,11 +234,7 @@ def _render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     if settings.kueue_owned:  # Gridlane keeps each team's LocalQueue (fabrics/kubernetes/kueue.py)
         kueue[KUEUE_QUEUE_LABEL] = local_queue_name(job.group)
     pod_labels = {k: v for k, v in template_labels.items() if k not in kueue} | own
-    pod_annotations = dict(tmeta.get("annotations") or {})
-    pod_annotations.pop(policy.ALLOW_ANNOTATION, None)  # IT's word to Gridlane, not to the cluster
-    level = topology_level(pod_annotations.pop(TOPOLOGY_ANNOTATION, ""))
-    if level and job.nodes > 1 and not settings.volcano:  # Kueue places the gang's pods within one such domain
-        pod_annotations[f"kueue.x-k8s.io/podset-{level[0]}-topology"] = level[1]
+    pod_annotations, level = _annotations(tmeta, job, settings)
     notebook = job.kind == "notebook"
     gang = job.nodes > 1
     if notebook and gang:
@@ -428,6 +424,16 @@ def _service(name: str, namespace: str, own: dict[str, str], *, headless: bool) 
         "metadata": _meta(name, namespace, own),
         "spec": spec,
     }
+
+
+def _annotations(tmeta: dict[str, Any], job: JobSpec, settings: KubeSettings) -> tuple[dict[str, str], Any]:
+    """The pod's annotations from the template's, less Gridlane's own words, and the topology level it names."""
+    annotations = dict(tmeta.get("annotations") or {})
+    annotations.pop(policy.ALLOW_ANNOTATION, None)  # IT's word to Gridlane, not to the cluster
+    level = topology_level(annotations.pop(TOPOLOGY_ANNOTATION, ""))
+    if level and job.nodes > 1 and not settings.volcano:  # Kueue places the gang's pods within one such domain
+        annotations[f"kueue.x-k8s.io/podset-{level[0]}-topology"] = level[1]
+    return annotations, level
 
 
 def topology_level(text: str) -> tuple[str, str] | None:
