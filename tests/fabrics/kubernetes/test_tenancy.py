@@ -126,3 +126,17 @@ def test_restricted_pod_security_admits_gridlanes_pods_and_refuses_a_privileged_
     refusal = double.cluster.failed_creates[privileged]
     assert 'violates PodSecurity "restricted:latest": privileged (container "main"' in refusal
     assert double.objects("pods", "gl-vision", f"job-name={privileged}") == []
+
+
+def test_jobs_started_before_the_switch_are_still_followed_and_cancelled(double: ApiDouble, tmp_path: Path) -> None:
+    kubeconfig = double.kubeconfig(tmp_path / "kubeconfig", namespace=NAMESPACE)
+    before = connect({"kubeconfig": str(kubeconfig), "gpu_flavor": "h100"})
+    old = before.submit(spec("sleep 30", group="vision"))
+    after = teams_fabric(double, tmp_path)  # IT set the pattern: a new connection, new work in gl-vision
+    new = after.submit(spec("sleep 30", group="vision"))
+    assert double.get("jobs", NAMESPACE, old) is not None
+    assert double.get("jobs", "gl-vision", new) is not None
+    wait_until(lambda: {s.state for s in after.poll([old, new]).values()} == {JobState.RUNNING}, timeout=20)
+    after.cancel(old)
+    assert double.get("jobs", NAMESPACE, old) is None
+    assert double.get("jobs", "gl-vision", new) is not None
