@@ -10,7 +10,7 @@ What the double enforces, as kube-apiserver 1.31 does for a structural schema:
     fieldValidation=Strict), except under `x-kubernetes-preserve-unknown-fields` and `additionalProperties`;
   - `required`, `enum`, `pattern`, `minLength`/`maxLength`, `minItems`/`maxItems`, `minimum`/`maximum`,
     `maxProperties`; `default`s are filled in where the parent object is present;
-  - `x-kubernetes-validations`: the CEL rules listed in RULES (the ones on the kinds Gridlane writes) are
+  - `x-kubernetes-validations`: the CEL rules listed in RULES (every rule on the six kinds Gridlane writes) are
     evaluated, transition rules (`oldSelf`) on updates only; any other rule is skipped and counted in SKIPPED.
 Not enforced: `format`, `x-kubernetes-list-type` uniqueness, ObjectMeta beyond what validation.py checks.
 Conversion between served versions is modelled for the one renamed field Gridlane writes (ClusterQueue
@@ -257,5 +257,40 @@ RULES: dict[str, Rule] = {
     "'kubernetes.io/hostname'": lambda s, o: _hostname_last(s),
     "!has(self.topologyName) || self.nodeLabels.size() >= 1": lambda s, o: (
         not _has(s, "topologyName") or len(s.get("nodeLabels") or {}) >= 1
+    ),
+}
+# A ResourceFlavor's tolerations and, once it names a topology, what may no longer change.
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _frozen_with_topology(field: str) -> Rule:
+    return lambda s, o: not _has(o, "topologyName") or s.get(field) == o.get(field)
+
+
+RULES |= {
+    "self.all(x, x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])": lambda s, o: all(
+        x.get("effect") in _EFFECTS for x in s
+    ),
+    "self.all(x, !has(x.key) ? x.operator == 'Exists' : true)": lambda s, o: all(
+        _has(x, "key") or x.get("operator") == "Exists" for x in s
+    ),
+    "self.all(x, has(x.tolerationSeconds) ? x.effect == 'NoExecute' : true)": lambda s, o: all(
+        not _has(x, "tolerationSeconds") or x.get("effect") == "NoExecute" for x in s
+    ),
+    "self.all(x, !has(x.operator) || x.operator in ['Equal', 'Exists'])": lambda s, o: all(
+        x.get("operator", "Equal") in ("Equal", "Exists") for x in s
+    ),
+    "self.all(x, has(x.operator) && x.operator == 'Exists' ? !has(x.value) : true)": lambda s, o: all(
+        x.get("operator") != "Exists" or not _has(x, "value") for x in s
+    ),
+    "self.all(x, !has(x.effect) || x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])": lambda s, o: all(
+        x.get("effect", "NoSchedule") in _EFFECTS for x in s
+    ),
+    "!has(oldSelf.topologyName) || (has(self.nodeLabels) == has(oldSelf.nodeLabels) && (!has(self.nodeLabels) || "
+    "self.nodeLabels == oldSelf.nodeLabels))": _frozen_with_topology("nodeLabels"),
+    "!has(oldSelf.topologyName) || (has(self.tolerations) == has(oldSelf.tolerations) && (!has(self.tolerations) "
+    "|| self.tolerations == oldSelf.tolerations))": _frozen_with_topology("tolerations"),
+    "!has(oldSelf.topologyName) || (has(self.topologyName) && self.topologyName == oldSelf.topologyName)": (
+        _frozen_with_topology("topologyName")
     ),
 }

@@ -82,3 +82,20 @@ def test_a_cluster_queue_written_as_v1beta1_reads_as_v1beta2_and_back() -> None:
         # Defaults come from the CRD: the queueing strategy, the preemption policies.
         assert read["spec"]["queueingStrategy"] == "BestEffortFIFO"
         assert read["spec"]["preemption"]["borrowWithinCohort"] == {"policy": "Never"}
+
+
+def test_a_flavor_naming_a_topology_keeps_its_node_labels_as_kueues_transition_rule_says() -> None:
+    with ApiDouble(simulate=False) as double:
+        path = "/apis/kueue.x-k8s.io/v1beta2/resourceflavors"
+        body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
+        assert call(double, "POST", path, body | {"spec": {"topologyName": "t"}})[0] == 422  # needs node labels
+        spec = {"topologyName": "t", "nodeLabels": {"gpu": "h100"}, "tolerations": [{"key": "k", "value": "v"}]}
+        assert call(double, "POST", path, body | {"spec": spec})[0] == 201
+        code, refused = call(double, "PATCH", f"{path}/f", {"spec": {"nodeLabels": {"gpu": "a100"}}})
+        assert code == 422
+        assert "nodeLabels are immutable when topologyName is set" in refused["message"]
+        bad = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "g"}}
+        tolerations = [{"key": "k", "operator": "Exists", "value": "v"}]
+        code, refused = call(double, "POST", path, bad | {"spec": {"tolerations": tolerations}})
+        assert code == 422
+        assert "a value must be empty when 'operator' is 'Exists'" in refused["message"]
