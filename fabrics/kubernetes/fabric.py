@@ -35,7 +35,7 @@ from fabrics.base import (
     Resources,
     TemplateError,
 )
-from fabrics.kubernetes import arrays, dcgm, kueue, kueue_reconcile, parse, render
+from fabrics.kubernetes import arrays, dcgm, home, kueue, kueue_reconcile, parse, render, teams, tenancy
 from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
 from fabrics.kubernetes.render import Manifests
 from fabrics.kubernetes.settings import KubeSettings
@@ -59,6 +59,7 @@ class KubernetesFabric(Batched):
         self._pods: dict[str, list[dict[str, Any]]] = {}  # job name -> its pods at the last poll, for tail
         # Dispatch renders each job for the record, then submits it: what was recorded is what is sent.
         self._rendered: OrderedDict[UUID, tuple[JobSpec, Manifests]] = OrderedDict()
+        self._teams: set[str] = set()  # team namespaces this process has made sure of
 
     @classmethod
     def check_template(cls, template: str) -> None:
@@ -100,15 +101,19 @@ class KubernetesFabric(Batched):
         """The Job for this workload; for an array's element, the Job it would run in alone (its siblings admitted
         with it join the same Job, each at its own completion index, with the same pod template)."""
         if arrays.eligible(job, self.settings):
-            return render.to_json(arrays.render_group([job], self.settings, self.namespace))
+            return render.to_json(arrays.render_group([job], self.settings, self.namespace_of(job.group)))
         return render.to_json(self.manifests(job))
+
+    def namespace_of(self, team: str) -> str:
+        """Where a team's Jobs run: its own namespace with a namespace_pattern, else the fabric's."""
+        return tenancy.namespace_for(self.settings, team, self.namespace)
 
     def manifests(self, job: JobSpec) -> Manifests:
         """The objects for this job; the same ones `render` recorded when the job has not changed since."""
         kept = self._rendered.get(job.workload_id)
         if kept is not None and kept[0] == job:
             return kept[1]
-        manifests = render.render(job, self.settings, self.namespace)
+        manifests = render.render(job, self.settings, self.namespace_of(job.group))
         self._rendered[job.workload_id] = (job, manifests)
         while len(self._rendered) > RENDERED_KEPT:
             self._rendered.popitem(last=False)
@@ -119,6 +124,11 @@ class KubernetesFabric(Batched):
             manifests = self.manifests(job)
         except TemplateError as exc:
             raise FabricError(f"the Job does not render: {exc}", retryable=False) from exc
+        self._ensure_team(job.group)
+        if home.wanted(job, self.settings):  # made on first use, kept across sessions
+            teams.keep(self.client, home.claim(job, self.settings, manifests.job["metadata"]["namespace"]))
+        if job.script:  # a user's own manifest reaches only what is labelled for its team, in its namespace
+            teams.check_references(self.client, job.group, manifests.job)
         name = self._create(job.workload_id, manifests)
         self._rendered.pop(job.workload_id, None)
         return name
@@ -371,21 +381,41 @@ class KubernetesFabric(Batched):
     ) -> kueue_reconcile.Report:
         """Make the cluster's Kueue queues say what Gridlane's quotas say (fabrics/kubernetes/kueue.py); teams
         without namespaces submit from the fabric's. KubeError when the API fails part way (the next run goes on)."""
+        version = self.client.kueue_version
+        if not version:
+            note = "the cluster serves no Kueue API (v1beta2 or v1beta1): no queues are kept, and Jobs run unsuspended"
+            return kueue_reconcile.Report(notes=[note])
         labels, notes = kueue.node_labels(self.settings.node_selector)
-        namespace = self.namespace
         site = kueue.Site(
             fabric_id=fabric_id,
             name=self.config.name,
             flavor=str(self.config.settings.get("gpu_flavor") or ""),
             gpu=self.settings.gpu,
             capacity=self.config.capacity,
-            teams=tuple(t if t.namespaces else replace(t, namespaces=(namespace,)) for t in teams),
+            teams=tuple(t if t.namespaces else replace(t, namespaces=(self.namespace_of(t.slug),)) for t in teams),
             departments=tuple(departments),
             node_labels=labels,
+            version=version,
+            priorities=self.settings.kueue_priorities,
+            topology=self.settings.topology_levels,
         )
         rendered = kueue.render(site)
         rendered.notes[:0] = notes
+        self.reconcile_tenancy(teams)  # the namespaces the LocalQueues go to
         return kueue_reconcile.reconcile(self.client, fabric_id, rendered)
+
+    def reconcile_tenancy(self, given: Sequence[kueue.Team]) -> list[str]:
+        """With a namespace per team: each team's Namespace (its Pod Security level), ServiceAccount and
+        ResourceQuota (its limit here) made or put back; what changed. Nothing in the one-namespace mode."""
+        if not self.settings.namespace_pattern:
+            return []
+        changed = []
+        for team in given:
+            namespace = self.namespace_of(team.slug)
+            for body in tenancy.objects(self.settings, team.slug, namespace, team.limit):
+                changed += teams.put(self.client, body)
+            self._teams.add(namespace)
+        return changed
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -421,7 +451,8 @@ class KubernetesFabric(Batched):
         start), then the Job, which then owns the Secret. A Job of that name made by an earlier attempt answers
         for the elements it holds; the others wait for the next dispatch (retryable)."""
         try:
-            manifests = arrays.render_group(group, self.settings, self.namespace)
+            manifests = arrays.render_group(group, self.settings, self.namespace_of(group[0].group))
+            self._ensure_team(group[0].group)
         except TemplateError as exc:
             raise FabricError(f"the Job does not render: {exc}", retryable=False) from exc
         client = self.client
@@ -455,6 +486,15 @@ class KubernetesFabric(Batched):
             else FabricError(f"{name} was made by an earlier attempt without this element", retryable=True)
             for job in group
         }
+
+    def _ensure_team(self, team: str) -> None:
+        """With a namespace per team, its Namespace and ServiceAccount before its first Job (once per process; the
+        reconciler keeps them and adds the ResourceQuota)."""
+        namespace = self.namespace_of(team)
+        if self.settings.namespace_pattern and namespace not in self._teams:
+            for body in tenancy.objects(self.settings, team, namespace):
+                teams.put(self.client, body)
+            self._teams.add(namespace)
 
     def _create_or_keep(self, kind: str, body: dict[str, Any]) -> None:
         try:

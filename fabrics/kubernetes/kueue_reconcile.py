@@ -1,9 +1,9 @@
 """Bring a cluster's Kueue objects in step with what fabrics/kubernetes/kueue.py rendered, and say what differed.
 
-1. List the objects Gridlane manages on this fabric, by label (one LIST per kind).
-2. Create what is missing (flavors, then cluster queues, then local queues), patch what differs in the fields
-   Gridlane owns (nothing else: Kueue's defaults, its status and other people's labels stay), delete the
-   managed objects nothing rendered (local queues first).
+1. List the objects Gridlane manages on this fabric, by label (one LIST per kind the rendering manages).
+2. Create what is missing (topology, flavor, priority classes, cohorts, cluster queues, then local queues), patch
+   what differs in the fields Gridlane owns (nothing else: Kueue's defaults, its status and other people's labels
+   stay), delete the managed objects nothing rendered (local queues first).
 3. Report each difference found before the patch, with its cause: Gridlane changed its mind (a quota changed),
    someone changed the object in the cluster, or someone made it by hand with Gridlane's labels.
 
@@ -24,20 +24,35 @@ from fabrics.kubernetes.kueue import FABRIC_LABEL, MANAGER, TEAM_LABEL, Rendered
 from fabrics.kubernetes.render import MANAGED_BY
 
 APPLIED = "gridlane.io/applied"
-PLURAL = {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}
-ORDER = ("ResourceFlavor", "ClusterQueue", "LocalQueue")
-# The fields Gridlane owns, by kind; each a path into the object.
+PLURAL = {
+    "Topology": "topologies",
+    "ResourceFlavor": "resourceflavors",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+    "Cohort": "cohorts",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+}
+ORDER = tuple(PLURAL)  # what is pointed at before what points at it
+# The fields Gridlane owns, by kind; each a path into the object. Both versions' cohort field are listed: an object
+# holds the one of the version it was read in.
 OWNED: dict[str, tuple[tuple[str, ...], ...]] = {
-    "ResourceFlavor": (("spec", "nodeLabels"),),
+    "Topology": (("spec", "levels"),),
+    "ResourceFlavor": (("spec", "nodeLabels"), ("spec", "topologyName")),
+    "WorkloadPriorityClass": (("value",), ("description",)),
+    "Cohort": (("spec", "parentName"), ("spec", "resourceGroups"), ("spec", "fairSharing")),
     "ClusterQueue": (
         ("spec", "cohort"),
+        ("spec", "cohortName"),
         ("spec", "namespaceSelector"),
         ("spec", "resourceGroups"),
         ("spec", "preemption", "reclaimWithinCohort"),
         ("spec", "preemption", "withinClusterQueue"),
+        ("spec", "fairSharing"),
     ),
     "LocalQueue": (("spec", "clusterQueue"),),
 }
+# Fields Kueue's CRDs make immutable (`self == oldSelf`): a change replaces the object.
+IMMUTABLE = {"LocalQueue": "spec.clusterQueue", "Topology": "spec.levels"}
 LABELS = (MANAGED_BY, FABRIC_LABEL, TEAM_LABEL)
 
 GRIDLANE, EDITED, BY_HAND = "changed in Gridlane", "changed in the cluster", "made by hand"
@@ -100,7 +115,8 @@ def reconcile(api: KueueApi, fabric_id: str, rendered: Rendered) -> Report:
     """Make the cluster hold what was rendered; KubeError (a FabricError) when the API fails part way."""
     report = Report(notes=list(rendered.notes))
     # 1. What is there now.
-    existing = {kind: {_key(o): o for o in api.kueue_list(PLURAL[kind], selector(fabric_id))} for kind in ORDER}
+    kinds = [kind for kind in ORDER if kind in rendered.kinds]
+    existing = {kind: {_key(o): o for o in api.kueue_list(PLURAL[kind], selector(fabric_id))} for kind in kinds}
     wanted = {(o["kind"], *_key(o)) for o in rendered.objects}
     # 2. Create and patch in dependency order.
     for want in sorted(rendered.objects, key=lambda o: ORDER.index(o["kind"])):
@@ -111,7 +127,7 @@ def reconcile(api: KueueApi, fabric_id: str, rendered: Rendered) -> Report:
         else:
             _update(api, have, want, report)
     # 3. Managed objects nothing rendered go, the queues before what they point at.
-    for kind in reversed(ORDER):
+    for kind in reversed(kinds):
         for key, have in sorted(existing[kind].items()):
             if (kind, *key) in wanted:
                 continue
@@ -150,8 +166,8 @@ def _update(api: KueueApi, have: dict[str, Any], want: dict[str, Any], report: R
     report.differences += sorted(differences, key=lambda d: d.field)
     if not differences and _same(applied) == _same(ours):
         return
-    if kind == "LocalQueue" and any(d.field == "spec.clusterQueue" for d in differences):
-        # Its clusterQueue cannot change (Kueue's CRD makes it immutable): a new LocalQueue replaces it.
+    if kind in IMMUTABLE and any(d.field == IMMUTABLE[kind] for d in differences):
+        # That field cannot change (Kueue's CRD makes it immutable): a new object replaces it.
         api.kueue_delete(PLURAL[kind], *_key(have))
         api.kueue_create(PLURAL[kind], _annotated(want))
         report.updated.append(name)
@@ -195,7 +211,7 @@ def _same(value: Any) -> Any:
     """A value with its quantities as numbers, so "8" and 8, "1000m" and "1", "1Gi" and "1024Mi" compare equal."""
     if isinstance(value, dict):
         return {
-            k: _quantity(v) if k in ("nominalQuota", "borrowingLimit", "lendingLimit") else _same(v)
+            k: _quantity(v) if k in ("nominalQuota", "borrowingLimit", "lendingLimit", "weight") else _same(v)
             for k, v in value.items()
         }
     if isinstance(value, list):

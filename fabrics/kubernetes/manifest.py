@@ -19,12 +19,14 @@ import copy
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from fabrics.base import Resources
+from fabrics.kubernetes.policy import DEFAULT, Policy, PolicyError, check, check_job
 
 GPU = "nvidia.com/gpu"
 MIG = re.compile(r"^nvidia\.com/mig-[0-9a-z.]+$")
@@ -33,7 +35,6 @@ KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$")
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
 DECIMAL = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "m": 10**-3}
-FORBIDDEN_POD = ("hostNetwork", "hostPID", "hostIPC")
 
 
 class ManifestError(ValueError):
@@ -80,12 +81,6 @@ def _container_needs(path: str, container: Any) -> tuple[float, float, float, st
     """CPUs, bytes and GPUs one container asks for (the larger of requests and limits), and its GPU resource."""
     if not isinstance(container, dict):
         raise ManifestError(path, "a container is a mapping")
-    context = container.get("securityContext") or {}
-    if context.get("privileged"):
-        raise ManifestError(f"{path}.securityContext.privileged", "privileged containers are not allowed here")
-    caps = ((context.get("capabilities") or {}).get("add")) or []
-    if any(str(c).upper() in ("SYS_ADMIN", "ALL") for c in caps):
-        raise ManifestError(f"{path}.securityContext.capabilities.add", "SYS_ADMIN and ALL are not allowed here")
     resources = container.get("resources") or {}
     cpu = memory = gpus = 0.0
     gpu_name = ""
@@ -112,8 +107,18 @@ def _quantities_as_text(container: dict[str, Any]) -> None:
             resources[kind] = {k: v if isinstance(v, str) else str(v) for k, v in values.items()}
 
 
-def read(text: str, namespace: str = "") -> Manifest:
-    """The Job and its request; ManifestError naming the field for what it cannot be or may not do."""
+def target_policy(template: str, settings: Mapping[str, Any]) -> Policy:
+    """The policy of a queue target: its pod template's exceptions and the fabric's reserved taints (ValueError when
+    either does not read, as the admin forms check them)."""
+    from fabrics.kubernetes.render import load_template  # render imports this module
+    from fabrics.kubernetes.settings import KubeSettings
+
+    return Policy.of(load_template(template), KubeSettings.parse(settings).reserved_taints)
+
+
+def read(text: str, namespace: str = "", policy: Policy = DEFAULT) -> Manifest:
+    """The Job and its request; ManifestError naming the field for what it cannot be or what the policy (policy.py:
+    by default, no exception) does not allow."""
     job = load(text)
     meta = job.get("metadata") or {}
     if not isinstance(meta, dict):
@@ -129,12 +134,11 @@ def read(text: str, namespace: str = "") -> Manifest:
     if not isinstance(pod, dict):
         raise ManifestError("spec.template.spec", "a Job needs a pod template with containers")
     base = "spec.template.spec"
-    for key in FORBIDDEN_POD:
-        if pod.get(key):
-            raise ManifestError(f"{base}.{key}", "not allowed here")
-    for i, volume in enumerate(pod.get("volumes") or []):
-        if isinstance(volume, dict) and "hostPath" in volume:
-            raise ManifestError(f"{base}.volumes[{i}].hostPath", "host paths are not allowed here")
+    try:
+        check_job(spec)
+        check(pod, policy, base)
+    except PolicyError as error:
+        raise ManifestError(error.field, str(error).partition(": ")[2]) from error
     containers = pod.get("containers")
     if not isinstance(containers, list) or not containers:
         raise ManifestError(f"{base}.containers", "at least one container")

@@ -12,6 +12,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from fabrics.base import JobState, JobStatus, Resources
+from fabrics.kubernetes import kueue_status
 from fabrics.kubernetes.render import JOB_INDEX, KUEUE_QUEUE_LABEL, MANAGED_BY
 from fabrics.kubernetes.settings import GpuResource
 
@@ -141,10 +142,9 @@ def _suspended_reason(job: Obj, kueue_workload: Obj | None) -> str:
     queue = ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
     if not queue:
         return "suspended on the cluster"
-    for cond in ((kueue_workload or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "QuotaReserved" and cond.get("status") == "False" and cond.get("message"):
-            return f"waiting for Kueue to admit it from LocalQueue {queue}: {cond['message']}"
-    return f"waiting for Kueue to admit it from LocalQueue {queue}"
+    return (
+        kueue_status.pending_reason(kueue_workload, queue) or f"waiting for Kueue to admit it from LocalQueue {queue}"
+    )
 
 
 def pending_reason(pods: Sequence[Obj], podgroup: Obj | None = None) -> str:

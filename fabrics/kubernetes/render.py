@@ -37,7 +37,7 @@ import yaml
 
 from fabrics import travel
 from fabrics.base import JobSpec, TemplateError
-from fabrics.kubernetes import manifest
+from fabrics.kubernetes import identity, manifest, policy
 from fabrics.kubernetes.settings import KubeSettings
 from fabrics.ssh import notebook
 
@@ -55,6 +55,8 @@ DEFAULT_COMMAND = ("/bin/sh", "-c")
 # Set by Gridlane on the pod spec; a template that sets them would be silently overruled.
 GRIDLANE_POD_FIELDS = frozenset({"subdomain", "hostname", "restartPolicy"})
 
+DEFAULT_SETTINGS = KubeSettings()
+TOPOLOGY_ANNOTATION = "gridlane.io/topology"  # on a target's template: the level a multi-node job stays within
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -154,6 +156,7 @@ def _parsed(text: str) -> dict[str, Any]:
         isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
     ):
         raise TemplateError("metadata.annotations must map names to text")
+    topology_level(annotations.get(TOPOLOGY_ANNOTATION, ""))
     spec = doc.get("spec")
     if not isinstance(spec, dict):
         raise TemplateError("the pod template needs a `spec` with `containers`")
@@ -202,9 +205,26 @@ def _main_index(containers: list[dict[str, Any]]) -> int:
 
 
 def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
-    """The objects for this job; TemplateError when it cannot run as asked (template, image, GPUs)."""
+    """The objects for this job, its pods running as the person (identity.py); TemplateError when it cannot run as
+    asked (template, image, GPUs, the person's POSIX user)."""
+    person = identity.ids(job.run_as, settings)
+    allowed = policy.Policy.of(load_template(job.template)).allowed
     if job.script:  # the user's own Job manifest (fabrics.kubernetes.manifest)
-        return Manifests(native_job(job, namespace))
+        made = Manifests(native_job(job, namespace, settings))
+        identity.harden(made.job["spec"]["template"]["spec"], person, identity.service_account(settings), allowed)
+        return made
+    made = _render(job, settings, namespace)
+    pod = made.job["spec"]["template"]["spec"]
+    from fabrics.kubernetes import home  # it names its objects with this module's labels
+
+    if home.wanted(job, settings):  # the person's own claim at their home path
+        home.mount(pod, pod["containers"][_main_index(pod["containers"])], job, settings)
+    keep = {"serviceAccountName"} if "serviceAccountName" in pod else set()  # IT's template chose one
+    identity.harden(pod, person, identity.service_account(settings), allowed | keep)
+    return made
+
+
+def _render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     template = load_template(job.template)
     name = job_name(job.workload_id)
     own = labels(job)
@@ -214,7 +234,7 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     if settings.kueue_owned:  # Gridlane keeps each team's LocalQueue (fabrics/kubernetes/kueue.py)
         kueue[KUEUE_QUEUE_LABEL] = local_queue_name(job.group)
     pod_labels = {k: v for k, v in template_labels.items() if k not in kueue} | own
-    pod_annotations = dict(tmeta.get("annotations") or {})
+    pod_annotations, level = _annotations(tmeta, job, settings)
     notebook = job.kind == "notebook"
     gang = job.nodes > 1
     if notebook and gang:
@@ -277,19 +297,29 @@ def render(job: JobSpec, settings: KubeSettings, namespace: str) -> Manifests:
     if gang:
         service = _service(name, namespace, own, headless=True)
     podgroup = _podgroup(job, name, namespace, own, settings) if settings.volcano else None
+    if podgroup is not None and level and job.nodes > 1 and level[1] in settings.topology_levels:
+        # Volcano's network topology: tier 1 is the narrowest level above a node, counted from the fabric's list.
+        tier = len(settings.topology_levels) - settings.topology_levels.index(level[1]) - 1
+        mode = "hard" if level[0] == "required" else "soft"
+        podgroup["spec"]["networkTopology"] = {"mode": mode, "highestTierAllowed": max(1, tier)}
     return Manifests(manifest, service, podgroup)
 
 
-def native_job(job: JobSpec, namespace: str) -> dict[str, Any]:
-    """A user's own Job, as Gridlane creates it (fabrics.kubernetes.manifest.render)."""
+def native_job(job: JobSpec, namespace: str, settings: KubeSettings = DEFAULT_SETTINGS) -> dict[str, Any]:
+    """A user's own Job, as Gridlane creates it (fabrics.kubernetes.manifest.render), held to the queue target's
+    policy again (policy.py), as it was at submit."""
+    template = load_template(job.template)
+    if settings.kueue_owned:  # to the team's LocalQueue, as a rendered Job (Kueue admits it in the cluster)
+        template["metadata"]["labels"] = dict(template["metadata"].get("labels") or {})
+        template["metadata"]["labels"][KUEUE_QUEUE_LABEL] = local_queue_name(job.group)
     try:
-        read = manifest.read(job.script, namespace)
+        read = manifest.read(job.script, namespace, policy.Policy.of(template, settings.reserved_taints))
     except manifest.ManifestError as error:
         raise TemplateError(str(error)) from error
     env = {**job.env, "GRIDLANE_WORKLOAD_ID": str(job.workload_id)}
     return manifest.render(
         read, name=job_name(job.workload_id), namespace=namespace, labels=labels(job),
-        pod_template=load_template(job.template), runtime_s=max(1, job.runtime_limit_s), env=env,
+        pod_template=template, runtime_s=max(1, job.runtime_limit_s), env=env,
         priority_class=job.tier.kubernetes_priority_class,
     )  # fmt: skip
 
@@ -394,6 +424,27 @@ def _service(name: str, namespace: str, own: dict[str, str], *, headless: bool) 
         "metadata": _meta(name, namespace, own),
         "spec": spec,
     }
+
+
+def _annotations(tmeta: dict[str, Any], job: JobSpec, settings: KubeSettings) -> tuple[dict[str, str], Any]:
+    """The pod's annotations from the template's, less Gridlane's own words, and the topology level it names."""
+    annotations = dict(tmeta.get("annotations") or {})
+    annotations.pop(policy.ALLOW_ANNOTATION, None)  # IT's word to Gridlane, not to the cluster
+    level = topology_level(annotations.pop(TOPOLOGY_ANNOTATION, ""))
+    if level and job.nodes > 1 and not settings.volcano:  # Kueue places the gang's pods within one such domain
+        annotations[f"kueue.x-k8s.io/podset-{level[0]}-topology"] = level[1]
+    return annotations, level
+
+
+def topology_level(text: str) -> tuple[str, str] | None:
+    """A target's `gridlane.io/topology` annotation ("required: example.com/rack" or "preferred: ...") as
+    (how, node label); None when absent. check_template refuses any other shape."""
+    how, _, label = text.partition(":")
+    if not text.strip():
+        return None
+    if how.strip() not in ("required", "preferred") or not _LABEL_KEY.match(label.strip()):
+        raise TemplateError(f"{TOPOLOGY_ANNOTATION}: write 'required: <node label>' or 'preferred: <node label>'")
+    return how.strip(), label.strip()
 
 
 def _podgroup(job: JobSpec, name: str, namespace: str, own: dict[str, str], settings: KubeSettings) -> dict[str, Any]:

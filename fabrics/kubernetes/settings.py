@@ -15,7 +15,16 @@
       "default_image": "", "capacity": "nodes", "node_selector": "",
       "request_timeout_s": 30,
       "prometheus_url": "http://prometheus.monitoring:9090",  # optional: GPU utilisation from DCGM
-      "kueue_owned": false                        # Gridlane keeps the Kueue queues (see below)
+      "kueue_owned": false,                       # Gridlane keeps the Kueue queues (see below)
+      "kueue_priorities": {"high": 1000},         # WorkloadPriorityClasses to keep (the tiers' class names)
+      "topology_levels": ["example.com/block", "example.com/rack", "kubernetes.io/hostname"],  # widest first
+      "namespace_pattern": "gl-{team}",           # a namespace per team (absent: every job in `namespace`)
+      "pod_security": "restricted",               # the team namespaces' Pod Security level (or "baseline")
+      "posix_ids": {"alice": {"uid": 2001, "gid": 2001}},  # the mapped POSIX users' ids (else the portal's NSS)
+      "min_uid": 1000,                            # the lowest uid a job may run as
+      "home_storage_class": "standard",           # notebooks' own claims (absent: no persistent home)
+      "home_size": "20Gi", "home_path": "/home/{user}",
+      "reserved_taints": ["nvidia.com/reserved"]  # taints a user's manifest may not tolerate
     }
 
 Kueue-owned (`kueue_owned: true`): the worker keeps a ClusterQueue per team (its reservation and limit here), a
@@ -61,8 +70,21 @@ KNOWN = frozenset(
         "request_timeout_s",
         "prometheus_url",
         "kueue_owned",
+        "kueue_priorities",
+        "topology_levels",
+        "namespace_pattern",
+        "pod_security",
+        "posix_ids",
+        "min_uid",
+        "home_storage_class",
+        "home_size",
+        "home_path",
+        "reserved_taints",
     }
 )
+NAMESPACE_PATTERN = re.compile(r"^[a-z0-9-]*\{team\}[a-z0-9-]*$")
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -110,6 +132,16 @@ class KubeSettings:
     request_timeout_s: float = 30.0
     prometheus_url: str = ""  # the site's Prometheus, which scrapes the DCGM exporter (GPU utilisation)
     kueue_owned: bool = False  # Gridlane keeps the cluster's Kueue queues; Jobs go to their team's LocalQueue
+    kueue_priorities: tuple[tuple[str, int], ...] = ()
+    topology_levels: tuple[str, ...] = ()
+    namespace_pattern: str = ""  # "gl-{team}": a namespace per team (tenancy.py); "": the one namespace
+    pod_security: str = "restricted"
+    posix_ids: tuple[tuple[str, int, int], ...] = ()  # (user, uid, gid)
+    min_uid: int = 1000
+    home_storage_class: str = ""
+    home_size: str = "10Gi"
+    home_path: str = "/home/{user}"
+    reserved_taints: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, settings: Mapping[str, Any]) -> KubeSettings:
@@ -152,6 +184,7 @@ class KubeSettings:
             request_timeout_s=float(timeout),
             prometheus_url=_prometheus_url(settings),
             kueue_owned=kueue_owned,
+            **_tenancy(settings),
         )
 
 
@@ -205,3 +238,54 @@ def _prometheus_url(settings: Mapping[str, Any]) -> str:
     if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
         raise ValueError("prometheus_url must be the site's Prometheus, http(s)://host:port (its DCGM metrics)")
     return url
+
+
+def _tenancy(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of tenancy, identity, storage, priorities and topology; ValueError naming the first wrong."""
+    priorities = settings.get("kueue_priorities", {})
+    if not isinstance(priorities, Mapping) or not all(
+        isinstance(k, str) and DNS_LABEL.match(k) and isinstance(v, int) and not isinstance(v, bool)
+        for k, v in priorities.items()
+    ):
+        raise ValueError("kueue_priorities maps a priority class name (a DNS label) to a whole number")
+    levels = _labels(settings, "topology_levels")
+    pattern = _text(settings, "namespace_pattern")
+    if pattern and (not NAMESPACE_PATTERN.match(pattern) or len(pattern) > 40):
+        raise ValueError('namespace_pattern holds {team} once in a namespace name, e.g. "gl-{team}"')
+    security = settings.get("pod_security", "restricted")
+    if security not in ("restricted", "baseline"):
+        raise ValueError('pod_security is "restricted" or "baseline"')
+    ids = settings.get("posix_ids", {})
+    if not isinstance(ids, Mapping) or not all(
+        isinstance(v, Mapping) and set(v) == {"uid", "gid"} and all(type(n) is int and n >= 0 for n in v.values())
+        for v in ids.values()
+    ):
+        raise ValueError('posix_ids maps a POSIX user to {"uid": N, "gid": N}')
+    min_uid = settings.get("min_uid", 1000)
+    if type(min_uid) is not int or min_uid < 1:
+        raise ValueError("min_uid is a whole number of at least 1 (uid 0 never runs a job)")
+    size = _text(settings, "home_size") or "10Gi"
+    if not QUANTITY.match(size):
+        raise ValueError('home_size is a storage quantity such as "20Gi"')
+    home = _text(settings, "home_path") or "/home/{user}"
+    if not home.startswith("/") or "{user}" not in home or ".." in home:
+        raise ValueError('home_path is an absolute path holding {user}, e.g. "/home/{user}"')
+    return {
+        "kueue_priorities": tuple(sorted(priorities.items())),
+        "topology_levels": levels,
+        "namespace_pattern": pattern,
+        "pod_security": security,
+        "posix_ids": tuple(sorted((str(k), v["uid"], v["gid"]) for k, v in ids.items())),
+        "min_uid": min_uid,
+        "home_storage_class": _text(settings, "home_storage_class"),
+        "home_size": size,
+        "home_path": home,
+        "reserved_taints": _labels(settings, "reserved_taints"),
+    }
+
+
+def _labels(settings: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = settings.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and LABEL_KEY.match(v) for v in value):
+        raise ValueError(f"{key} lists label or taint keys, e.g. example.com/rack")
+    return tuple(value)

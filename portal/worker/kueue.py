@@ -48,9 +48,11 @@ def describe(fabrics: list[Fabric]) -> dict[int, tuple[list[Team], list[Departme
         for group_id in sorted(members, key=lambda g: groups[g].slug):
             group, quota = groups[group_id], quotas.get((group_id, pk))
             department = group.parent.slug if group.parent else None
-            teams.append(Team(group.slug, department, *_amounts(quota)))
+            teams.append(Team(group.slug, department, *_amounts(quota), weight=float(group.fair_share_weight)))
         departments = [
-            Department(groups[g].slug, *_amounts(q)) for (g, f), q in quotas.items() if f == pk and g in parents
+            Department(groups[g].slug, *_amounts(q), weight=float(groups[g].fair_share_weight))
+            for (g, f), q in quotas.items()
+            if f == pk and g in parents
         ]
         described[pk] = (teams, departments)
     return described

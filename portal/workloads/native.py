@@ -198,7 +198,9 @@ def check_manifest(
         return None
     for target in targets:
         try:
-            read = manifest.read(text, str(target.fabric.resolved_settings().get("namespace") or ""))
+            settings = target.fabric.resolved_settings()
+            held = manifest.target_policy(target.template, settings)  # the target's exceptions (policy.py)
+            read = manifest.read(text, str(settings.get("namespace") or ""), held)
         except manifest.ManifestError as error:
             errors.setdefault("manifest", []).append(f"{error}.")
             return None

@@ -5,6 +5,18 @@ client against this. Its responses follow the shapes of the Kubernetes API refer
 example responses in a v1.31 API server's shape, and tests/fabrics/kubernetes/test_double.py holds the
 double to them.
 
+Upstream versions it follows, and what it validates (admission.py):
+  - Kubernetes v1.31 (kube-apiserver's answers, discovery, defaults): built-in kinds' fields and types come from
+    the official Python client the project pins (`kubernetes.client.models`, 37.x, generated from the API's
+    OpenAPI document): unknown fields (dropped, or 400 under fieldValidation=Strict), JSON types (400), required
+    fields (422); validation.py adds the hand-written checks the API server's validators make (names, labels,
+    Job and pod spec rules, resources).
+  - Kueue v0.19.2's released CRDs, read at run time from `../shared/kueue-crds/` (crds.py): the versions each
+    CRD serves, its structural schema (types, unknown fields, required, enum, bounds, patterns, defaults) and
+    the CEL rules listed in crds.RULES. `kueue="v0.19"` (the default) serves v1beta1 and v1beta2, as 0.19
+    does; `"v0.20"` serves v1beta2 only (0.20 stops serving v1beta1); `"v1beta1-only"` a cluster that has not
+    moved yet; `"none"` a cluster without Kueue.
+
     with ApiDouble(namespaces=("gridlane",)) as double:
         kubeconfig = double.kubeconfig(tmp_path / "kubeconfig", namespace="gridlane")
         ...
@@ -22,8 +34,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.k8s_double.cluster import Cluster, node
+from tests.k8s_double import crds
+from tests.k8s_double.cluster import Cluster
 from tests.k8s_double.objects import BY_NAME
+from tests.k8s_double.pods import node
 from tests.k8s_double.selectors import label_selector
 from tests.k8s_double.server import Api, DoubleServer, Fault, Request, Store, write_kubeconfig
 
@@ -39,10 +53,11 @@ class ApiDouble:
         tick_s: float = 0.02,
         start_delay_s: float = 0.05,
         simulate: bool = True,
+        kueue: str = "v0.19",
     ) -> None:
         self.store = Store()
         self.token = secrets.token_hex(16)
-        self.api = Api(self.store, self.token)
+        self.api = Api(self.store, self.token, crds.RELEASE[kueue])
         self.cluster = Cluster(self.store, self.api, start_delay_s=start_delay_s)
         self.tick_s = tick_s
         self.simulate = simulate
@@ -110,6 +125,20 @@ class ApiDouble:
 
     def peak(self, selector: str) -> int:
         return self.cluster.peak(selector)
+
+    def write_on_claim(self, namespace: str, claim: str, path: str, text: str) -> None:
+        """What a process in a pod mounting the claim writes (a notebook's kernel saving a file): kept on the claim's
+        volume, seen by every later pod that mounts it, gone with the claim."""
+        with self.store.lock:
+            if self.store.get(BY_NAME["persistentvolumeclaims"], namespace, claim) is None:
+                raise KeyError(claim)
+            self.store.volumes.setdefault((namespace, claim), {})[path.lstrip("/")] = text
+
+    def files_of(self, namespace: str, pod: str) -> dict[str, str]:
+        """The files a pod's first container sees from what it mounts (Secrets, ConfigMaps, claims): path -> text."""
+        with self.store.lock:
+            found = self.store.get(BY_NAME["pods"], namespace, pod)
+            return self.cluster._files(found, found["spec"]["containers"][0]) if found else {}
 
     def kueue_admit(self, namespace: str, job_name: str) -> None:
         self.cluster.kueue_admit(namespace, job_name)

@@ -2,15 +2,7 @@
 
 One thread steps all of them every tick over the same store the HTTP side serves.
 
-The kubelet runs no containers. It reads a container's argv by this convention:
-    ["/bin/sh", "-c", SCRIPT, NAME, ARGS...] (or bash, -lc, with SCRIPT in args): SCRIPT's statements (split
-        on `;`, `&&` and newlines) run in order: `echo WORDS` logs a line ($VAR and ${VAR} expand from the
-        container's env), `sleep N` takes N seconds, `exit N` ends with code N, `false` with 1,
-        `export NAME=VALUE ...` sets the environment, `. FILE` runs a file the pod mounts (a Secret's or a
-        ConfigMap's key), `exec "$@"` runs ARGS as the rest of the program, `gridlane_notebook ...`
-        (Gridlane's notebook launcher) serves until it is stopped; anything else does nothing. It exits 0
-        at the end.
-    any other argv (e.g. `jupyter lab ...`): a server that runs until it is stopped.
+The kubelet runs no containers: it reads a container's argv by the convention in programs.py.
 Images whose name contains `does-not-exist` never pull (ErrImagePull, then ImagePullBackOff).
 A pod no node has room for stays Pending with PodScheduled=False, reason Unschedulable.
 """
@@ -19,19 +11,18 @@ from __future__ import annotations
 
 import base64
 import copy
-import math
-import os
 import re
-import shlex
 import threading
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from tests.k8s_double.objects import BY_NAME, now_rfc3339, quantity
+from tests.k8s_double import kueue
+from tests.k8s_double.objects import BY_NAME, ApiError, now_rfc3339, quantity
+from tests.k8s_double.pods import _condition, _live, _qos, _requests, _set_condition, _true, job_finished
+from tests.k8s_double.programs import Run, Timers, program
 from tests.k8s_double.selectors import label_selector
 from tests.k8s_double.server import Api, Store
 
@@ -41,202 +32,6 @@ KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
 INDEX = "batch.kubernetes.io/job-completion-index"
 PULL_FAILS = "does-not-exist"
-KUEUE_PENDING = (
-    "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor "
-    "default-flavor, 1 more needed"
-)
-
-
-@dataclass
-class Program:
-    lines: list[tuple[float, str]]  # (seconds after start, log line)
-    duration: float  # math.inf: a server
-    exit_code: int = 0
-
-
-@dataclass
-class Run:
-    started: float
-    program: Program
-
-
-@dataclass
-class Timers:
-    bound: dict[str, float] = field(default_factory=dict)  # pod uid -> when it was bound to a node
-    pull_failed: dict[str, float] = field(default_factory=dict)
-    job_started: dict[str, float] = field(default_factory=dict)  # job uid -> when it (last) started
-    job_finished: dict[str, float] = field(default_factory=dict)
-
-
-_VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
-
-
-def program(argv: list[str], env: dict[str, str], files: dict[str, str] | None = None) -> Program:
-    """What the container does, by the convention in the module docstring. `env` is changed by `export`."""
-    shells = ("sh", "bash")
-    if len(argv) < 3 or os.path.basename(argv[0]) not in shells or not re.fullmatch(r"-[a-z]*c", argv[1]):
-        return Program([], math.inf)
-    return _script(argv[2], argv[4:], env, files or {}, depth=0)
-
-
-def _script(text: str, positional: list[str], env: dict[str, str], files: dict[str, str], depth: int) -> Program:
-    lines: list[tuple[float, str]] = []
-    at = 0.0
-    for statement in re.split(r";|&&|\n", text):
-        try:
-            words = shlex.split(statement)
-        except ValueError:
-            continue
-        expanded: list[str] = []
-        for w in words:
-            expanded += positional if w == "$@" else [_VAR.sub(lambda m: env.get(m[1] or m[2], ""), w)]
-        words = expanded
-        if not words:
-            continue
-        if words[0] == "echo":
-            lines.append((at, " ".join(words[1:])))
-        elif words[0] == "sleep" and len(words) > 1:
-            at += float(words[1])
-        elif words[0] == "exit":
-            return Program(lines, at, int(words[1]) if len(words) > 1 else 0)
-        elif words[0] == "false":
-            return Program(lines, at, 1)
-        elif words[0] == "gridlane_notebook":
-            return Program(lines, math.inf)
-        elif words[0] == "export" or re.fullmatch(r"\w+=.*", words[0]):
-            for word in words[1:] if words[0] == "export" else words:
-                name, eq, value = word.partition("=")
-                if eq:
-                    env[name] = value
-        elif words[0] in (".", "source") and len(words) > 1 and depth < 8:
-            if words[1] not in files:
-                return Program([*lines, (at, f"sh: {words[1]}: not found")], at, 2)
-            sourced = _script(files[words[1]], positional, env, files, depth + 1)
-            lines += [(at + t, line) for t, line in sourced.lines]
-            at += sourced.duration
-            if sourced.exit_code or sourced.duration == math.inf:
-                return Program(lines, at, sourced.exit_code)
-        elif words[0] == "exec" and len(words) > 1:
-            rest = program(words[1:], env, files)
-            return Program(lines + [(at + t, line) for t, line in rest.lines], at + rest.duration, rest.exit_code)
-    return Program(lines, at, 0)
-
-
-def _condition(ctype: str, status: str, reason: str = "", message: str = "", probe: bool = True) -> dict[str, Any]:
-    now = now_rfc3339()
-    cond: dict[str, Any] = {"type": ctype, "status": status}
-    if probe:
-        cond["lastProbeTime"] = now
-    cond["lastTransitionTime"] = now
-    if reason:
-        cond["reason"] = reason
-    if message:
-        cond["message"] = message
-    return cond
-
-
-def _set_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> None:
-    for i, cond in enumerate(conditions):
-        if cond["type"] == new["type"]:
-            if (cond["status"], cond.get("reason"), cond.get("message")) != (
-                new["status"],
-                new.get("reason"),
-                new.get("message"),
-            ):
-                conditions[i] = new
-            return
-    conditions.append(new)
-
-
-def _true(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
-    for cond in obj.get("status", {}).get("conditions") or []:
-        if cond["type"] == ctype and cond["status"] == "True":
-            return cond
-    return None
-
-
-def job_finished(job: dict[str, Any]) -> bool:
-    return bool(_true(job, "Complete") or _true(job, "Failed"))
-
-
-def _requests(pod: dict[str, Any]) -> dict[str, Decimal]:
-    total: dict[str, Decimal] = defaultdict(Decimal)
-    for container in pod["spec"].get("containers") or []:
-        resources = container.get("resources") or {}
-        asked = dict(resources.get("limits") or {}) | dict(resources.get("requests") or {})
-        for resource, value in asked.items():
-            total[resource] += quantity(value)
-    return total
-
-
-def _live(pod: dict[str, Any]) -> bool:
-    return pod.get("status", {}).get("phase") in ("Pending", "Running")
-
-
-def node(
-    name: str,
-    *,
-    cpu: str = "32",
-    memory: str = "256Gi",
-    gpus: int = 8,
-    gpu_resource: str = "nvidia.com/gpu",
-    ready: bool = True,
-    labels: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A Node as the kubelet registers it (the API reference's shape, trimmed of images)."""
-    resources = {"cpu": cpu, "ephemeral-storage": "1047706236Ki", "memory": memory, "pods": "110"}
-    if gpus:
-        resources[gpu_resource] = str(gpus)
-    conditions = [
-        _condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-        _condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-        _condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-        _condition(
-            "Ready",
-            "True" if ready else "False",
-            "KubeletReady" if ready else "KubeletNotReady",
-            "kubelet is posting ready status" if ready else "container runtime network not ready",
-        ),
-    ]
-    for cond in conditions:
-        cond["lastHeartbeatTime"] = cond.pop("lastProbeTime")
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/arch": "amd64",
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-            }
-            | (labels or {}),
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
-        },
-        "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]},
-        "status": {
-            "addresses": [
-                {"type": "InternalIP", "address": f"10.0.0.{abs(hash(name)) % 200 + 10}"},
-                {"type": "Hostname", "address": name},
-            ],
-            "allocatable": dict(resources),
-            "capacity": dict(resources),
-            "conditions": conditions,
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {
-                "architecture": "amd64",
-                "bootID": str(uuid.uuid4()),
-                "containerRuntimeVersion": "containerd://1.7.22",
-                "kernelVersion": "6.8.0-45-generic",
-                "kubeProxyVersion": "v1.31.2",
-                "kubeletVersion": "v1.31.2",
-                "machineID": uuid.uuid4().hex,
-                "operatingSystem": "linux",
-                "osImage": "Ubuntu 24.04.1 LTS",
-                "systemUUID": str(uuid.uuid4()),
-            },
-        },
-    }
 
 
 class Cluster:
@@ -247,33 +42,21 @@ class Cluster:
         self.start_delay_s = start_delay_s
         self.runs: dict[str, Run] = {}
         self.timers = Timers()
-        self.kueue_message = KUEUE_PENDING
+        self.kueue_message = kueue.PENDING
         # Jobs with a backoff limit per index: failures per index by Job uid, and the pods already counted.
         self.index_failures: defaultdict[str, defaultdict[int, int]] = defaultdict(lambda: defaultdict(int))
         self.counted: set[str] = set()
         self.pod_failures: defaultdict[str, int] = defaultdict(int)  # by Job uid: its failed pods, counted once
         self.peaks: dict[str, int] = {}  # label selector -> most live pods at once (watch)
+        self.failed_creates: dict[str, str] = {}  # Job name -> why admission refused its last pod (FailedCreate)
         api.on_create.append(self._created)
         api.pod_logs = self.logs
 
     # -- test controls -------------------------------------------------------------------------
 
     def kueue_admit(self, namespace: str, job_name: str) -> None:
-        """What Kueue does when a ClusterQueue admits the workload: reserve quota, then unsuspend the Job."""
         with self.store.lock:
-            job = self.store.get(JOBS, namespace, job_name)
-            if job is None:
-                raise KeyError(job_name)
-            for workload in self._kueue_workloads(job):
-                conditions = workload.setdefault("status", {}).setdefault("conditions", [])
-                message = "Quota reserved in ClusterQueue cluster-queue"
-                _set_condition(conditions, _condition("QuotaReserved", "True", "QuotaReserved", message, probe=False))
-                _set_condition(
-                    conditions, _condition("Admitted", "True", "Admitted", "The workload is admitted", False)
-                )
-                self.store.touch(workload)
-            job["spec"]["suspend"] = False
-            self.store.touch(job)
+            kueue.admit(self.store, namespace, job_name)
 
     def logs(self, pod: dict[str, Any]) -> str:
         run = self.runs.get(pod["metadata"]["uid"])
@@ -321,43 +104,8 @@ class Cluster:
     # -- Kueue ---------------------------------------------------------------------------------
 
     def _created(self, kind: Any, obj: dict[str, Any]) -> None:
-        if kind is not JOBS or KUEUE_LABEL not in (obj["metadata"].get("labels") or {}):
-            return
-        meta, spec = obj["metadata"], obj["spec"]
-        self.store.create(
-            WORKLOADS,
-            meta["namespace"],
-            {
-                "apiVersion": WORKLOADS.api_version,
-                "kind": "Workload",
-                "metadata": {
-                    "name": f"job-{meta['name']}-{uuid.uuid4().hex[:5]}"[:253],
-                    "labels": {"kueue.x-k8s.io/job-uid": meta["uid"]},
-                    "ownerReferences": [_owner(obj)],
-                },
-                "spec": {
-                    "active": True,
-                    "queueName": meta["labels"][KUEUE_LABEL],
-                    "podSets": [{"name": "main", "count": spec.get("parallelism", 1), "template": spec["template"]}],
-                    "priority": 0,
-                },
-                "status": {
-                    "conditions": [
-                        _condition("QuotaReserved", "False", "Pending", self.kueue_message, probe=False)
-                        | {"observedGeneration": 1}
-                    ]
-                },
-            },
-            manager="kueue",
-        )
-
-    def _kueue_workloads(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        uid = job["metadata"]["uid"]
-        return [
-            w
-            for w in self.store.items(WORKLOADS, job["metadata"]["namespace"])
-            if (w["metadata"].get("labels") or {}).get("kueue.x-k8s.io/job-uid") == uid
-        ]
+        if kind is JOBS and KUEUE_LABEL in (obj["metadata"].get("labels") or {}):
+            kueue.workload_for(self.store, obj, self.kueue_message)
 
     # -- the Job controller --------------------------------------------------------------------
 
@@ -452,11 +200,12 @@ class Cluster:
             for index in range(completions):  # lowest index first, as the Job controller starts them
                 if len(active) >= parallelism:
                     break
-                if index not in busy:
-                    active.append(self._new_pod(job, index))
+                if index not in busy and not self._create_pod(job, index, active):
+                    break
         else:
             while len(active) < min(parallelism, completions - len(succeeded)):
-                active.append(self._new_pod(job, None))
+                if not self._create_pod(job, None, active):
+                    break
         _count(st, "active", len(active))
 
     def _count_index_failures(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
@@ -497,6 +246,15 @@ class Cluster:
         _set_condition(st["conditions"], _condition("FailureTarget", "True", reason, message))
         _set_condition(st["conditions"], _condition("Failed", "True", reason, message))
         self.timers.job_finished[job["metadata"]["uid"]] = time.time()
+
+    def _create_pod(self, job: dict[str, Any], index: int | None, active: list[dict[str, Any]]) -> bool:
+        """A new pod for the Job, or, when admission refuses it (Pod Security), a FailedCreate event and False."""
+        try:
+            active.append(self._new_pod(job, index))
+        except ApiError as refused:
+            self.failed_creates[job["metadata"]["name"]] = str(refused.body.get("message", ""))
+            return False
+        return True
 
     def _new_pod(self, job: dict[str, Any], index: int | None) -> dict[str, Any]:
         meta, template = job["metadata"], copy.deepcopy(job["spec"]["template"])
@@ -800,8 +558,9 @@ class Cluster:
         self.store.touch(pod)
 
     def _files(self, pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
-        """The files the container sees from the Secrets and ConfigMaps its pod mounts: path -> text. (A kubelet
-        would not start the container while a Secret it mounts is missing; here its files are simply absent.)"""
+        """The files the container sees from the Secrets, ConfigMaps and claims its pod mounts: path -> text. (A
+        kubelet would not start the container while a Secret or claim it mounts is missing; here its files are simply
+        absent.)"""
         sources = {}
         for volume in pod["spec"].get("volumes") or []:
             if "secret" in volume:
@@ -810,6 +569,9 @@ class Cluster:
             elif "configMap" in volume:
                 obj = self.store.get(BY_NAME["configmaps"], pod["metadata"]["namespace"], volume["configMap"]["name"])
                 data = dict((obj or {}).get("data") or {})
+            elif "persistentVolumeClaim" in volume:
+                claim = volume["persistentVolumeClaim"]["claimName"]
+                data = dict(self.store.volumes.get((pod["metadata"]["namespace"], claim), {}))
             else:
                 continue
             sources[volume["name"]] = data
@@ -892,22 +654,6 @@ def _owner(obj: dict[str, Any]) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
-
-
-def _qos(pod: dict[str, Any]) -> str:
-    containers = pod["spec"].get("containers") or []
-    resources = [c.get("resources") or {} for c in containers]
-    if not any(r.get("requests") or r.get("limits") for r in resources):
-        return "BestEffort"
-    guaranteed = all(
-        all(
-            (r.get("limits") or {}).get(k) is not None
-            and quantity((r.get("limits") or {})[k]) == quantity((r.get("requests") or r.get("limits") or {}).get(k, 0))
-            for k in ("cpu", "memory")
-        )
-        for r in resources
-    )
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _policy_action(rules: list[dict[str, Any]], pod: dict[str, Any]) -> tuple[str, str]:

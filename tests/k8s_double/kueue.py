@@ -1,154 +1,120 @@
-"""What Kueue's CRDs (kueue.x-k8s.io/v1beta1, as of Kueue 0.9) and its webhooks say about ClusterQueues,
-LocalQueues and ResourceFlavors: the schema's checks and CEL rules, its defaults, and the status its
-controller writes once it has seen a queue.
+"""What Kueue's controllers do in the double (its CRDs' schemas, rules and defaults are enforced by crds.py): the
+status a ClusterQueue or LocalQueue gets once Kueue has seen it, the Workload made for a Job that names a
+LocalQueue, and admission (quota reserved, then the Job unsuspended).
 
-Messages are the API server's: a schema pattern says `in body should match`, a CEL rule says its message on
-the field it sits on (`spec: Invalid value: "object": ...`).
+Workload conditions follow Kueue 0.19: `QuotaReserved` False with reason `Pending` and the flavor assigner's
+message while it waits for quota, or reason `Inadmissible` when its LocalQueue or ClusterQueue is missing or
+stopped; then `QuotaReserved` and `Admitted` True; `Evicted` True (reason `Preempted`, `InactiveWorkload`, ...)
+when it is taken back.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from tests.k8s_double.objects import DNS_SUBDOMAIN, label_key_error, label_value_error, now_rfc3339, quantity
+from tests.k8s_double.objects import BY_NAME, now_rfc3339
+from tests.k8s_double.pods import _condition, _set_condition
+from tests.k8s_double.server import Store
 
-Causes = list[tuple[str, str]]
-
-QUANTITY_PATTERN = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+JOBS, WORKLOADS = BY_NAME["jobs.batch"], BY_NAME["workloads.kueue.x-k8s.io"]
+LOCAL_QUEUES, CLUSTER_QUEUES = BY_NAME["localqueues.kueue.x-k8s.io"], BY_NAME["clusterqueues.kueue.x-k8s.io"]
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOB_UID = "kueue.x-k8s.io/job-uid"
+PENDING = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor "
+    "default-flavor, 1 more needed"
 )
-RECLAIM = ("Never", "LowerPriority", "Any")
-WITHIN = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
-
-
-def validate(kind: str, obj: dict[str, Any]) -> Causes:
-    spec = obj.get("spec") or {}
-    if kind == "ClusterQueue":
-        return _cluster_queue(spec)
-    if kind == "LocalQueue":
-        if not spec.get("clusterQueue"):
-            return [("spec.clusterQueue", "Required value")]
-        return []
-    if kind == "ResourceFlavor":
-        labels = spec.get("nodeLabels") or {}
-        causes: Causes = []
-        if len(labels) > 8:
-            causes.append(("spec.nodeLabels", f"Too many: {len(labels)}: must have at most 8 items"))
-        for key, value in labels.items():
-            if (error := label_key_error(key)) is not None:
-                causes.append(("spec.nodeLabels", f'Invalid value: "{key}": {error}'))
-            if (error := label_value_error(value)) is not None:
-                causes.append(("spec.nodeLabels", f'Invalid value: "{value}": {error}'))
-        return causes
-    return []
-
-
-def immutable(kind: str, old: dict[str, Any], new: dict[str, Any]) -> Causes:
-    """The CEL rule `self == oldSelf` on a LocalQueue's clusterQueue."""
-    if kind == "LocalQueue":
-        before, after = (old.get("spec") or {}).get("clusterQueue"), (new.get("spec") or {}).get("clusterQueue")
-        if before != after:
-            return [("spec.clusterQueue", 'Invalid value: "string": field is immutable')]
-    return []
-
-
-def _cluster_queue(spec: dict[str, Any]) -> Causes:
-    causes: Causes = []
-    cohort = spec.get("cohort")
-    if cohort is not None and (not isinstance(cohort, str) or len(cohort) > 253 or not DNS_SUBDOMAIN.match(cohort)):
-        causes.append(
-            (
-                "spec.cohort",
-                f'Invalid value: "{cohort}": spec.cohort in body should match '
-                "'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'",
-            )
-        )
-    groups = spec.get("resourceGroups") or []
-    if len(groups) > 16:
-        causes.append(("spec.resourceGroups", f"Too many: {len(groups)}: must have at most 16 items"))
-    borrowing = False
-    for g, group in enumerate(groups):
-        where = f"spec.resourceGroups[{g}]"
-        covered = group.get("coveredResources") or []
-        if not covered:
-            causes.append((f"{where}.coveredResources", "Required value"))
-        flavors = group.get("flavors") or []
-        if not flavors:
-            causes.append((f"{where}.flavors", "Required value"))
-        if any(len(f.get("resources") or []) != len(covered) for f in flavors):
-            causes.append(
-                (
-                    where,
-                    'Invalid value: "object": flavors must have the same number of resources as the coveredResources',
-                )
-            )
-        for f, flavor in enumerate(flavors):
-            for r, resource in enumerate(flavor.get("resources") or []):
-                at = f"{where}.flavors[{f}].resources[{r}]"
-                if r < len(covered) and resource.get("name") != covered[r]:
-                    causes.append(
-                        (f"{at}.name", f'Invalid value: "{resource.get("name")}": must match coveredResources')
-                    )
-                for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
-                    if field not in resource:
-                        if field == "nominalQuota":
-                            causes.append((f"{at}.nominalQuota", "Required value"))
-                        continue
-                    borrowing = borrowing or field == "borrowingLimit"
-                    value = resource[field]
-                    try:
-                        negative = quantity(value) < 0
-                    except ValueError:
-                        causes.append(
-                            (
-                                f"{at}.{field}",
-                                f"Invalid value: \"{value}\": {at}.{field} in body should match '{QUANTITY_PATTERN}'",
-                            )
-                        )
-                        continue
-                    if negative:
-                        causes.append(
-                            (f"{at}.{field}", f'Invalid value: "{value}": must be greater than or equal to 0')
-                        )
-    if borrowing and not cohort:
-        causes.append(("spec", 'Invalid value: "object": borrowingLimit must be nil when cohort is empty'))
-    preemption = spec.get("preemption") or {}
-    for field, allowed in (("reclaimWithinCohort", RECLAIM), ("withinClusterQueue", WITHIN)):
-        value = preemption.get(field)
-        if value is not None and value not in allowed:
-            supported = ", ".join(f'"{a}"' for a in allowed)
-            causes.append((f"spec.preemption.{field}", f'Unsupported value: "{value}": supported values: {supported}'))
-    return causes
 
 
 def default(kind: str, obj: dict[str, Any], *, created: bool) -> None:
-    """The CRD's defaults (on every write) and, on create, the status Kueue's controller writes."""
-    spec = obj.setdefault("spec", {})
-    if kind == "ClusterQueue":
-        spec.setdefault("queueingStrategy", "BestEffortFIFO")
-        spec.setdefault("stopPolicy", "None")
-        spec.setdefault("flavorFungibility", {"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"})
-        preemption = spec.setdefault("preemption", {})
-        preemption.setdefault("borrowWithinCohort", {"policy": "Never"})
-        preemption.setdefault("reclaimWithinCohort", "Never")
-        preemption.setdefault("withinClusterQueue", "Never")
-    elif kind == "LocalQueue":
-        spec.setdefault("stopPolicy", "None")
-    if created and kind in ("ClusterQueue", "LocalQueue"):
+    """On create, the status Kueue's controller writes once it has seen a queue."""
+    if created and kind in ("ClusterQueue", "LocalQueue", "Cohort"):
+        message = {"ClusterQueue": "Can admit new workloads", "LocalQueue": "Can submit new workloads to localQueue"}
         obj["status"] = {
             "conditions": [
                 {
                     "type": "Active",
                     "status": "True",
                     "reason": "Ready",
-                    "message": "Can admit new workloads"
-                    if kind == "ClusterQueue"
-                    else "Can submit new workloads to localQueue",
+                    "message": message.get(kind, "Cohort is ready"),
                     "lastTransitionTime": now_rfc3339(),
                     "observedGeneration": 1,
                 }
-            ],
-            "pendingWorkloads": 0,
-            "reservingWorkloads": 0,
-            "admittedWorkloads": 0,
+            ]
         }
+        if kind != "Cohort":
+            obj["status"] |= {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0}
+
+
+def workload_for(store: Store, job: dict[str, Any], pending: str) -> None:
+    """The Workload Kueue's job reconciler makes for a Job naming a LocalQueue: pending on quota, or inadmissible
+    when no LocalQueue of that name is in the Job's namespace (only when the cluster holds LocalQueues at all)."""
+    meta, spec = job["metadata"], job["spec"]
+    queue = meta["labels"][QUEUE_LABEL]
+    condition = _condition("QuotaReserved", "False", "Pending", pending, probe=False)
+    if store.items(LOCAL_QUEUES) and store.get(LOCAL_QUEUES, meta["namespace"], queue) is None:
+        condition = _condition("QuotaReserved", "False", "Inadmissible", f"LocalQueue {queue} doesn't exist", False)
+    store.create(
+        WORKLOADS,
+        meta["namespace"],
+        {
+            "apiVersion": WORKLOADS.api_version,
+            "kind": "Workload",
+            "metadata": {
+                "name": f"job-{meta['name']}-{uuid.uuid4().hex[:5]}"[:253],
+                "labels": {JOB_UID: meta["uid"]},
+                "ownerReferences": [
+                    {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"]}
+                    | {"controller": True, "blockOwnerDeletion": True}
+                ],
+            },
+            "spec": {
+                "active": True,
+                "queueName": queue,
+                "podSets": [{"name": "main", "count": spec.get("parallelism", 1), "template": spec["template"]}],
+            },
+            "status": {"conditions": [condition | {"observedGeneration": 1}]},
+        },
+        manager="kueue",
+    )
+
+
+def workloads_of(store: Store, job: dict[str, Any]) -> list[dict[str, Any]]:
+    uid = job["metadata"]["uid"]
+    return [
+        w
+        for w in store.items(WORKLOADS, job["metadata"]["namespace"])
+        if (w["metadata"].get("labels") or {}).get(JOB_UID) == uid
+    ]
+
+
+def admit(store: Store, namespace: str, job_name: str) -> None:
+    """What Kueue does when a ClusterQueue admits the workload: reserve quota, then unsuspend the Job."""
+    job = store.get(JOBS, namespace, job_name)
+    if job is None:
+        raise KeyError(job_name)
+    for workload in workloads_of(store, job):
+        conditions = workload.setdefault("status", {}).setdefault("conditions", [])
+        message = "Quota reserved in ClusterQueue cluster-queue"
+        _set_condition(conditions, _condition("QuotaReserved", "True", "QuotaReserved", message, probe=False))
+        _set_condition(conditions, _condition("Admitted", "True", "Admitted", "The workload is admitted", False))
+        store.touch(workload)
+    job["spec"]["suspend"] = False
+    store.touch(job)
+
+
+def evict(store: Store, namespace: str, job_name: str, reason: str, message: str) -> None:
+    """Kueue takes an admitted workload back (preemption, a stopped queue): Evicted True, the Job suspended."""
+    job = store.get(JOBS, namespace, job_name)
+    if job is None:
+        raise KeyError(job_name)
+    for workload in workloads_of(store, job):
+        conditions = workload.setdefault("status", {}).setdefault("conditions", [])
+        _set_condition(conditions, _condition("Evicted", "True", reason, message, probe=False))
+        _set_condition(conditions, _condition("QuotaReserved", "False", "Pending", message, probe=False))
+        _set_condition(conditions, _condition("Admitted", "False", "NoReservation", "The workload has no reservation",
+                                              False))  # fmt: skip
+        store.touch(workload)
+    job["spec"]["suspend"] = True
+    store.touch(job)

@@ -25,6 +25,11 @@ class Kind:
     status_subresource: bool = False
 
     @property
+    def model(self) -> str:
+        """The official client's model of a built-in kind ("V1Job"); "" for custom resources."""
+        return f"V1{self.kind}" if self.builtin and self.version == "v1" else ""
+
+    @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
@@ -46,23 +51,28 @@ KINDS = (
     Kind("", "v1", "services", "Service"),
     Kind("", "v1", "secrets", "Secret"),
     Kind("", "v1", "configmaps", "ConfigMap"),
+    Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    Kind("", "v1", "serviceaccounts", "ServiceAccount"),
+    Kind("", "v1", "resourcequotas", "ResourceQuota"),
     Kind("apps", "v1", "deployments", "Deployment"),
     Kind("batch", "v1", "jobs", "Job"),
     Kind("networking.k8s.io", "v1", "ingresses", "Ingress"),
+    Kind("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    Kind("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", builtin=False),
-    Kind("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", builtin=False, status_subresource=True),
-    Kind(
-        "kueue.x-k8s.io",
-        "v1beta1",
-        "clusterqueues",
-        "ClusterQueue",
-        namespaced=False,
-        builtin=False,
-        status_subresource=True,
+    # Kueue's kinds at their stored version; which versions are served comes from its CRDs (crds.py).
+    *(
+        Kind("kueue.x-k8s.io", "v1beta2", plural, kind, namespaced=namespaced, builtin=False, status_subresource=sub)
+        for plural, kind, namespaced, sub in (
+            ("workloads", "Workload", True, True),
+            ("clusterqueues", "ClusterQueue", False, True),
+            ("localqueues", "LocalQueue", True, True),
+            ("resourceflavors", "ResourceFlavor", False, False),  # no status at all
+            ("cohorts", "Cohort", False, True),
+            ("topologies", "Topology", False, False),
+            ("workloadpriorityclasses", "WorkloadPriorityClass", False, False),
+        )
     ),
-    Kind("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue", builtin=False, status_subresource=True),
-    # ResourceFlavor has no status at all.
-    Kind("kueue.x-k8s.io", "v1beta1", "resourceflavors", "ResourceFlavor", namespaced=False, builtin=False),
 )
 BY_PATH = {(k.group, k.version, k.plural): k for k in KINDS}
 BY_NAME = {k.plural if not k.group else f"{k.plural}.{k.group}": k for k in KINDS}

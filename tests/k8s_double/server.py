@@ -26,16 +26,15 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.k8s_double import kueue, validation
+from tests.k8s_double import admission, crds, podsecurity, validation
 from tests.k8s_double.objects import (
     BY_NAME,
-    BY_PATH,
     KINDS,
     ApiError,
     Kind,
@@ -90,6 +89,9 @@ class Store:
     objects: dict[Key, dict[str, Any]] = field(default_factory=dict)
     _rv: Iterator[int] = field(default_factory=lambda: itertools.count(1000))
     resource_version: int = 1000
+    # What is written on each claim's volume, by (namespace, claim): relative path -> text. It outlives the pods that
+    # mount it, as a volume does, and goes with its claim.
+    volumes: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
     def bump(self) -> str:
         self.resource_version = next(self._rv)
@@ -114,9 +116,20 @@ class Store:
     def by_uid(self) -> dict[str, dict[str, Any]]:
         return {obj["metadata"]["uid"]: obj for obj in self.objects.values()}
 
-    def create(self, kind: Kind, namespace: str, body: dict[str, Any], manager: str = "") -> dict[str, Any]:
-        """Validate, default and store a new object; ApiError as the API server would answer."""
+    def create(
+        self,
+        kind: Kind,
+        namespace: str,
+        body: dict[str, Any],
+        manager: str = "",
+        *,
+        version: str = "",
+        strict: bool = False,
+    ) -> dict[str, Any]:
+        """Validate, default and store a new object (sent as `version`, stored as the kind's); ApiError as the API
+        server would answer."""
         obj = copy.deepcopy(body)
+        version = version or kind.version
         meta = obj.setdefault("metadata", {})
         if kind.namespaced:
             if meta.get("namespace") and meta["namespace"] != namespace:
@@ -128,16 +141,24 @@ class Store:
             meta["namespace"] = namespace
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
-        if obj.get("kind", kind.kind) != kind.kind or obj.get("apiVersion", kind.api_version) != kind.api_version:
+        sent = f"{kind.group}/{version}" if kind.group else version
+        if obj.get("kind", kind.kind) != kind.kind or obj.get("apiVersion", sent) != sent:
             raise bad_request(f"the API version in the data ({obj.get('apiVersion')}) does not match the expected")
         if meta.get("resourceVersion"):
             raise bad_request("resourceVersion should not be set on objects to be created")
+        obj, missing = admission.admit(kind, version, obj, strict=strict)
+        if kind.group == crds.GROUP:
+            obj = crds.convert(kind.kind, obj, kind.version)
+        meta = obj["metadata"]
         validation.decode(kind, obj)
-        causes = validation.validate(kind, obj)
+        causes = admission.merged(validation.validate(kind, obj), missing)
         if causes:
             raise invalid(kind, meta.get("name", ""), causes)
         if self.get(kind, namespace, meta["name"]) is not None:
             raise already_exists(kind, meta["name"])
+        if kind.kind == "Pod":  # Pod Security admission, by the namespace's label
+            labels = (self.get(BY_NAME["namespaces"], "", namespace) or {}).get("metadata", {}).get("labels") or {}
+            podsecurity.enforce(labels.get(podsecurity.ENFORCE, ""), obj)
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()
@@ -165,6 +186,8 @@ class Store:
 
     def remove(self, obj: dict[str, Any]) -> None:
         kind = BY_NAME[_resource_of(obj)]
+        if kind.kind == "PersistentVolumeClaim":
+            self.volumes.pop((obj["metadata"]["namespace"], obj["metadata"]["name"]), None)
         self.objects.pop(self.key(kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]), None)
         self.bump()
 
@@ -273,8 +296,10 @@ class DoubleServer(ThreadingHTTPServer):
 class Api:
     """The REST semantics over a Store; the cluster simulation works on the same store."""
 
-    def __init__(self, store: Store, token: str) -> None:
+    def __init__(self, store: Store, token: str, kueue_versions: tuple[str, ...] = crds.RELEASE["v0.19"]) -> None:
         self.store = store
+        self.kinds = served(kueue_versions)
+        self.paths = {(k.group, k.version, k.plural): k for k in self.kinds}
         self.token = token
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
@@ -305,10 +330,12 @@ class Api:
                 "versions": ["v1"],
                 "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}],
             }
-        if method == "GET" and path == "/apis":
-            return 200, _group_list()
+        if method == "GET" and path in ("/apis", "/apis/"):
+            return 200, _group_list(self.kinds)
+        if method == "GET" and (m := re.fullmatch(r"/apis/([^/]+)", path)):
+            return 200, _group(self.kinds, m[1])
         if method == "GET" and (path == "/api/v1" or re.fullmatch(r"/apis/[^/]+/[^/]+", path)):
-            return 200, _resource_list(path)
+            return 200, _resource_list(self.kinds, path)
         namespace: str | None
         if m := _NAMESPACED.match(path):
             namespace = m["ns"]
@@ -318,41 +345,63 @@ class Api:
             raise ApiError(status(404, "NotFound", "the server could not find the requested resource", {}))
         group, version = (m["g"] or "", m["v"]) if m["g"] else ("", m["cv"])
         parts = m["rest"].split("/")
-        kind = BY_PATH.get((group, version, parts[0]))
+        kind = self.paths.get((group, version, parts[0]))
         if kind is None or (namespace is not None and not kind.namespaced):
             raise ApiError(status(404, "NotFound", "the server could not find the requested resource", {}))
         name = parts[1] if len(parts) > 1 else None
         sub = parts[2] if len(parts) > 2 else None
-        ns = namespace or ""
+        strict = query.get("fieldValidation") == "Strict"
+        stored = BY_NAME[kind.resource]  # the kind at its stored version
         with self.store.lock:
-            if name is None:
-                if method == "GET":
-                    everywhere = ("Pod", "Job", "Service", "LocalQueue", "Workload")  # lists across namespaces
-                    if kind.namespaced and namespace is None and kind.kind not in everywhere:
-                        raise ApiError(status(404, "NotFound", "the server could not find the requested resource", {}))
-                    return 200, self._list(kind, namespace, query)
-                if method == "POST" and (namespace is not None or not kind.namespaced):
-                    obj = self.store.create(kind, ns, body or {}, manager=agent.split("/")[0])
-                    for hook in self.on_create:
-                        hook(kind, obj)
-                    return 201, copy.deepcopy(obj)
-                raise _method_not_allowed()
-            if sub == "log" and kind.kind == "Pod" and method == "GET":
-                return self._log(ns, name, query)
-            if sub is not None and not (sub == "status" and kind.status_subresource):
-                raise ApiError(status(404, "NotFound", "the server could not find the requested resource", {}))
-            found = self.store.get(kind, ns, name)
-            if found is None:
-                raise not_found(kind, name)
-            obj = found
+            code, answer = self._route(
+                method, stored, kind, namespace, name, sub, query, body, agent, strict, content_type
+            )
+        if kind.group == crds.GROUP and isinstance(answer, dict):
+            if answer.get("kind") == kind.kind:
+                answer = crds.convert(kind.kind, answer, kind.version)
+            elif "items" in answer:
+                answer["apiVersion"] = kind.api_version
+                answer["items"] = [crds.convert(kind.kind, item, kind.version) for item in answer["items"]]
+        return code, answer
+
+    def _route(
+        self, method: str, stored: Kind, sent: Kind, namespace: str | None, name: str | None, sub: str | None,
+        query: dict[str, str], body: Any, agent: str, strict: bool, content_type: str,
+    ) -> tuple[int, Any]:  # fmt: skip
+        kind, ns = stored, namespace or ""
+        if name is None:
             if method == "GET":
-                return 200, copy.deepcopy(obj)
-            if method == "DELETE" and sub is None:
-                return self._delete(kind, obj, query, body)
-            if method == "PATCH":
-                return 200, copy.deepcopy(self._patch(kind, obj, body, content_type, sub))
-            if method == "PUT":
-                return 200, copy.deepcopy(self._replace(kind, obj, body, sub))
+                everywhere = ("Pod", "Job", "Service", "LocalQueue", "Workload", "PodGroup")  # across namespaces
+                if kind.namespaced and namespace is None and kind.kind not in everywhere:
+                    raise ApiError(status(404, "NotFound", "the server could not find the requested resource", {}))
+                return 200, self._list(kind, namespace, query)
+            if method == "POST" and (namespace is not None or not kind.namespaced):
+                manager = agent.split("/")[0]
+                obj = self.store.create(kind, ns, body or {}, manager, version=sent.version, strict=strict)
+                for hook in self.on_create:
+                    hook(kind, obj)
+                return 201, copy.deepcopy(obj)
+            raise _method_not_allowed()
+        if sub == "log" and kind.kind == "Pod" and method == "GET":
+            return self._log(ns, name, query)
+        if sub is not None and not (sub == "status" and kind.status_subresource):
+            raise ApiError(status(404, "NotFound", "the server could not find the requested resource", {}))
+        found = self.store.get(kind, ns, name)
+        if found is None:
+            raise not_found(kind, name)
+        obj = found
+        if method == "GET":
+            return 200, copy.deepcopy(obj)
+        if method == "DELETE" and sub is None:
+            return self._delete(kind, obj, query, body)
+        if method == "PATCH":
+            if sent.group == crds.GROUP and isinstance(body, dict):
+                body = crds.convert(kind.kind, body, kind.version)
+            return 200, copy.deepcopy(self._patch(kind, obj, body, content_type, sub, strict))
+        if method == "PUT":
+            if sent.group == crds.GROUP and isinstance(body, dict):
+                body = crds.convert(kind.kind, body, kind.version)
+            return 200, copy.deepcopy(self._replace(kind, obj, body, sub))
         raise _method_not_allowed()
 
     def _list(self, kind: Kind, namespace: str | None, query: dict[str, str]) -> dict[str, Any]:
@@ -432,8 +481,9 @@ class Api:
         return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
     def _patch(
-        self, kind: Kind, obj: dict[str, Any], body: Any, content_type: str = "", sub: str | None = None
-    ) -> dict[str, Any]:
+        self, kind: Kind, obj: dict[str, Any], body: Any, content_type: str = "", sub: str | None = None,
+        strict: bool = False,
+    ) -> dict[str, Any]:  # fmt: skip
         """Merge patch (and strategic merge patch, which the double applies as one, for built-in kinds only, as
         the API server does: custom resources answer it 415) or, for a list body, a JSON patch (RFC 6902)."""
         if content_type.startswith("application/strategic-merge-patch") and not kind.builtin:
@@ -452,9 +502,11 @@ class Api:
             if want and want != obj["metadata"]["resourceVersion"]:
                 raise conflict(kind, obj["metadata"]["name"])
             patched = merge_patch(obj, body or {})
-        return self._write(kind, obj, patched, sub)
+        return self._write(kind, obj, patched, sub, strict)
 
-    def _write(self, kind: Kind, obj: dict[str, Any], patched: dict[str, Any], sub: str | None) -> dict[str, Any]:
+    def _write(
+        self, kind: Kind, obj: dict[str, Any], patched: dict[str, Any], sub: str | None, strict: bool = False
+    ) -> dict[str, Any]:
         """Store `patched` in place of `obj`, as the API server would: what may not change is kept, a status
         subresource splits the object in two, a changed spec is a new generation."""
         patched.setdefault("metadata", {})
@@ -468,10 +520,9 @@ class Api:
                 patched["status"] = copy.deepcopy(obj.get("status"))
             if patched["status"] is None:
                 del patched["status"]
-        if kind.group == "kueue.x-k8s.io" and kind.kind != "Workload":
-            kueue.default(kind.kind, patched, created=False)
+        patched, missing = admission.admit(kind, kind.version, patched, strict=strict, old=obj)
         validation.decode(kind, patched)
-        causes = validation.validate(kind, patched) + kueue.immutable(kind.kind, obj, patched)
+        causes = admission.merged(validation.validate(kind, patched), missing)
         if kind.kind == "Job" and sub is None:
             causes += validation.job_update(obj, patched)
         if causes:
@@ -531,28 +582,39 @@ def _method_not_allowed() -> ApiError:
     return ApiError(status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
 
 
-def _group_list() -> dict[str, Any]:
-    groups: dict[str, list[str]] = {}
-    for kind in KINDS:
-        if kind.group:
-            groups.setdefault(kind.group, [])
-            if kind.version not in groups[kind.group]:
-                groups[kind.group].append(kind.version)
+def served(kueue_versions: tuple[str, ...]) -> list[Kind]:
+    """The kinds this double serves: the built-in ones, and each Kueue kind at every version its CRD serves that
+    the release (crds.RELEASE) still serves."""
+    kinds = [k for k in KINDS if k.group != crds.GROUP]
+    if not kueue_versions:
+        return kinds
+    found = crds.load()
+    for k in KINDS:
+        if k.group == crds.GROUP and k.plural in found:
+            kinds += [replace(k, version=v) for v in found[k.plural]["served"] if v in kueue_versions]
+    return kinds
+
+
+def _group_list(kinds: list[Kind]) -> dict[str, Any]:
+    names = list(dict.fromkeys(k.group for k in kinds if k.group))
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(kinds, name) for name in names]}
+
+
+def _group(kinds: list[Kind], name: str) -> dict[str, Any]:
+    """An APIGroup: its served versions, the preferred (newest) first, as kube-apiserver orders them."""
+    versions = sorted({k.version for k in kinds if k.group == name}, reverse=True)
+    if not versions:
+        raise ApiError(status(404, "NotFound", "the server could not find the requested resource", {}))
     return {
-        "kind": "APIGroupList",
+        "kind": "APIGroup",
         "apiVersion": "v1",
-        "groups": [
-            {
-                "name": name,
-                "versions": [{"groupVersion": f"{name}/{v}", "version": v} for v in versions],
-                "preferredVersion": {"groupVersion": f"{name}/{versions[0]}", "version": versions[0]},
-            }
-            for name, versions in groups.items()
-        ],
+        "name": name,
+        "versions": [{"groupVersion": f"{name}/{v}", "version": v} for v in versions],
+        "preferredVersion": {"groupVersion": f"{name}/{versions[0]}", "version": versions[0]},
     }
 
 
-def _resource_list(path: str) -> dict[str, Any]:
+def _resource_list(kinds: list[Kind], path: str) -> dict[str, Any]:
     group_version = "v1" if path == "/api/v1" else path.removeprefix("/apis/")
     resources = [
         {
@@ -562,7 +624,7 @@ def _resource_list(path: str) -> dict[str, Any]:
             "kind": k.kind,
             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
         }
-        for k in KINDS
+        for k in kinds
         if k.api_version == group_version
     ]
     if not resources:

@@ -75,8 +75,7 @@ def validate(kind: Kind, obj: dict[str, Any]) -> Causes:
                     causes.append((f"{part}[{key}]", f'Invalid value: "{key}": {_CONFIG_KEY_MESSAGE}'))
     elif kind.kind == "Ingress":
         causes += _ingress(obj.get("spec") or {})
-    elif kind.group == "kueue.x-k8s.io":
-        causes += kueue.validate(kind.kind, obj)
+    elif kind.group == "kueue.x-k8s.io":  # the CRD's schema and rules hold the rest (admission.py)
         if kind.kind == "ClusterQueue" and (obj.get("spec") or {}).get("namespaceSelector"):
             causes += _selector(obj["spec"]["namespaceSelector"], "spec.namespaceSelector")
     elif kind.kind == "PodGroup":

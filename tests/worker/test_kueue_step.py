@@ -79,12 +79,12 @@ def test_the_it_fabric_page_shows_drift(client: Any, it_admin: Any, double: ApiD
     with double.store.lock:
         queue = double.store.get(BY_NAME["clusterqueues"], "", "k8s-optics")
         assert queue is not None
-        queue["spec"]["cohort"] = "by-hand"
+        queue["spec"]["cohortName"] = "by-hand"
     KueueSync.objects.filter(fabric=k8s).update(due=True)
     kueue.step(now + timedelta(seconds=1))
     page = client.get("/it/fabrics/").content.decode()
     assert "1 drifted" in page
-    assert "ClusterQueue k8s-optics: spec.cohort was by-hand, Gridlane's k8s (changed in the cluster)" in page
+    assert "ClusterQueue k8s-optics: spec.cohortName was by-hand, Gridlane's k8s (changed in the cluster)" in page
     queue = double.get("clusterqueues", "", "k8s-optics")
     assert queue is not None
-    assert queue["spec"]["cohort"] == "k8s"
+    assert queue["spec"]["cohortName"] == "k8s"

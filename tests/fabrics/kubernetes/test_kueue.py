@@ -19,8 +19,10 @@ H100 = GpuResource()
 CAPACITY = Resources(16000, 64000, 512 * 1024)  # 16 GPUs, 64 CPUs, 512 GiB
 
 
-def site(*teams: Team, departments: tuple[Department, ...] = (), gpu: GpuResource = H100, flavor: str = "h100") -> Site:
-    return Site("7", "k8s", flavor, gpu, CAPACITY, teams, departments)
+def site(
+    *teams: Team, departments: tuple[Department, ...] = (), gpu: GpuResource = H100, flavor: str = "h100", **more: Any
+) -> Site:
+    return Site("7", "k8s", flavor, gpu, CAPACITY, teams, departments, **more)
 
 
 def team(slug: str, gpus: int, limit: int | None = None, department: str | None = None, **more: Any) -> Team:
@@ -43,11 +45,11 @@ def resources(queue: dict[str, Any]) -> list[dict[str, Any]]:
 def test_a_team_without_a_department_gets_a_whole_cluster_queue_in_the_fabrics_cohort() -> None:
     rendered = render(site(team("vision", 2000, limit=4000)))
     assert by_name(rendered.objects, "ClusterQueue", "k8s-vision") == {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ClusterQueue",
         "metadata": {"name": "k8s-vision", "labels": LABELS | {"gridlane.io/team": "vision"}},
         "spec": {
-            "cohort": "k8s",
+            "cohortName": "k8s",
             "namespaceSelector": {
                 "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["gridlane"]}]
             },
@@ -67,21 +69,38 @@ def test_a_team_without_a_department_gets_a_whole_cluster_queue_in_the_fabrics_c
                 }
             ],
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            "fairSharing": {"weight": "1"},
         },
     }
     assert by_name(rendered.objects, "LocalQueue", "gl-vision") == {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "LocalQueue",
         "metadata": {"name": "gl-vision", "namespace": "gridlane", "labels": LABELS | {"gridlane.io/team": "vision"}},
         "spec": {"clusterQueue": "k8s-vision"},
     }
     assert by_name(rendered.objects, "ResourceFlavor", "h100") == {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ResourceFlavor",
         "metadata": {"name": "h100", "labels": LABELS},
         "spec": {},
     }
-    # What nobody reserves (16 - 2 GPUs, 64 - 8 CPUs, 512 - 64 GiB) lends to the cohort; nobody submits to it.
+    # What nobody reserves (16 - 2 GPUs, 64 - 8 CPUs, 512 - 64 GiB) is the root cohort's own quota.
+    root = by_name(rendered.objects, "Cohort", "k8s")
+    assert "parentName" not in root["spec"]
+    assert resources(root) == [
+        {"name": "cpu", "nominalQuota": "56"},
+        {"name": "memory", "nominalQuota": "448Gi"},
+        {"name": "nvidia.com/gpu", "nominalQuota": 14},
+    ]
+    assert [o["kind"] for o in rendered.objects] == ["ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue"]
+    assert rendered.notes == []
+
+
+def test_under_v1beta1_a_lending_cluster_queue_holds_what_the_cohort_may_borrow() -> None:
+    rendered = render(site(team("vision", 2000, limit=4000), version="v1beta1"))
+    assert {o["apiVersion"] for o in rendered.objects} == {"kueue.x-k8s.io/v1beta1"}
+    assert by_name(rendered.objects, "ClusterQueue", "k8s-vision")["spec"]["cohort"] == "k8s"
+    assert not [o for o in rendered.objects if o["kind"] == "Cohort"]
     pool = by_name(rendered.objects, "ClusterQueue", "k8s")
     assert pool["spec"]["cohort"] == "k8s"
     assert "namespaceSelector" not in pool["spec"]
@@ -103,16 +122,47 @@ def test_a_team_in_a_department_borrows_within_its_department_held_under_the_dep
     rendered = render(
         site(team("vision", 2000, 4000, "research"), team("nlp", 1000, None, "research"), departments=(research,))
     )
-    assert by_name(rendered.objects, "ClusterQueue", "k8s-vision")["spec"]["cohort"] == "research"
-    pool = by_name(rendered.objects, "ClusterQueue", "k8s-research")
-    assert pool["spec"]["cohort"] == "research"
-    # Its own 6 less the teams' 3, plus the 10 nobody reserves, held to 8 - 3 by the department's limit.
-    assert resources(pool)[2] == {"name": "nvidia.com/gpu", "nominalQuota": 5}
-    assert {o["metadata"]["name"] for o in rendered.objects if o["kind"] == "ClusterQueue"} == {
-        "k8s-vision",
-        "k8s-nlp",
-        "k8s-research",
+    assert by_name(rendered.objects, "ClusterQueue", "k8s-vision")["spec"]["cohortName"] == "research"
+    cohort = by_name(rendered.objects, "Cohort", "research")
+    assert cohort["spec"]["parentName"] == "k8s"
+    # Its own 6 less the teams' 3; it may borrow from the root what its limit of 8 leaves beyond 3 + 3.
+    assert resources(cohort)[2] == {"name": "nvidia.com/gpu", "nominalQuota": 3, "borrowingLimit": 2}
+    assert cohort["spec"]["fairSharing"] == {"weight": "1"}
+    # The root holds what nobody reserves: 16 less the department's 6.
+    assert resources(by_name(rendered.objects, "Cohort", "k8s"))[2] == {"name": "nvidia.com/gpu", "nominalQuota": 10}
+    assert {o["metadata"]["name"] for o in rendered.objects if o["kind"] == "ClusterQueue"} == {"k8s-vision", "k8s-nlp"}
+    # v1beta1 instead: a lending queue with its own 6 less the teams' 3, plus the 10 nobody reserves, held to 8 - 3.
+    old = render(site(team("vision", 2000, 4000, "research"), team("nlp", 1000, None, "research"),
+                      departments=(research,), version="v1beta1"))  # fmt: skip
+    assert resources(by_name(old.objects, "ClusterQueue", "k8s-research"))[2] == {"name": "nvidia.com/gpu",
+                                                                                  "nominalQuota": 5}  # fmt: skip
+
+
+def test_weights_priorities_and_topology_are_rendered() -> None:
+    vision = Team("vision", "research", Resources(2000, 0, 0), namespaces=("gl-vision",), weight=2.5)
+    research = Department("research", weight=3)
+    rendered = render(
+        site(vision, departments=(research,), node_labels={"gpu": "h100"}, priorities=(("high", 1000),),
+             topology=("example.com/block", "example.com/rack", "kubernetes.io/hostname"))
+    )  # fmt: skip
+    assert by_name(rendered.objects, "ClusterQueue", "k8s-vision")["spec"]["fairSharing"] == {"weight": "2.5"}
+    assert by_name(rendered.objects, "Cohort", "research")["spec"]["fairSharing"] == {"weight": "3"}
+    assert by_name(rendered.objects, "WorkloadPriorityClass", "high") == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": "high", "labels": LABELS},
+        "value": 1000,
+        "description": "Gridlane priority high",
     }
+    assert by_name(rendered.objects, "Topology", "k8s")["spec"] == {
+        "levels": [
+            {"nodeLabel": "example.com/block"},
+            {"nodeLabel": "example.com/rack"},
+            {"nodeLabel": "kubernetes.io/hostname"},
+        ]
+    }
+    assert by_name(rendered.objects, "ResourceFlavor", "h100")["spec"] == {"nodeLabels": {"gpu": "h100"},
+                                                                          "topologyName": "k8s"}  # fmt: skip
 
 
 def test_a_fractional_gpu_reservation_is_rounded_down_with_a_note() -> None:
@@ -168,8 +218,8 @@ def cq(double: ApiDouble, name: str) -> dict[str, Any]:
 def test_the_first_run_creates_everything(double: ApiDouble, owned: KubernetesFabric) -> None:
     report = owned.reconcile_kueue("7", [team("vision", 2000, 4000)])
     assert sorted(report.created) == [
-        "ClusterQueue k8s",
         "ClusterQueue k8s-vision",
+        "Cohort k8s",
         f"LocalQueue {NAMESPACE}/gl-vision",
         "ResourceFlavor h100",
     ]
@@ -184,7 +234,7 @@ def test_the_first_run_creates_everything(double: ApiDouble, owned: KubernetesFa
     double.forget_calls()
     again = owned.reconcile_kueue("7", [team("vision", 2000, 4000)])
     assert (again.created, again.updated, again.deleted, again.differences) == ([], [], [], [])
-    assert [c.method for c in double.calls()] == ["GET", "GET", "GET"]
+    assert [c.method for c in double.calls()] == ["GET"] * 6  # one LIST per kind, discovery done once
 
 
 def test_a_quota_change_patches_only_that_cluster_queue(double: ApiDouble, owned: KubernetesFabric) -> None:
@@ -193,35 +243,38 @@ def test_a_quota_change_patches_only_that_cluster_queue(double: ApiDouble, owned
     double.forget_calls()
     report = owned.reconcile_kueue("7", [team("vision", 3000, 4000), team("nlp", 1000, 2000)])
     # vision's reservation grew; the fabric's unreserved pool shrank with it.
-    assert sorted(report.updated) == ["ClusterQueue k8s", "ClusterQueue k8s-vision"]
+    assert sorted(report.updated) == ["ClusterQueue k8s-vision", "Cohort k8s"]
     assert {d.cause for d in report.differences} == {GRIDLANE}
     assert report.drifted == []
     assert resources(cq(double, "k8s-vision"))[2] == {"name": "nvidia.com/gpu", "nominalQuota": 3, "borrowingLimit": 1}
     assert cq(double, "k8s-vision")["metadata"]["generation"] == 2
     assert cq(double, "k8s-nlp")["metadata"]["resourceVersion"] == nlp_version
-    assert {c.path.rsplit("/", 1)[-1] for c in double.calls("PATCH")} == {"k8s", "k8s-vision"}
+    assert {c.path.rsplit("/", 2)[-2] + "/" + c.path.rsplit("/", 1)[-1] for c in double.calls("PATCH")} == {
+        "cohorts/k8s",
+        "clusterqueues/k8s-vision",
+    }
 
 
 def test_a_hand_edit_is_reported_as_drift_and_reverted(double: ApiDouble, owned: KubernetesFabric) -> None:
     owned.reconcile_kueue("7", [team("vision", 2000, 4000)])
     edited = cq(double, "k8s-vision")
     edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2]["nominalQuota"] = 8
-    edited["spec"]["cohort"] = "elsewhere"
+    edited["spec"]["cohortName"] = "elsewhere"
     with double.store.lock:
         double.store.get(double_kind("clusterqueues"), "", "k8s-vision")["spec"] = edited["spec"]  # type: ignore[index]
     report = owned.reconcile_kueue("7", [team("vision", 2000, 4000)])
     assert report.drifted == ["ClusterQueue k8s-vision"]
-    assert {(d.field, d.cluster, d.gridlane, d.cause) for d in report.drift if d.field == "spec.cohort"} == {
-        ("spec.cohort", "elsewhere", "k8s", EDITED)
+    assert {(d.field, d.cluster, d.gridlane, d.cause) for d in report.drift if d.field == "spec.cohortName"} == {
+        ("spec.cohortName", "elsewhere", "k8s", EDITED)
     }
     assert any(d.field == "spec.resourceGroups" for d in report.drift)
-    assert cq(double, "k8s-vision")["spec"]["cohort"] == "k8s"
+    assert cq(double, "k8s-vision")["spec"]["cohortName"] == "k8s"
     assert resources(cq(double, "k8s-vision"))[2]["nominalQuota"] == 2
 
 
 def test_an_object_made_by_hand_with_gridlanes_labels_is_drift(double: ApiDouble, owned: KubernetesFabric) -> None:
     owned.reconcile_kueue("7", [team("vision", 2000, 4000)])
-    body = {"metadata": {"name": "rogue", "labels": LABELS}, "spec": {"cohort": "k8s", "resourceGroups": []}}
+    body = {"metadata": {"name": "rogue", "labels": LABELS}, "spec": {"cohortName": "k8s", "resourceGroups": []}}
     with double.store.lock:
         double.store.create(double_kind("clusterqueues"), "", body)
     report = owned.reconcile_kueue("7", [team("vision", 2000, 4000)])
@@ -238,7 +291,7 @@ def test_a_removed_teams_objects_are_deleted(double: ApiDouble, owned: Kubernete
 
 
 def test_an_unmanaged_object_is_left_alone(double: ApiDouble, owned: KubernetesFabric) -> None:
-    theirs = {"metadata": {"name": "k8s-vision"}, "spec": {"cohort": "theirs", "resourceGroups": []}}
+    theirs = {"metadata": {"name": "k8s-vision"}, "spec": {"cohortName": "theirs", "resourceGroups": []}}
     other = {"metadata": {"name": "batch", "labels": {"team": "ops"}}, "spec": {"resourceGroups": []}}
     with double.store.lock:
         double.store.create(double_kind("clusterqueues"), "", theirs)
@@ -246,15 +299,18 @@ def test_an_unmanaged_object_is_left_alone(double: ApiDouble, owned: KubernetesF
     report = owned.reconcile_kueue("7", [team("vision", 2000, 4000)])
     assert report.not_ours == ["ClusterQueue k8s-vision"]
     assert report.drifted == ["ClusterQueue k8s-vision"]
-    assert cq(double, "k8s-vision")["spec"]["cohort"] == "theirs"
+    assert cq(double, "k8s-vision")["spec"]["cohortName"] == "theirs"
     assert cq(double, "batch")["metadata"]["labels"] == {"team": "ops"}
 
 
 def test_a_department_makes_a_cohort_in_the_cluster(double: ApiDouble, owned: KubernetesFabric) -> None:
     research = Department("research", Resources(4000, 0, 0), Limits(gpus_milli=8000))
     report = owned.reconcile_kueue("7", [team("vision", 2000, 4000, "research")], [research])
-    assert "ClusterQueue k8s-research" in report.created
-    assert cq(double, "k8s-vision")["spec"]["cohort"] == cq(double, "k8s-research")["spec"]["cohort"] == "research"
+    assert "Cohort research" in report.created
+    assert cq(double, "k8s-vision")["spec"]["cohortName"] == "research"
+    cohort = double.get("cohorts", "", "research")
+    assert cohort is not None
+    assert cohort["spec"]["parentName"] == "k8s"
 
 
 def double_kind(name: str) -> Any:
@@ -267,14 +323,16 @@ def test_the_double_serves_kueues_kinds_as_a_cluster_does(double: ApiDouble, fab
     from fabrics.kubernetes.client import KubeError
 
     client = fabric.client
-    body = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "q"}}
+    body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "q"}}
     created = client.kueue_create("clusterqueues", body | {"spec": {"namespaceSelector": {}}})
     assert created["status"]["conditions"][0]["type"] == "Active"
     with pytest.raises(KubeError) as exists:
         client.kueue_create("clusterqueues", body)
     assert (exists.value.code, exists.value.reason) == (409, "AlreadyExists")
     # A write to the object leaves its status alone (the status subresource).
-    patched = client.kueue_patch("clusterqueues", "", "q", {"spec": {"cohort": "c"}, "status": {"pendingWorkloads": 9}})
+    patched = client.kueue_patch(
+        "clusterqueues", "", "q", {"spec": {"cohortName": "c"}, "status": {"pendingWorkloads": 9}}
+    )
     assert patched["status"]["pendingWorkloads"] == 0
     assert patched["metadata"]["generation"] == 2
     # borrowingLimit needs a cohort (Kueue's CEL rule); a strategic merge patch is not for custom resources.
@@ -283,7 +341,7 @@ def test_the_double_serves_kueues_kinds_as_a_cluster_does(double: ApiDouble, fab
         "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "1", "borrowingLimit": "1"}]}],
     }
     with pytest.raises(KubeError) as invalid:
-        client.kueue_patch("clusterqueues", "", "q", {"spec": {"cohort": None, "resourceGroups": [group]}})
+        client.kueue_patch("clusterqueues", "", "q", {"spec": {"cohortName": None, "resourceGroups": [group]}})
     assert invalid.value.code == 422
     assert "borrowingLimit must be nil when cohort is empty" in str(invalid.value)
     call = client.custom.patch_cluster_custom_object
@@ -291,7 +349,7 @@ def test_the_double_serves_kueues_kinds_as_a_cluster_does(double: ApiDouble, fab
         client._json(
             call,
             "kueue.x-k8s.io",
-            "v1beta1",
+            "v1beta2",
             "clusterqueues",
             "q",
             {},
@@ -300,7 +358,7 @@ def test_the_double_serves_kueues_kinds_as_a_cluster_does(double: ApiDouble, fab
     assert strategic.value.code == 415
     # A LocalQueue's clusterQueue cannot change.
     local = {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "LocalQueue",
         "metadata": {"name": "l", "namespace": NAMESPACE},
     }
@@ -310,3 +368,69 @@ def test_the_double_serves_kueues_kinds_as_a_cluster_does(double: ApiDouble, fab
     assert [o["metadata"]["name"] for o in client.kueue_list("localqueues", "")] == ["l"]
     assert client.kueue_delete("localqueues", NAMESPACE, "l")
     assert not client.kueue_delete("localqueues", NAMESPACE, "l")
+
+
+# -- the Kueue API the cluster serves, read from discovery -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("release", "version", "kinds"),
+    [
+        ("v0.19", "v1beta2", {"ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue"}),
+        ("v0.20", "v1beta2", {"ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue"}),
+        ("v1beta1-only", "v1beta1", {"ResourceFlavor", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue"}),
+    ],
+)
+def test_every_kueue_object_is_accepted_in_the_version_the_cluster_serves(
+    tmp_path: Any, release: str, version: str, kinds: set[str]
+) -> None:
+    research = Department("research", Resources(4000, 0, 0), Limits(gpus_milli=8000), weight=2)
+    teams = [team("vision", 2000, 4000, "research"), team("fraud", 1000, 2000)]
+    with ApiDouble(namespaces=(NAMESPACE,), kueue=release) as double:
+        settings = {"kubeconfig": str(double.kubeconfig(tmp_path / "k", NAMESPACE)), "gpu_flavor": "h100"}
+        owned = connect(settings | {"kueue_owned": True, "kueue_priorities": {"high": 1000, "low": 10}})
+        report = owned.reconcile_kueue("7", teams, [research])
+        assert owned.client.kueue_version == version
+        assert {name.split()[0] for name in report.created} == kinds
+        assert report.not_ours == []
+        paths = {c.path for c in double.calls("POST")}
+        assert all(f"/apis/kueue.x-k8s.io/{version}/" in p for p in paths)
+        assert all("fieldValidation=Strict" in str(c.query) or c.query.get("fieldValidation") == "Strict"
+                   for c in double.calls("POST"))  # fmt: skip
+        again = owned.reconcile_kueue("7", teams, [research])
+        assert (again.created, again.updated, again.deleted, again.differences) == ([], [], [], [])
+
+
+def test_a_cluster_without_kueue_keeps_working(tmp_path: Any) -> None:
+    with ApiDouble(namespaces=(NAMESPACE,), kueue="none") as double:
+        settings = {"kubeconfig": str(double.kubeconfig(tmp_path / "k", NAMESPACE)), "gpu_flavor": "h100"}
+        owned = connect(settings | {"kueue_owned": True})
+        report = owned.reconcile_kueue("7", [team("vision", 2000, 4000)])
+        assert report.created == []
+        assert "serves no Kueue API" in report.notes[0]
+        assert not double.calls("POST")
+
+
+def test_the_double_refuses_what_kueues_v1beta2_schema_refuses(double: ApiDouble, fabric: KubernetesFabric) -> None:
+    from fabrics.kubernetes.client import KubeError
+
+    client = fabric.client
+    base = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "q"}}
+    cases = [
+        ({"cohort": "old-name"}, 400, 'unknown field "spec.cohort"'),  # v1beta1's name, strict
+        ({"cohortName": 7}, 422, "spec.cohortName in body must be of type string"),
+        ({"queueingStrategy": "Random"}, 422, 'Unsupported value: "Random"'),
+        ({"cohortName": "Not_A_Name"}, 422, "spec.cohortName in body should match"),
+        ({"resourceGroups": [{"coveredResources": ["cpu"]}]}, 422, "spec.resourceGroups[0].flavors: Required value"),
+    ]
+    for spec, code, words in cases:
+        with pytest.raises(KubeError) as refused:
+            client.kueue_create("clusterqueues", base | {"spec": spec})
+        assert refused.value.code == code, spec
+        assert words in str(refused.value), spec
+    topology = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"}}
+    hostname_first = {"levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "example.com/rack"}]}
+    with pytest.raises(KubeError, match="can only be used at the lowest level"):
+        client.kueue_create("topologies", topology | {"spec": hostname_first})
+    with pytest.raises(KubeError, match=r"spec\.levels: Required value"):
+        client.kueue_create("topologies", topology | {"spec": {}})

@@ -172,7 +172,9 @@ def test_a_forbidden_field_is_a_400_naming_it_and_a_manifest_needs_a_kubernetes_
     bad = KUEUE_JOB.replace(NEVER, NEVER + "\n      hostPID: true")
     response = post(api_as(alice), manifest=bad)
     assert response.status_code == 400
-    assert response.json()["errors"]["manifest"] == ["spec.template.spec.hostPID: not allowed here."]
+    assert response.json()["errors"]["manifest"] == [
+        "spec.template.spec.hostPID: not allowed on this queue (hostPID; IT may allow it on the queue's target)."
+    ]
     elsewhere = post(api_as(alice), queue="train")
     assert elsewhere.status_code == 400
     assert (
