@@ -35,6 +35,10 @@ def starting(words: str) -> Page:
     return Page(503, "Starting", f"The {words} is starting; this page tries again in a few seconds.", retry_after_s=5)
 
 
+def unreachable(why: str) -> Page:
+    return Page(403, "Not reachable", f"The portal does not connect to this workload's server: {why}")
+
+
 def render(page: Page, wants_html: bool) -> tuple[list[tuple[bytes, bytes]], bytes]:
     """Headers and body of a page."""
     if wants_html:

@@ -492,6 +492,8 @@ async def _refuse(scope: Scope, send: Send, decision: gate.Decision, wants_html:
         return await _page(send, pages.stopped(decision.words), wants_html)
     if decision.verdict == gate.Verdict.STARTING:
         return await _page(send, pages.starting(decision.words), wants_html)
+    if decision.verdict == gate.Verdict.UNREACHABLE:
+        return await _page(send, pages.unreachable(decision.words), wants_html)
     return await _page(send, pages.NOT_FOUND, wants_html)
 
 
