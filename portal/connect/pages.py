@@ -39,6 +39,10 @@ def unreachable(why: str) -> Page:
     return Page(403, "Not reachable", f"The portal does not connect to this workload's server: {why}")
 
 
+def unreadable(why: str) -> Page:
+    return Page(502, "Unreadable answer", f"The workload's server answered in a way the portal cannot pass on: {why}.")
+
+
 def render(page: Page, wants_html: bool) -> tuple[list[tuple[bytes, bytes]], bytes]:
     """Headers and body of a page."""
     if wants_html:
