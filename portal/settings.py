@@ -352,6 +352,12 @@ if env_flag("GRIDLANE_BEHIND_TLS_PROXY"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # The front proxies whose X-Forwarded-* headers are believed (addresses or networks, comma-separated); from
 # anyone else those headers are dropped before Django reads them (portal.serving.ForwardedMiddleware).
+# Who reads /metrics and /readyz's checks (portal.ops_access): clients on these networks, or with the scrape
+# token (Authorization: Bearer <token>); anyone else gets /readyz's status code alone and /metrics refused.
+GRIDLANE_OPS_NETWORKS = [
+    n.strip() for n in os.environ.get("GRIDLANE_OPS_NETWORKS", "127.0.0.0/8,::1/128").split(",") if n.strip()
+]
+GRIDLANE_OPS_TOKEN = os.environ.get("GRIDLANE_OPS_TOKEN", "")
 GRIDLANE_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("GRIDLANE_TRUSTED_PROXIES", "127.0.0.1").split(",") if p]
 
 # Every line names its request (X-Request-ID, `-` outside one); every 5xx is logged by django.request.
