@@ -14,6 +14,7 @@ import pytest
 
 from portal import outbound
 from portal.notify import send
+from portal.notify.models import Preference
 
 
 class Listener:
@@ -155,3 +156,19 @@ def test_a_public_address_passes_where_the_public_internet_is_allowed_and_not_el
 def test_an_address_with_a_part_too_large_is_refused(host):
     with pytest.raises(outbound.Refused):
         outbound.check(host, 80, [ipaddress.ip_network("0.0.0.0/0")], True, lambda h, p: [])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "url",
+    ["http://169.254.169.254/latest/meta-data/", "http://[::ffff:127.0.0.1]/hook", "http://2130706433/hook",
+     "http://127.1:8000/hook", "http://0x7f.1/hook", "http://10.0.0.5/hook", "http://[fd00::1]/hook",
+     "http://localhost./hook", "http://0.0.0.0/hook"],
+)  # fmt: skip
+def test_the_account_page_refuses_an_inner_webhook_on_its_field_and_saves_nothing(client, alice, settings, url):
+    settings.GRIDLANE_NOTIFY_WEBHOOK_HOSTS = []
+    client.force_login(alice)
+    response = client.post("/accounts/notifications/", {"webhook_url": url, "events": ["started"]})
+    assert response.status_code == 422
+    assert "webhook_url" in response.context["notify_form"].errors
+    assert not Preference.objects.exists()

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-import brotli
+import brotli  # type: ignore[import-untyped]  # no type information shipped
 import pytest
 
 from portal.connect import scrub
@@ -175,3 +175,8 @@ def test_the_body_reader_finds_a_token_split_anywhere_in_a_compressed_stream():
         reader = scrub.Body(token, coding)
         out = b"".join(reader.feed(data[i : i + 1]) for i in range(len(data))) + reader.end()
         assert out == b"a" * 1000 + b"b" * 1000
+
+
+def test_a_websocket_message_loses_the_token_as_text_and_as_bytes():
+    assert scrub.message("hello abc-token-123 bye", "abc-token-123") == "hello  bye"
+    assert scrub.message(b"\x00abc-token-123\xff", "abc-token-123") == b"\x00\xff"
