@@ -6,6 +6,8 @@ every type, and WebSocket messages. Rules:
   secret taken out, and sent as identity (the proxy asks the server for identity; one that compresses
   anyway is still read). A body in any other coding cannot be read here, so it is not passed on
   (`Unreadable`: the proxy answers 502).
+- One chunk from the server expands to at most INFLATE_MAX bytes: a body that would expand further (a
+  decompression bomb) is Unreadable, so one answer never holds more than that in the proxy's memory.
 - A copy of the secret split across two chunks is found too: only a chunk's end that could begin the
   secret waits for the next chunk, so a stream of events is not held back.
 """
@@ -21,6 +23,7 @@ try:  # br is the one coding outside the standard library; without the package, 
 except ImportError:  # pragma: no cover (installed with the project)
     brotli = None
 
+INFLATE_MAX = 64 * 1024 * 1024  # bytes one chunk of a compressed body may expand to
 READABLE = ("identity", "gzip", "x-gzip", "deflate") + (("br",) if brotli is not None else ())
 
 
@@ -50,19 +53,29 @@ def codings(content_encoding: str) -> list[str]:
 
 def _decoder(coding: str) -> Callable[[bytes], bytes]:
     if coding in ("gzip", "x-gzip"):
-        return zlib.decompressobj(wbits=47).decompress  # gzip or zlib header, found from the data
+        return _Zlib(47).feed  # gzip or zlib header, found from the data
     if coding == "deflate":
-        return _Deflate().feed
+        return _Zlib(0).feed
     if brotli is None:  # codings() lets only a readable coding through
         raise Unreadable("the br coding cannot be read here")
-    return brotli.Decompressor().process  # type: ignore[no-any-return]
+    inner = brotli.Decompressor()
+
+    def feed(data: bytes) -> bytes:
+        out: bytes = inner.process(data, output_buffer_limit=INFLATE_MAX)
+        if len(out) > INFLATE_MAX or not inner.can_accept_more_data():
+            raise Unreadable(f"the server's compressed answer expands past {INFLATE_MAX} bytes a chunk")
+        return out
+
+    return feed
 
 
-class _Deflate:
-    """HTTP's deflate: zlib-wrapped as the RFC says, or raw as some servers send it."""
+class _Zlib:
+    """gzip (`wbits` 47), or HTTP's deflate (`wbits` 0): zlib-wrapped as the RFC says, or raw as some servers
+    send it, told apart by its first two bytes. Each chunk expands to at most INFLATE_MAX bytes."""
 
-    def __init__(self) -> None:
-        self._inner: zlib._Decompress | None = None
+    def __init__(self, wbits: int) -> None:
+        self._wbits = wbits
+        self._inner: zlib._Decompress | None = zlib.decompressobj(wbits=wbits) if wbits else None
         self._held = b""
 
     def feed(self, data: bytes) -> bytes:
@@ -73,7 +86,10 @@ class _Deflate:
             wrapped = (self._held[0] & 0x0F) == 8 and int.from_bytes(self._held[:2], "big") % 31 == 0
             self._inner = zlib.decompressobj(wbits=15 if wrapped else -15)
             data, self._held = self._held, b""
-        return self._inner.decompress(data)
+        out = self._inner.decompress(data, INFLATE_MAX)
+        if self._inner.unconsumed_tail:
+            raise Unreadable(f"the server's compressed answer expands past {INFLATE_MAX} bytes a chunk")
+        return out
 
 
 class Body:
@@ -88,6 +104,8 @@ class Body:
         try:
             for decode in self._decoders:
                 chunk = decode(chunk)
+        except Unreadable:
+            raise
         except Exception as error:  # zlib.error, brotli.error: a body that is not what its coding says
             raise Unreadable(f"the server's compressed answer could not be read: {error}") from None
         if not self.secret:

@@ -180,3 +180,12 @@ def test_the_body_reader_finds_a_token_split_anywhere_in_a_compressed_stream():
 def test_a_websocket_message_loses_the_token_as_text_and_as_bytes():
     assert scrub.message("hello abc-token-123 bye", "abc-token-123") == "hello  bye"
     assert scrub.message(b"\x00abc-token-123\xff", "abc-token-123") == b"\x00\xff"
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br"])
+def test_a_body_that_would_expand_past_the_limit_is_refused_not_held(coding):
+    zeros = bytes(scrub.INFLATE_MAX + 1024 * 1024)
+    data = {"gzip": gzip.compress, "deflate": zlib.compress, "br": brotli.compress}[coding](zeros)
+    assert len(data) < 1024 * 1024  # a small answer...
+    with pytest.raises(scrub.Unreadable, match="expands past"):
+        scrub.Body(b"secret-token-0123456789", coding).feed(data)  # ...that would fill the proxy's memory
