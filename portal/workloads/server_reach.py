@@ -4,7 +4,10 @@ portal.outbound's rules: only on the fabric's own nodes as Gridlane knows them, 
 
 The fabric's nodes as Gridlane knows them: the nodes its fabric reports its running jobs on (`Workload.host`,
 Slurm's node list expanded), the hosts of its agents, its login node (`settings.host`), and the portal host
-itself for the local fabric. A job names its server; it never names the network it may be on.
+itself for the local fabric. A job names its server; it never names the network it may be on. A Kubernetes
+job's server is on its pod's address, which the fabric assigns from the cluster's pod network and Gridlane
+does not record: there, private addresses (RFC 1918, RFC 6598, IPv6 ULA) pass, and loopback, link-local,
+reserved and public ones do not.
 
 `reach` returns the endpoint to connect to: the checked address in place of the name (a name that resolves
 elsewhere later changes nothing). For a fabric reached through its login node (`connect_via: ssh`) whose
@@ -29,6 +32,9 @@ from portal.workloads.states import State
 LIVE = (State.DISPATCHING, State.RUNNING, State.CANCELLING)
 NODES_KEPT = 500  # the node names of one fabric that are looked at; a cluster's running jobs rarely span more
 _LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+_POD_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+)
 _HOSTLIST = re.compile(r"([^\[\],]+)(?:\[([0-9,\-]+)\])?([^\[\],]*)")  # node[01-03,07]suffix
 
 
@@ -77,6 +83,8 @@ def networks(w: Workload, names: set[str], resolver: outbound.Resolver = outboun
     found = outbound.networks(settings.GRIDLANE_CONNECT_NETWORKS)
     if w.fabric is not None and w.fabric.kind == "local":
         found.extend(_LOOPBACK)
+    if w.fabric is not None and w.fabric.kind == "kubernetes":
+        found.extend(_POD_NETWORKS)
     for name in sorted(names):
         try:
             address = outbound.literal(name)

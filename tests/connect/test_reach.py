@@ -8,6 +8,7 @@ import pytest
 from fabrics.base import Endpoint
 from portal.connect import gate
 from portal.workloads import notebook_endpoint
+from portal.workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
@@ -44,3 +45,19 @@ def test_it_lists_a_network_for_servers_elsewhere(running, alice, settings):
     assert gate._decision_for(w).verdict is gate.Verdict.UNREACHABLE
     settings.GRIDLANE_CONNECT_NETWORKS = ["10.30.0.0/16"]
     assert gate._decision_for(w).address == Endpoint("10.30.1.2", 8888, TOKEN, "/")
+
+
+@pytest.mark.parametrize(
+    ("host", "verdict"),
+    [("10.244.1.17", gate.Verdict.PASS), ("fd00:10:244::17", gate.Verdict.PASS),
+     ("127.0.0.1", gate.Verdict.UNREACHABLE), ("169.254.169.254", gate.Verdict.UNREACHABLE),
+     ("8.8.8.8", gate.Verdict.UNREACHABLE)],
+)  # fmt: skip
+def test_a_kubernetes_pod_is_on_the_pod_network_and_nowhere_else(running, alice, hpc, host, verdict):
+    hpc.kind = "kubernetes"
+    hpc.save(update_fields=["kind"])
+    w = running(alice)
+    Workload.objects.filter(pk=w.pk).update(host="gpu-node-1")  # Kubernetes reports the node's name
+    assert notebook_endpoint.record(w, Endpoint(host, 8888, TOKEN, "/"))
+    w.refresh_from_db()
+    assert gate._decision_for(w).verdict is verdict
