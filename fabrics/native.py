@@ -9,20 +9,24 @@ A queue target's `native` policy (JSON, IT's):
      "default_mem_per_cpu_mb": 256,                       # the cluster's DefMemPerCPU, for scripts without --mem
      "max_array": 1000}                                   # the most elements an array may have
 
+A script carries only what its fabric kind's reader UNDERSTANDS (fabrics.slurm.directives,
+fabrics.pbs.directives), what the target forces (its value wins), and the directives IT lists on the target
+(`QueueTarget.directives_allowed`, `extra` here); never what the reader's NEVER names.
+
 Directive names are sbatch's long options (`partition`, `gpus-per-node`) or qsub's (`queue`, `account`,
 `resource`, see fabrics.pbs.directives).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fabrics.base import Resources
 from fabrics.pbs import directives as pbs_directives
 from fabrics.slurm import directives as slurm_directives
-from fabrics.slurm.directives import Directives
+from fabrics.slurm.directives import Directive, Directives
 
 KINDS = ("slurm", "pbs")
 MAX_ARRAY = 1000
@@ -53,6 +57,31 @@ def forceable(kind: str) -> tuple[str, ...]:
     return pbs_directives.FORCEABLE if kind == "pbs" else slurm_directives.FORCEABLE
 
 
+def check_allowed(kind: str, found: Sequence[Directive], extra: Collection[str], forced: Collection[str]) -> None:
+    """DirectiveError (naming the line) for a directive the kind's allowlist and IT's extras do not take."""
+    reader = pbs_directives if kind == "pbs" else slurm_directives
+    reader.check_allowed(found, extra, forced)
+
+
+def never(kind: str) -> Mapping[str, str]:
+    """The directives no target may let a script carry, with why."""
+    return pbs_directives.NEVER if kind == "pbs" else slurm_directives.NEVER
+
+
+def check_extra(kind: str, extra: Any) -> list[str]:
+    """IT's extra directives for a target, checked: a list of the kind's option names, none of NEVER;
+    ValueError saying which is wrong."""
+    if not isinstance(extra, list) or not all(isinstance(v, str) for v in extra):
+        raise ValueError('a list of directive names, such as ["partition", "mail-type"]')
+    unknown = sorted(set(extra) - option_names(kind))
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: no {kind} directive")
+    refused = sorted(set(extra) & set(never(kind)))
+    if refused:
+        raise ValueError(f"{', '.join(refused)}: never taken from a script ({never(kind)[refused[0]]})")
+    return list(extra)
+
+
 def option_names(kind: str) -> set[str]:
     if kind == "pbs":
         return {name for name, _ in pbs_directives.OPTIONS.values()}
@@ -67,10 +96,12 @@ class Policy:
     node: Resources | None = None
     default_mem_per_cpu_mib: int = 1024
     max_array: int = MAX_ARRAY
+    kind: str = "slurm"
+    extra: tuple[str, ...] = ()  # directives IT lets scripts carry beyond the kind's UNDERSTOOD
 
     @classmethod
-    def of(cls, kind: str, data: Mapping[str, Any] | None) -> Policy:
-        """The policy from IT's JSON; ValueError saying which key is wrong."""
+    def of(cls, kind: str, data: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> Policy:
+        """The policy from IT's JSON and the target's extra directives; ValueError saying which key is wrong."""
         data = data or {}
         unknown = set(data) - {"forced", "forbidden", "allowed", "node", "default_mem_per_cpu_mb", "max_array"}
         if unknown:
@@ -112,10 +143,13 @@ class Policy:
         for key, value in (("default_mem_per_cpu_mb", mem), ("max_array", most)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"native.{key}: a whole number above 0")
-        return cls(forced, lists["forbidden"] or (), lists["allowed"], node, mem, most)
+        extras = tuple(check_extra(kind, list(extra)))
+        return cls(forced, lists["forbidden"] or (), lists["allowed"], node, mem, most, kind, extras)
 
     def check(self, read: Directives) -> None:
-        """DirectiveError (naming the line) for a directive this queue does not let users set."""
+        """DirectiveError (naming the line) for a directive this queue does not let users set: off the kind's
+        allowlist and IT's extras, or off IT's own narrower lists (`allowed`, `forbidden`)."""
+        check_allowed(self.kind, read.directives, self.extra, tuple(self.forced))
         slurm_directives.check_policy(read.directives, self.allowed, self.forbidden)
 
     def per_node(self, read: Directives) -> Resources:

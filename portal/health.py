@@ -7,6 +7,8 @@
   the portal still takes work for the other fabrics, and a probe that pulled every web process out of service
   over one cluster would lock everyone out. `?check=database` asks only for the database (the web
   processes' readiness probe: a web process can serve whatever state the worker is in).
+- The checks' detail (fabric names, database errors) goes only to IT's networks or the scrape token
+  (portal.ops_access); anyone else gets `{"ready": true|false}` with the same status code.
 
 The same facts are Prometheus gauges on /metrics (portal.metrics).
 """
@@ -23,6 +25,7 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
+from portal import ops_access
 from portal.queues.models import Fabric
 from portal.worker import capacity
 from portal.worker.models import WorkerStats
@@ -85,6 +88,9 @@ def healthz(request: HttpRequest) -> HttpResponse:
 def readyz(request: HttpRequest) -> HttpResponse:
     facts = gather()
     checks: dict[str, Any] = {"database": {"ok": facts.database, "detail": facts.database_detail}}
+    ready = facts.database if request.GET.get("check") == "database" else facts.ready
+    if not ops_access.allowed(request):  # a probe: the status code, nothing more
+        return JsonResponse({"ready": ready}, status=200 if ready else 503)
     if request.GET.get("check") == "database":
         return JsonResponse({"ready": facts.database, "checks": checks}, status=200 if facts.database else 503)
     checks["worker"] = {

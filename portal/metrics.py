@@ -1,4 +1,5 @@
-"""GET /metrics for Prometheus: read at scrape time from the database (the worker counts, the web serves)."""
+"""GET /metrics for Prometheus: read at scrape time from the database (the worker counts, the web serves).
+Only for IT's networks or the scrape token (portal.ops_access); 403 for anyone else."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from portal import health
+from portal import health, ops_access
 from portal.accounts.models import ResourceGroup
 from portal.worker.models import WaitBucket, WorkerStats
 from portal.workloads.models import Workload
@@ -107,6 +108,9 @@ class HealthCollector(Collector):
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
+    if not ops_access.allowed(request):
+        words = "Metrics answer only from IT's networks (GRIDLANE_OPS_NETWORKS) or with the scrape token."
+        return JsonResponse({"errors": {"authorization": [words]}}, status=403)
     facts = health.gather()
     registry = CollectorRegistry()
     registry.register(HealthCollector(facts))

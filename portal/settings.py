@@ -188,6 +188,9 @@ GRIDLANE_PUBLIC_URL = os.environ.get("GRIDLANE_PUBLIC_URL", "http://127.0.0.1:80
 # the request is sent; the largest WebSocket message passed on (Jupyter's outputs can be large).
 GRIDLANE_CONNECT_TIMEOUT_S = float(os.environ.get("GRIDLANE_CONNECT_TIMEOUT_S", "10"))
 GRIDLANE_CONNECT_ANSWER_S = float(os.environ.get("GRIDLANE_CONNECT_ANSWER_S", "120"))
+# Networks a job's reported web server may be on beyond its fabric's own nodes (what the fabric reports its jobs
+# run on, its agents' hosts; the portal host for the local fabric), e.g. "10.30.0.0/16"; empty: those nodes only.
+GRIDLANE_CONNECT_NETWORKS = [n.strip() for n in os.environ.get("GRIDLANE_CONNECT_NETWORKS", "").split(",") if n.strip()]
 # How long one request's access decision is kept for the next ones with the same sign-in (a page loads dozens
 # of files at once): signing out or a sharing switched off takes effect within this.
 GRIDLANE_CONNECT_DECISION_S = float(os.environ.get("GRIDLANE_CONNECT_DECISION_S", "2"))
@@ -351,6 +354,12 @@ if env_flag("GRIDLANE_BEHIND_TLS_PROXY"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # The front proxies whose X-Forwarded-* headers are believed (addresses or networks, comma-separated); from
 # anyone else those headers are dropped before Django reads them (portal.serving.ForwardedMiddleware).
+# Who reads /metrics and /readyz's checks (portal.ops_access): clients on these networks, or with the scrape
+# token (Authorization: Bearer <token>); anyone else gets /readyz's status code alone and /metrics refused.
+GRIDLANE_OPS_NETWORKS = [
+    n.strip() for n in os.environ.get("GRIDLANE_OPS_NETWORKS", "127.0.0.0/8,::1/128").split(",") if n.strip()
+]
+GRIDLANE_OPS_TOKEN = os.environ.get("GRIDLANE_OPS_TOKEN", "")
 GRIDLANE_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("GRIDLANE_TRUSTED_PROXIES", "127.0.0.1").split(",") if p]
 
 # Every line names its request (X-Request-ID, `-` outside one); every 5xx is logged by django.request.
@@ -389,7 +398,9 @@ GRIDLANE_NOTIFY_SENDERS = int(os.environ.get("GRIDLANE_NOTIFY_SENDERS", "4"))  #
 GRIDLANE_NOTIFY_TIMEOUT_S = float(os.environ.get("GRIDLANE_NOTIFY_TIMEOUT_S", "10"))
 GRIDLANE_NOTIFY_RETRY_S = float(os.environ.get("GRIDLANE_NOTIFY_RETRY_S", "30"))  # doubled after each failed try
 # Hosts webhooks may go to (a name allows its subdomains), e.g. "hooks.slack.com,example.webhook.office.com";
-# empty: any. Sites should set it: a webhook is a request the portal makes on a person's behalf.
+# empty: any public host. Entries that are networks ("10.20.0.0/16") let webhooks reach those addresses too:
+# without one, a webhook never reaches a loopback, link-local, private or reserved address (portal.outbound).
+# Sites should set it: a webhook is a request the portal makes on a person's behalf.
 GRIDLANE_NOTIFY_WEBHOOK_HOSTS = [
     h.strip().lower() for h in os.environ.get("GRIDLANE_NOTIFY_WEBHOOK_HOSTS", "").split(",") if h.strip()
 ]

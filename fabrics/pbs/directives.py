@@ -11,12 +11,18 @@ or the next word (`-N name`). Resources come from `-l` lists, comma-separated:
 
 `-N` names the job, `-J` (PBS Pro) or `-t` (Torque) makes it an array; `-W depend=` is refused.
 `read(script)` gives the request as the Slurm reader's `Directives`; `DirectiveError` names the line.
+
+What a script may carry is an allowlist (`check_allowed`), as for Slurm: UNDERSTOOD options and, within
+`-l`, the RESOURCES and CHUNK keys Gridlane counts; other options only where IT allows them on the queue
+target; NEVER ones (priority, account, project, user, environment, job attributes) whatever IT lists. A
+resource Gridlane does not count is refused, never passed on unread.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection, Sequence
 
 from fabrics.slurm.directives import Directive, DirectiveError, Directives, words
 
@@ -51,12 +57,29 @@ OPTIONS: dict[str, tuple[str, bool]] = {
     "X": ("x11", False),
     "z": ("quiet", False),
 }
+OPTION_NAMES = frozenset(name for name, _ in OPTIONS.values())
 REFUSED = {
     "interactive": "an interactive job needs a terminal; Gridlane runs batch work (use a notebook instead)",
     "user_list": "Gridlane decides whom a job runs as",
     "foreground": "-f would hold Gridlane's submission",
 }
 FORCEABLE = ("queue", "account", "project")
+UNDERSTOOD = frozenset({"resource", "name", "output", "error", "join", "array"})
+NEVER = REFUSED | {
+    "priority": "a job's priority is Gridlane's (its tier), never the script's",
+    "account": "the account a job is charged to is Gridlane's (the team's mapping)",
+    "project": "the project a job is charged to is Gridlane's (the team's mapping)",
+    "variable_list": "a job's environment is the one Gridlane gives it",
+    "export_all": "a job's environment is the one Gridlane gives it",
+    "attributes": "-W sets job attributes (group_list, depend, ...) that are Gridlane's to set",
+    "prefix": "-C changes which lines are directives",
+    "hold": "a held job would keep its place without running",
+    "date_time": "Gridlane decides when a job starts",
+}
+# -l keys Gridlane counts (job-wide), and the keys of a select chunk it counts.
+RESOURCES = frozenset({"select", "nodes", "walltime", "mem", "ncpus", "ngpus", "place"})
+CHUNK = frozenset({"ncpus", "ngpus", "mem", "mpiprocs", "ompthreads"})
+PLACE = frozenset({"excl", "exclhost", "shared", "free", "pack", "scatter", "vscatter"})
 MAGIC = "#PBS"
 SIZE = re.compile(r"^([0-9]+)(b|kb|mb|gb|tb|pb|w|kw|mw|gw|tw)?$", re.IGNORECASE)
 UNIT_BYTES = {
@@ -140,7 +163,8 @@ def _count(line: int, key: str, value: str, least: int = 0) -> int:
 
 
 def _resources(d: Directive, into: dict[str, object]) -> None:
-    """One -l list: select=, nodes=, walltime=, mem=, ncpus=, ngpus=, place=; other resources pass unread."""
+    """One -l list: select=, nodes=, walltime=, mem=, ncpus=, ngpus=, place=; any other resource is refused
+    (Gridlane would not count it)."""
     text = d.value or ""
     for item in _split(text):
         key, eq, value = item.partition("=")
@@ -178,7 +202,12 @@ def _resources(d: Directive, into: dict[str, object]) -> None:
         elif key in ("mem", "ncpus", "ngpus"):
             into[f"job_{key}"] = size_mib(d.line, key, value) if key == "mem" else _count(d.line, key, value, 1)
         elif key == "place":
-            into["exclusive"] = "excl" in value.split(":")
+            parts = value.split(":")
+            if any(p not in PLACE for p in parts):
+                raise DirectiveError(d.line, f"place={value}: give excl, shared, free, pack or scatter")
+            into["exclusive"] = "excl" in parts or "exclhost" in parts
+        else:
+            raise DirectiveError(d.line, f"-l {key}: Gridlane counts only {', '.join(sorted(RESOURCES))}")
 
 
 def _split(text: str) -> list[str]:
@@ -195,6 +224,8 @@ def _chunk(line: int, key: str, value: str, into: dict[str, object]) -> None:
         into["mem"] = size_mib(line, key, value)
     elif key in ("mpiprocs", "ompthreads"):
         into[key] = _count(line, key, value, 1)
+    else:
+        raise DirectiveError(line, f"select: {key} is not counted by Gridlane (give {', '.join(sorted(CHUNK))})")
 
 
 def read(script: str) -> Directives:
@@ -211,6 +242,11 @@ def read(script: str) -> Directives:
             _resources(d, res)
         else:
             last[d.option] = d
+    if res.get("style") == "select":
+        both = [key for key in ("ncpus", "ngpus", "mem") if f"job_{key}" in res and key in res]
+        if both:
+            line = next(d.line for d in found if d.option == "resource")
+            raise DirectiveError(line, f"{both[0]} both in select and for the whole job: give it in select only")
     nodes = int(res.get("nodes", 1))  # type: ignore[call-overload]
     ncpus = int(res.get("ncpus", 0))  # type: ignore[call-overload]
     ngpus = int(res.get("ngpus", 0))  # type: ignore[call-overload]
@@ -244,6 +280,17 @@ def read(script: str) -> Directives:
         error=(last["error"].value or "") if "error" in last else "",
         forceable={k: last[k].value or "" for k in FORCEABLE if k in last},
     )
+
+
+def check_allowed(found: Sequence[Directive], extra: Collection[str] = (), forced: Collection[str] = ()) -> None:
+    """DirectiveError for the first directive a script may not carry here: one in NEVER, or one neither
+    UNDERSTOOD nor in `extra` (IT's, on the queue target) nor `forced` (IT's value wins)."""
+    for d in found:
+        if d.option in NEVER:
+            raise DirectiveError(d.line, f"-{_letter(d.option)}: {NEVER[d.option]}")
+        if d.option not in UNDERSTOOD and d.option not in extra and d.option not in forced:
+            raise DirectiveError(d.line, f"-{_letter(d.option)} ({d.option}): Gridlane does not take it from a script "
+                                 "here (IT may allow it on the queue)")  # fmt: skip
 
 
 def _letter(name: str) -> str:

@@ -210,6 +210,7 @@ class PbsFabric(Batched):
     def _native_options(self, job: JobSpec) -> list[str]:
         try:
             read = directives.read(job.script)
+            directives.check_allowed(read.directives, extra=directives.OPTION_NAMES)  # NEVER, whatever got here
         except DirectiveError as error:
             raise TemplateError(str(error)) from error
         return native.options(job, read)

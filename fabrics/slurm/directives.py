@@ -10,13 +10,21 @@ sbatch's rules, followed here:
 
 `read(script)` gives every directive with its line number and a `Directives` value: the request
 (nodes, tasks, CPUs, GPUs, memory, time, ...). `DirectiveError` names the line it is about.
+
+What a script may carry is an allowlist (`check_allowed`): UNDERSTOOD, the directives Gridlane reads and
+counts (resources, time, names, output paths, arrays), plus those IT lets a queue target's scripts carry.
+NEVER are refused whatever IT lists: they change who goes first (--priority, a negative --nice), whom the
+job runs as or what it inherits (--uid, --gid, --get-user-env, --export), what it is charged to (--account,
+--qos, --reservation, --wckey, the tag in --comment), or ask for GPUs, CPUs, tasks or memory in a way
+Gridlane does not count (--gpus-per-socket, --ntasks-per-gpu, --sockets-per-node, ...). The portal's submit
+account may hold a Slurm operator's level; a script never borrows it.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from fabrics.base import Resources
@@ -135,6 +143,49 @@ REFUSED = {
     "clusters": "a queue's fabric is one cluster; --clusters would send the job elsewhere",
     "parsable": "--parsable changes what sbatch prints, which Gridlane reads",
     "wait": "--wait would hold Gridlane's submission until the job ends",
+}
+# What Gridlane reads from a script and counts as the fabric does (see `read`): every other option is refused
+# unless IT allows it on the queue target.
+UNDERSTOOD = frozenset(
+    {
+        "nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "cpus-per-gpu", "gpus", "gpus-per-node",
+        "gpus-per-task", "gres", "mem", "mem-per-cpu", "mem-per-gpu", "time", "exclusive", "job-name", "output",
+        "error", "open-mode", "array", "nice", "signal",
+    }
+)  # fmt: skip
+# Never honoured from a script, whatever IT allows on a target (REFUSED's and these).
+_NEVER_TOO = {
+    "priority": "a job's priority is Gridlane's (its tier), never the script's",
+    "account": "the account a job is charged to is Gridlane's (the team's mapping)",
+    "qos": "a job's QOS comes from Gridlane's tier, never the script",
+    "reservation": "reservations are IT's to give, through the queue target",
+    "wckey": "what a job is charged to is Gridlane's",
+    "comment": "Gridlane tags its jobs with --comment",
+    "get-user-env": "a job's environment is the one Gridlane gives it",
+    "export": "a job's environment is the one Gridlane gives it",
+    "export-file": "a job's environment is the one Gridlane gives it",
+    "gpus-per-socket": "Gridlane cannot count GPUs per socket: give --gpus-per-node or --gres=gpu:N",
+    "ntasks-per-gpu": "Gridlane cannot count tasks per GPU: give --ntasks-per-node",
+    "ntasks-per-socket": "Gridlane cannot count tasks per socket: give --ntasks-per-node",
+    "ntasks-per-core": "Gridlane cannot count tasks per core: give --ntasks-per-node",
+    "sockets-per-node": "Gridlane cannot count sockets: give --cpus-per-task",
+    "cores-per-socket": "Gridlane cannot count cores per socket: give --cpus-per-task",
+    "threads-per-core": "Gridlane cannot count threads per core: give --cpus-per-task",
+    "extra-node-info": "Gridlane cannot count sockets, cores and threads: give --cpus-per-task",
+    "mincpus": "Gridlane cannot count --mincpus: give --cpus-per-task",
+    "core-spec": "cores kept from the job change what it holds: Gridlane cannot count them",
+    "thread-spec": "threads kept from the job change what it holds: Gridlane cannot count them",
+    "overcommit": "--overcommit changes the CPUs a job holds: Gridlane cannot count it",
+    "oversubscribe": "sharing a node's CPUs with other jobs is IT's to decide",
+    "hint": "--hint changes the CPUs a job holds: give --cpus-per-task",
+    "time-min": "give --time: Gridlane plans with the job's whole limit",
+    "use-min-nodes": "give --nodes=N: Gridlane plans with the job's whole node count",
+    "hold": "a held job would keep its place without running",
+    "begin": "Gridlane decides when a job starts",
+    "deadline": "Gridlane decides when a job starts",
+    "reboot": "rebooting nodes is IT's",
+    "uid": "Gridlane decides whom a job runs as",
+    "gid": "Gridlane decides whom a job runs as",
 }
 # Where IT may force a value (the queue target's `native` policy): the option, as sbatch's command line takes it.
 FORCEABLE = ("partition", "account", "qos", "constraint", "reservation")
@@ -407,15 +458,18 @@ def _gpu_spec(d: Directive) -> tuple[int, str]:
     return int(m.group(2)), m.group(1) or ""
 
 
-def _gres_gpus(d: Directive) -> tuple[int, str]:
-    """The GPUs in --gres=gpu[:type][:N][,other...] (other GRES are not counted)."""
+def _gres_gpus(d: Directive, strict: bool = False) -> tuple[int, str]:
+    """The GPUs in --gres=gpu[:type][:N][,other...]; other GRES are not counted (refused where `strict`: a GRES
+    Gridlane does not count is not taken from a script). Two gpu items: refused (Slurm would add them)."""
     gpus: tuple[int, str] | None = None
     for item in (d.value or "").split(","):
         item = item.split("(")[0]
-        if not item.startswith("gpu"):
-            if not re.match(r"^[A-Za-z0-9_.+-]+(:[A-Za-z0-9_.+-]+)*$", item):
-                raise DirectiveError(d.line, f"--gres={d.value}: {item!r} is not a GRES")
+        if not item.startswith("gpu") or (item[3:4] not in ("", ":")):
+            if strict or not re.match(r"^[A-Za-z0-9_.+-]+(:[A-Za-z0-9_.+-]+)*$", item):
+                raise DirectiveError(d.line, f"--gres={d.value}: {item!r} is no GRES Gridlane counts (gpu[:type][:N])")
             continue
+        if gpus is not None:
+            raise DirectiveError(d.line, f"--gres={d.value}: give one gpu item (gpu:type:N)")
         m = GRES_GPU.match(item)
         if not m:
             raise DirectiveError(d.line, f"--gres={d.value}: give gpu, gpu:N or gpu:type:N")
@@ -510,6 +564,25 @@ def _time(d: Directive) -> int:
     if total <= 0:
         raise DirectiveError(d.line, f"--time={value}: give a time limit above zero")
     return total
+
+
+NEVER = REFUSED | _NEVER_TOO
+
+
+def check_allowed(found: Sequence[Directive], extra: Collection[str] = (), forced: Collection[str] = ()) -> None:
+    """DirectiveError for the first directive a script may not carry here: one in NEVER, a negative --nice,
+    or one neither UNDERSTOOD nor in `extra` (IT's, on the queue target) nor `forced` (IT's value wins on the
+    command line, so the script's is never honoured)."""
+    for d in found:
+        if d.option in NEVER:
+            raise DirectiveError(d.line, f"--{d.option}: {NEVER[d.option]}")
+        if d.option == "nice" and d.value and not COUNT.match(d.value):
+            raise DirectiveError(d.line, f"--nice={d.value}: only a nice of 0 or more (lowering your own priority)")
+        if d.option not in UNDERSTOOD and d.option not in extra and d.option not in forced:
+            raise DirectiveError(d.line, f"--{d.option}: Gridlane does not take it from a script here (IT may allow it "
+                                 "on the queue)")  # fmt: skip
+        if d.option == "gres":
+            _gres_gpus(d, strict=True)
 
 
 def check_policy(found: Sequence[Directive], allowed: Sequence[str] | None, forbidden: Sequence[str]) -> None:

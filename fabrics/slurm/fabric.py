@@ -444,6 +444,7 @@ class SlurmFabric(Batched):
         """sbatch's command line for a user's own script (fabrics.slurm.native); TemplateError when it cannot be."""
         try:
             read = directives.read(job.script)
+            directives.check_allowed(read.directives, extra=directives.OPTIONS)  # NEVER, whatever got here
         except directives.DirectiveError as error:
             raise TemplateError(str(error)) from error
         return native.options(job, read, self.options)

@@ -26,7 +26,7 @@ from rest_framework.response import Response
 
 from portal.api.parsers import JSONParser
 from portal.usage import samples as usage_samples
-from portal.workloads import notebook_endpoint
+from portal.workloads import notebook_endpoint, server_reach
 
 
 class EndpointIn(serializers.Serializer[Any]):
@@ -63,6 +63,9 @@ def endpoint(request: Request, pk: UUID) -> Response:
     found, errors = notebook_endpoint.check_report(request.data, pk)
     if found is None:
         return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+    unreachable = server_reach.problem(workload, found.endpoint)  # on the fabric's own nodes only
+    if unreachable:
+        return Response({"errors": {"host": [unreachable]}}, status=status.HTTP_400_BAD_REQUEST)
     try:
         notebook_endpoint.do_report(workload, found)
     except notebook_endpoint.Refused as refused:

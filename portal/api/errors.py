@@ -7,6 +7,8 @@ from typing import Any
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from portal.api.text_check import FieldParseError
+
 
 def flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     """DRF's nested error detail as dotted field names: {"resources": {"gpus": [..]}} -> {"resources.gpus": [..]}."""
@@ -28,5 +30,5 @@ def flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     response = drf_exception_handler(exc, context)
     if response is not None:
-        response.data = {"errors": flatten(response.data)}
+        response.data = {"errors": exc.errors if isinstance(exc, FieldParseError) else flatten(response.data)}
     return response

@@ -17,6 +17,8 @@ from django.conf import settings
 from rest_framework import parsers, status
 from rest_framework.exceptions import APIException, ParseError
 
+from portal.api import text_check
+
 # Nothing the API takes nests deeper than a few levels (a workload's resources, an agent's report).
 MAX_DEPTH = 32
 
@@ -39,26 +41,6 @@ def _finite(text: str) -> float:
     return number
 
 
-def check(value: Any) -> None:
-    """Refuse what parses as JSON but cannot be kept: nesting past MAX_DEPTH, and strings (keys too) with a
-    lone surrogate (`"\\ud800"`: not text) or a NUL (PostgreSQL's text cannot hold one). No recursion."""
-    stack = [(value, 0)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                raise ParseError("JSON parse error - text may not contain NUL characters.")
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ParseError("JSON parse error - text holds a lone surrogate (not Unicode text).") from None
-        elif isinstance(item, dict | list):
-            if level >= MAX_DEPTH:
-                raise ParseError(f"JSON parse error - nested more than {MAX_DEPTH} levels deep.")
-            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-            stack.extend((child, level + 1) for child in children)
-
-
 class JSONParser(parsers.JSONParser):
     max_bytes: int | None = None  # a smaller limit than Django's, for endpoints that take small bodies only
 
@@ -78,17 +60,14 @@ class JSONParser(parsers.JSONParser):
         charset = str(getattr(request, "content_params", {}).get("charset", "utf-8")).lower()
         if charset not in ("utf-8", "utf8"):
             raise ParseError(f"JSON parse error - JSON is UTF-8, and this body says it is {charset[:40]}.")
-        try:
-            text = raw.decode("utf-8-sig")  # JSON is UTF-8 (RFC 8259)
-        except UnicodeDecodeError as error:
-            raise ParseError(
-                f"JSON parse error - the body is not UTF-8 ({error.reason} at byte {error.start})."
-            ) from None
+        # JSON is UTF-8 (RFC 8259); a byte that is not stays in its string as a lone surrogate, so that the
+        # refusal can name the field it was in (text_check)
+        text = raw.decode("utf-8-sig", "surrogateescape")
         try:
             data = json.loads(text, parse_constant=_no_constants, parse_float=_finite)
         except RecursionError:
             raise ParseError(f"JSON parse error - nested more than {MAX_DEPTH} levels deep.") from None
         except ValueError as error:
             raise ParseError(f"JSON parse error - {error}") from None
-        check(data)
+        text_check.check(data, MAX_DEPTH)
         return data

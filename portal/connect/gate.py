@@ -7,7 +7,9 @@ Answers, in the order they are decided:
 - ABSENT: not the owner, nor a teammate it is shared with: the same 404 as a workload that does not exist;
 - STOPPED: it is not starting or running (404, saying so);
 - STARTING: it runs (or starts) but its server has not reported yet (503, try again shortly);
-- PASS: the server, and the fabric row whose route reaches it.
+- UNREACHABLE: its server is at an address the portal does not connect to (portal.workloads.server_reach);
+- PASS: the server, the address checked for it (connected to in place of its name), and the fabric row
+  whose route reaches it.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from django.http import HttpRequest
 from django.http.cookie import parse_cookie
 
 from fabrics.base import Endpoint
-from portal import access
+from portal import access, outbound
 from portal.api.auth import live_token
-from portal.workloads import notebook_endpoint
+from portal.workloads import notebook_endpoint, server_reach
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 
@@ -37,6 +39,7 @@ class Verdict(enum.Enum):
     ABSENT = "absent"
     STOPPED = "stopped"
     STARTING = "starting"
+    UNREACHABLE = "unreachable"
     PASS = "pass"  # noqa: S105 (a verdict, not a password)
 
 
@@ -46,7 +49,8 @@ class Decision:
     server: Endpoint | None = None
     fabric_id: int | None = None
     fabric_settings: Mapping[str, Any] | None = None
-    words: str = ""  # the workload's kind and name, for the pages of STOPPED and STARTING
+    words: str = ""  # the workload's kind and name, for the pages of STOPPED and STARTING; why, for UNREACHABLE
+    address: Endpoint | None = None  # the server with its host checked and pinned: where to connect
 
 
 STARTED = (State.DISPATCHING, State.RUNNING)
@@ -74,7 +78,11 @@ def _decision_for(w: Workload) -> Decision:
     server = notebook_endpoint.stored(w)
     if server is None or w.fabric is None:
         return Decision(Verdict.STARTING, words=words)
-    return Decision(Verdict.PASS, server, w.fabric_id, dict(w.fabric.settings or {}), words)
+    try:
+        address = server_reach.reach(w, server)
+    except outbound.Refused as refused:
+        return Decision(Verdict.UNREACHABLE, words=str(refused))
+    return Decision(Verdict.PASS, server, w.fabric_id, dict(w.fabric.settings or {}), words, address)
 
 
 def _session_user(cookies: str) -> Any:

@@ -35,6 +35,14 @@ def starting(words: str) -> Page:
     return Page(503, "Starting", f"The {words} is starting; this page tries again in a few seconds.", retry_after_s=5)
 
 
+def unreachable(why: str) -> Page:
+    return Page(403, "Not reachable", f"The portal does not connect to this workload's server: {why}")
+
+
+def unreadable(why: str) -> Page:
+    return Page(502, "Unreadable answer", f"The workload's server answered in a way the portal cannot pass on: {why}.")
+
+
 def render(page: Page, wants_html: bool) -> tuple[list[tuple[bytes, bytes]], bytes]:
     """Headers and body of a page."""
     if wants_html:

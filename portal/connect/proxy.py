@@ -8,7 +8,8 @@ What goes on and what does not:
   has already refused cross-site requests itself);
 - back: the answer, minus hop-by-hop headers; cookies the server sets are kept to the workload's path (and
   never under the portal's cookie names), a redirect to the server's own address comes back relative, and
-  the token is taken out of every text answer (JupyterLab writes it into its page), so no browser sees it.
+  the token is taken out of every header and every body, whatever its type and coding (portal.connect.scrub:
+  JupyterLab writes it into its page; an app may echo it anywhere), so no browser sees it.
 
 Bodies stream in both directions in the chunks they arrive in: a 1 GB download or upload holds a few chunks
 in memory at a time, and server-sent events reach the browser as they are sent. A client that goes away
@@ -39,7 +40,7 @@ from yarl import URL
 
 from fabrics.base import Endpoint
 from fabrics.jupyter import base_url
-from portal.connect import gate, pages, tunnel
+from portal.connect import gate, pages, scrub, tunnel
 
 log = logging.getLogger("gridlane.connect")
 
@@ -67,7 +68,6 @@ _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 READ_BUFFER = 1024 * 1024  # what is read from a server ahead of the browser
 WHOLE_BYTES = 256 * 1024  # an answer of known length up to this is read whole (one send); larger ones stream
 DECISIONS_KEPT = 10_000  # per process; past that, the expired go (and, if that is not enough, all)
-_TEXT = re.compile(r"text/|application/(json|javascript|x-javascript|xml|[\w.+-]*\+json|[\w.+-]*\+xml)")
 # WebSocket close codes an endpoint may send (RFC 6455 7.4): the others are for reporting only.
 _SENDABLE = frozenset({1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014})
 
@@ -155,22 +155,27 @@ class ConnectApp:
             )  # fmt: skip
             answer = await _answer(asking, body_done, settings.GRIDLANE_CONNECT_ANSWER_S)
             async with answer:
-                headers, scrub = downstream_headers(answer, workload_id, route, decision.server)
+                headers, body = downstream_headers(answer, workload_id, route, decision.server)
                 length = answer.content_length
                 if length is not None and length <= WHOLE_BYTES:  # most answers: one read, one send
-                    body = await answer.read()
-                    if scrub:
-                        body = body.replace(scrub, b"")
-                        headers.append((b"content-length", str(len(body)).encode()))
+                    whole = body.feed(await answer.read()) + body.end()
+                    if scope["method"] != "HEAD" and answer.status not in (204, 304):
+                        headers.append((b"content-length", str(len(whole)).encode()))
                     await send({"type": "http.response.start", "status": answer.status, "headers": headers})
                     started = True
-                    await send({"type": "http.response.body", "body": body})
+                    await send({"type": "http.response.body", "body": whole})
                     return None
                 await send({"type": "http.response.start", "status": answer.status, "headers": headers})
                 started = True
-                await _stream(answer.content, send, receive, body_done, scrub)
+                await _stream(answer.content, send, receive, body_done, body)
         except ClientGone:
             return None
+        except scrub.Unreadable as error:
+            log.info("connect %s: %s", workload_id, error)
+            if not started:
+                await _page(send, pages.unreadable(str(error)), wants_html)
+            else:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except TimeoutError:
             if not started:
                 await _page(send, pages.TOO_SLOW, wants_html)
@@ -207,12 +212,13 @@ class ConnectApp:
             return await send({"type": "websocket.close", "code": 1011})
         async with upstream:
             await send({"type": "websocket.accept", "subprotocol": upstream.protocol})
-            await _pump(upstream, receive, send)
+            await _pump(upstream, receive, send, decision.server.token)
         return None
 
 
-async def _pump(upstream: aiohttp.ClientWebSocketResponse, receive: Receive, send: Send) -> None:
-    """Frames both ways until either side closes; the other is then closed with the same code."""
+async def _pump(upstream: aiohttp.ClientWebSocketResponse, receive: Receive, send: Send, secret: str = "") -> None:
+    """Frames both ways until either side closes; the other is then closed with the same code. The server's
+    messages reach the browser without its secret."""
 
     async def browser_to_server() -> None:
         while True:
@@ -229,9 +235,9 @@ async def _pump(upstream: aiohttp.ClientWebSocketResponse, receive: Receive, sen
     async def server_to_browser() -> None:
         async for message in upstream:
             if message.type == aiohttp.WSMsgType.TEXT:
-                await send({"type": "websocket.send", "text": message.data})
+                await send({"type": "websocket.send", "text": scrub.message(message.data, secret)})
             elif message.type == aiohttp.WSMsgType.BINARY:
-                await send({"type": "websocket.send", "bytes": message.data})
+                await send({"type": "websocket.send", "bytes": scrub.message(message.data, secret)})
         code = upstream.close_code
         with contextlib.suppress(Exception):  # the browser may be gone already
             await send({"type": "websocket.close", "code": code if code in _SENDABLE else 1000})
@@ -295,20 +301,21 @@ def upstream_headers(scope: Scope, server: Endpoint) -> dict[str, str]:
         headers["Origin"] = f"http://{where}:{server.port}"
     if server.token:
         headers["Authorization"] = f"token {server.token}"
-    headers["Accept-Encoding"] = "identity"  # the token is taken out of text answers: they must come plain
+    headers["Accept-Encoding"] = "identity"  # the token is taken out of every answer: best plain (scrub reads others)
     return headers
 
 
 def downstream_headers(
     answer: aiohttp.ClientResponse, workload_id: str, route: Endpoint, server: Endpoint
-) -> tuple[list[tuple[bytes, bytes]], bytes]:
-    """The answer's headers for the browser, and the secret to take out of its body (b"" for none)."""
-    kind = answer.headers.get("Content-Type", "")
-    scrub = server.token.encode() if server.token and _TEXT.match(kind) else b""
+) -> tuple[list[tuple[bytes, bytes]], scrub.Body]:
+    """The answer's headers for the browser, every value without the server's token, and its body's reader:
+    decoded (the browser gets identity) and without the token (its length is the proxy's to give);
+    scrub.Unreadable for a body in a coding the proxy cannot read."""
+    body = scrub.Body(server.token.encode(), answer.headers.get("Content-Encoding", ""))
     headers: list[tuple[bytes, bytes]] = []
     for name, value in answer.raw_headers:
         lowered = name.lower()
-        if lowered in _BACK_DROP or (scrub and lowered == b"content-length"):
+        if lowered in _BACK_DROP or lowered in (b"content-length", b"content-encoding"):
             continue
         text = value.decode("latin-1")
         if lowered == b"set-cookie":
@@ -318,10 +325,9 @@ def downstream_headers(
             text = kept
         elif lowered == b"location":
             text = _location(text, workload_id, route, server)
-        if scrub:
-            text = text.replace(server.token, "")
-        headers.append((name, text.encode("latin-1")))
-    return headers, scrub
+        text = scrub.header(text, server.token)
+        headers.append((name, text.encode("latin-1", "replace")))
+    return headers, body
 
 
 def same_origin(scope: Scope) -> bool:
@@ -433,7 +439,7 @@ async def _body(receive: Receive, done: asyncio.Event) -> AsyncIterator[bytes]:
 
 
 async def _stream(
-    content: aiohttp.StreamReader, send: Send, receive: Receive, body_done: asyncio.Event, secret: bytes
+    content: aiohttp.StreamReader, send: Send, receive: Receive, body_done: asyncio.Event, body: scrub.Body
 ) -> None:
     """The answer's body to the browser as it comes (whatever has arrived: events are not held back), until it
     ends or the browser goes away."""
@@ -447,38 +453,15 @@ async def _stream(
 
     watcher = asyncio.ensure_future(watch())
     try:
-        chunks: AsyncIterator[bytes] = content.iter_any()
-        if secret:
-            chunks = _scrubbed(chunks, secret)
-        async for chunk in chunks:
+        async for chunk in content.iter_any():
             if gone.is_set():
                 return
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            out = body.feed(chunk)
+            if out:
+                await send({"type": "http.response.body", "body": out, "more_body": True})
+        await send({"type": "http.response.body", "body": body.end(), "more_body": False})
     finally:
         watcher.cancel()
-
-
-async def _scrubbed(chunks: AsyncIterator[bytes], secret: bytes) -> AsyncIterator[bytes]:
-    """The chunks with every copy of `secret` taken out, one that spans two chunks too. Only a chunk's end that
-    could begin the secret waits for the next chunk: a stream of events is not held back."""
-    carry = b""
-    async for chunk in chunks:
-        data = (carry + chunk).replace(secret, b"")
-        held = _partial_secret(data, secret)
-        carry, out = data[len(data) - held :], data[: len(data) - held]
-        if out:
-            yield out
-    if carry:
-        yield carry
-
-
-def _partial_secret(data: bytes, secret: bytes) -> int:
-    """How many bytes at the end of `data` are the start of `secret` (0 when none)."""
-    for size in range(min(len(data), len(secret) - 1), 0, -1):
-        if data.endswith(secret[:size]):
-            return size
-    return 0
 
 
 async def _refuse(scope: Scope, send: Send, decision: gate.Decision, wants_html: bool) -> None:
@@ -492,6 +475,8 @@ async def _refuse(scope: Scope, send: Send, decision: gate.Decision, wants_html:
         return await _page(send, pages.stopped(decision.words), wants_html)
     if decision.verdict == gate.Verdict.STARTING:
         return await _page(send, pages.starting(decision.words), wants_html)
+    if decision.verdict == gate.Verdict.UNREACHABLE:
+        return await _page(send, pages.unreachable(decision.words), wants_html)
     return await _page(send, pages.NOT_FOUND, wants_html)
 
 

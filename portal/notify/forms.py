@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 
 from portal.notify.models import Event, Preference
-from portal.notify.send import webhook_problem
+from portal.notify.send import webhook_target
 
 
 class PreferenceForm(forms.ModelForm[Preference]):
@@ -32,8 +32,11 @@ class PreferenceForm(forms.ModelForm[Preference]):
 
     def clean_webhook_url(self) -> str:
         url = str(self.cleaned_data.get("webhook_url") or "").strip()
-        if url and (problem := webhook_problem(url)):
-            raise forms.ValidationError(problem)
+        if url:
+            try:
+                webhook_target(url)  # the name resolved and every address checked (portal.outbound)
+            except ValueError as problem:
+                raise forms.ValidationError(str(problem)) from None
         return url
 
     def clean(self) -> dict[str, Any]:

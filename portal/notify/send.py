@@ -8,13 +8,11 @@ becomes due again when the lease runs out, and is sent by whichever worker comes
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -23,6 +21,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from portal import outbound
 from portal.notify.models import Notification, Preference
 
 log = logging.getLogger("gridlane.notify")
@@ -106,18 +105,9 @@ def send_email(n: Notification) -> None:
     EmailMessage(f"[Gridlane] {n.subject}", body, to=[address]).send()
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A webhook answers where it is: a redirect elsewhere is not followed (it could point anywhere)."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
 def send_webhook(n: Notification) -> None:
     url = preference_of(n).webhook_url
-    problem = webhook_problem(url)
-    if problem:
-        raise ValueError(problem)
+    to = webhook_target(url)  # checked now, and connected to as checked (portal.outbound)
     body = {
         "text": f"{n.text} <{n.url}|Open in Gridlane>" if n.url else n.text,  # Slack's link syntax; Teams shows it
         "gridlane": {
@@ -128,32 +118,52 @@ def send_webhook(n: Notification) -> None:
             "workload": str(n.workload_id) if n.workload_id else None,
         },
     }
-    request = urllib.request.Request(  # noqa: S310 (the scheme is checked above: http or https only)
-        url, data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/json", "User-Agent": "Gridlane"},
-    )  # fmt: skip
-    opener = urllib.request.build_opener(_NoRedirects)
+    headers = {"Content-Type": "application/json", "User-Agent": "Gridlane"}
     try:
-        with opener.open(request, timeout=settings.GRIDLANE_NOTIFY_TIMEOUT_S) as answer:
-            status = answer.status
-    except urllib.error.HTTPError as error:
-        raise ValueError(f"the webhook answered {error.code} {error.reason}") from None
-    except (urllib.error.URLError, OSError) as error:
-        raise ValueError(f"the webhook did not answer: {getattr(error, 'reason', error)}") from None
-    if not 200 <= status < 300:
-        raise ValueError(f"the webhook answered {status}")
+        status, reason = outbound.post(url, json.dumps(body).encode(), headers, settings.GRIDLANE_NOTIFY_TIMEOUT_S, to)
+    except (OSError, http.client.HTTPException) as error:
+        raise ValueError(f"the webhook did not answer: {error or type(error).__name__}") from None
+    if not 200 <= status < 300:  # a redirect too: it is never followed (it could point anywhere)
+        raise ValueError(f"the webhook answered {status} {reason}".strip())
 
 
 def webhook_problem(url: str) -> str:
-    """Why this URL may not be a webhook ("" when it may): http(s) only, no credentials in it, and on a host IT
-    allows where IT has named some (GRIDLANE_NOTIFY_WEBHOOK_HOSTS)."""
+    """Why this URL may not be a webhook ("" when it may), without asking DNS: http(s) only, no credentials in
+    it, on a host IT allows where IT has named some (the names in GRIDLANE_NOTIFY_WEBHOOK_HOSTS), and not an
+    address literal that `portal.outbound` refuses."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "Give an http or https URL."
     if parts.username or parts.password:
         return "Put no user name or password in the URL."
-    allowed = settings.GRIDLANE_NOTIFY_WEBHOOK_HOSTS
-    host = parts.hostname.lower()
-    if allowed and not any(host == a or host.endswith(f".{a}") for a in allowed):
-        return f"Webhooks may go to {', '.join(allowed)} only (IT's setting)."
+    names = [a for a in settings.GRIDLANE_NOTIFY_WEBHOOK_HOSTS if not outbound.networks([a])]
+    host = parts.hostname.lower().rstrip(".")
+    try:
+        address = outbound.literal(host)
+    except outbound.Refused as refused:
+        return str(refused)
+    if address is not None:  # an address literal: only on a network IT lists where IT has named hosts
+        listed = webhook_networks()
+        if names and not any(address in net for net in listed):
+            return f"Webhooks may go to {', '.join(names)} only (IT's setting)."
+        return outbound.allowed(address, listed, public=True)
+    if names and not any(host == a or host.endswith(f".{a}") for a in names):
+        return f"Webhooks may go to {', '.join(names)} only (IT's setting)."
     return ""
+
+
+def webhook_networks() -> list[outbound.Network]:
+    """The networks IT lets webhooks reach beyond the public internet (addresses in GRIDLANE_NOTIFY_WEBHOOK_HOSTS)."""
+    return outbound.networks(settings.GRIDLANE_NOTIFY_WEBHOOK_HOSTS)
+
+
+def webhook_target(url: str) -> outbound.Checked:
+    """Where a webhook is sent: `webhook_problem`, then every address its name resolves to checked
+    (portal.outbound); ValueError saying why not."""
+    problem = webhook_problem(url)
+    if problem:
+        raise ValueError(problem)
+    try:
+        return outbound.check_url(url, webhook_networks(), public=True)
+    except outbound.Refused as refused:
+        raise ValueError(str(refused)) from None

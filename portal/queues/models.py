@@ -203,6 +203,14 @@ class QueueTarget(models.Model):
         '["reservation"], "allowed": null, "node": {"gpus": 8, "cpus": 32, "memory_gb": 64}, '
         '"default_mem_per_cpu_mb": 1024, "max_array": 1000} (see fabrics/native.py).',
     )
+    directives_allowed = models.JSONField(
+        "Directives scripts may also carry",
+        default=list,
+        blank=True,
+        help_text='Beyond those Gridlane reads and counts, e.g. ["partition", "mail-type", "mail-user"] (sbatch\'s '
+        "long names; qsub's names in fabrics/pbs/directives.py). Priority, identity, environment, account, QOS, "
+        "reservation, the tag and resources Gridlane cannot count are never taken from a script.",
+    )
 
     class Meta:
         ordering = ["queue", "order", "pk"]
@@ -225,6 +233,13 @@ class QueueTarget(models.Model):
                 native.Policy.of(self.fabric.kind, self.native)
             except ValueError as error:
                 raise ValidationError({"native": str(error)}) from error
+        if self.directives_allowed:
+            if self.fabric.kind not in native.KINDS:
+                raise ValidationError({"directives_allowed": "Only Slurm and PBS targets read batch scripts."})
+            try:
+                native.check_extra(self.fabric.kind, self.directives_allowed)
+            except ValueError as error:
+                raise ValidationError({"directives_allowed": str(error)}) from error
         if not self.template:
             return
         try:

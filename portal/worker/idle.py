@@ -17,10 +17,11 @@ from django.utils import timezone
 
 from fabrics import jupyter
 from fabrics.base import JobStatus
+from portal import outbound
 from portal.connect import tunnel
 from portal.notify import outbox
 from portal.notify.models import Event
-from portal.workloads import notebook_endpoint, services
+from portal.workloads import notebook_endpoint, server_reach, services
 from portal.workloads.models import Workload
 
 
@@ -95,6 +96,10 @@ def ask_server(w: Workload, status: JobStatus, budget: jupyter.Budget) -> JobSta
         return status
     if limit_of(w) is None and w.idle_stop_at is None:
         return status  # nothing would be done with the answer
+    try:
+        server = server_reach.reach(w, server)  # the address checked, on the fabric's own nodes (portal.outbound)
+    except outbound.Refused:
+        return status
     if w.fabric is not None:  # through the login node where the fabric says so (portal.connect.tunnel)
         server = tunnel.reachable(w.fabric_id, w.fabric.settings, server)
     answered, last_activity = budget.probe(server)

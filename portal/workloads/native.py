@@ -86,7 +86,7 @@ def check(
     most = native.MAX_ARRAY
     for target in targets:
         try:
-            policy = native.Policy.of(kind, target.native)
+            policy = native.Policy.of(kind, target.native, target.directives_allowed or ())
             policy.check(read)
             per_node = policy.per_node(read)
         except DirectiveError as error:

@@ -24,14 +24,15 @@ GOOD = {"host": "node17.hpc.example.org", "port": 8888, "token": TOKEN}
 
 @pytest.fixture
 def hpc(cast: dict[str, Any]) -> Fabric:
-    """A Slurm fabric (never reached here) behind a notebook queue both teams may use."""
+    """A Slurm fabric (never reached here) behind a notebook queue both teams may use, whose nodes the portal
+    reaches through its login node (their names resolve there, not here)."""
     fabric = Fabric.objects.create(
         name="hpc",
         kind="slurm",
         gpus_milli=8000,
         cpus_milli=32000,
         memory_mib=64000,
-        settings={},
+        settings={"host": "login.hpc.example.org", "connect_via": "ssh"},
     )
     queue = Queue.objects.create(slug="hpc-nb", name="HPC notebooks", kinds=["notebook", "training"])
     queue.allowed_groups.add(*ResourceGroup.objects.all())
@@ -41,9 +42,11 @@ def hpc(cast: dict[str, Any]) -> Fabric:
 
 @pytest.fixture
 def notebook(alice: Any, submit: Any, hpc: Fabric) -> Workload:
-    """alice's notebook, dispatched to the Slurm fabric."""
+    """alice's notebook, dispatched to the Slurm fabric, which says it runs on node17.hpc.example.org."""
     workload = submit(alice, queue="hpc-nb", kind="notebook", command="")
-    Workload.objects.filter(pk=workload.pk).update(state=State.DISPATCHING, fabric=hpc, external_id="42")
+    Workload.objects.filter(pk=workload.pk).update(
+        state=State.DISPATCHING, fabric=hpc, external_id="42", host="node17.hpc.example.org"
+    )
     workload.refresh_from_db()
     return workload
 
@@ -70,7 +73,8 @@ def test_the_job_reports_its_server_and_the_owner_sees_the_portals_link(notebook
     assert api_as(bob).get("/api/v1/workloads/").json()["results"][0]["connect_url"] == notebook.connect_url
 
 
-def test_a_running_notebook_may_report_again_and_an_ipv6_host_is_kept(notebook):
+def test_a_running_notebook_may_report_again_and_an_ipv6_host_is_kept(notebook, settings):
+    settings.GRIDLANE_CONNECT_NETWORKS = ["fd00::/8"]  # IT's compute network
     Workload.objects.filter(pk=notebook.pk).update(state=State.RUNNING)
     assert report(notebook.pk, secret_of(notebook), GOOD | {"host": "FD00::17"}).status_code == 204
     notebook.refresh_from_db()
@@ -113,7 +117,7 @@ def test_only_a_notebook_that_is_starting_or_running_takes_a_report(notebook, st
 
 def test_a_training_run_publishes_an_app_with_a_label_and_a_notebook_must_send_its_token(notebook, alice, submit, hpc):
     training = submit(alice, queue="hpc-nb", kind="training", command="tensorboard --logdir runs")
-    Workload.objects.filter(pk=training.pk).update(state=State.RUNNING, fabric=hpc)
+    Workload.objects.filter(pk=training.pk).update(state=State.RUNNING, fabric=hpc, host="node17")
     app = {"host": "node17", "port": 6006, "label": "TensorBoard"}  # an app may have no token of its own
     assert report(training.pk, secret_of(training), app).status_code == 204
     training.refresh_from_db()
@@ -215,3 +219,22 @@ def test_the_reported_server_is_kept_for_the_worker_and_shown_to_no_one(notebook
     assert shown.status_code == 200
     assert notebook.connect_url  # it has a link, and IT's page shows no token either
     assert TOKEN not in shown.content.decode()
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1", "2130706433", "0x7f.1", "127.1", "::ffff:127.0.0.1", "localhost", "169.254.169.254",
+     "0251.0376.0251.0376", "fe80::1", "10.9.9.9", "fd00::99", "8.8.8.8", "node18.hpc.example.org"],
+)  # fmt: skip
+def test_a_server_off_the_fabrics_nodes_is_refused_naming_the_host(notebook, host):
+    answer = report(notebook.pk, secret_of(notebook), GOOD | {"host": host})
+    assert answer.status_code == 400, answer.content
+    assert set(answer.json()["errors"]) == {"host"}
+    assert notebook_endpoint.stored(Workload.objects.get(pk=notebook.pk)) is None
+
+
+def test_it_widens_where_servers_may_be_with_a_network(notebook, settings):
+    assert report(notebook.pk, secret_of(notebook), GOOD | {"host": "10.9.9.9"}).status_code == 400
+    settings.GRIDLANE_CONNECT_NETWORKS = ["10.9.0.0/16"]
+    assert report(notebook.pk, secret_of(notebook), GOOD | {"host": "10.9.9.9"}).status_code == 204
+    assert report(notebook.pk, secret_of(notebook), GOOD | {"host": "169.254.169.254"}).status_code == 400

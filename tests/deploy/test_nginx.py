@@ -4,7 +4,11 @@ API's JSON, and forwarded headers count only when they come from the proxy.
 
 The site is used as shipped, with its marked lines set for this machine: ports on 127.0.0.1, a throwaway
 certificate, the two web processes as upstreams, and `proxy_bind 127.0.0.2` so that the web processes can tell
-the proxy (127.0.0.2, their GRIDLANE_TRUSTED_PROXIES) from a client that calls them directly (127.0.0.1)."""
+the proxy (127.0.0.2, their GRIDLANE_TRUSTED_PROXIES) from a client that calls them directly (127.0.0.1).
+
+IT's monitoring network is 127.0.0.1 alone here (the site's `geo` line and the web's GRIDLANE_OPS_NETWORKS),
+so that a client on another loopback address, 127.0.0.3, stands for one on a network IT does not list: the
+only kind of second address this machine has (127.0.0.2 is the proxy's own)."""
 
 from __future__ import annotations
 
@@ -91,7 +95,8 @@ def front(cast, tmp_path):
          "-addext", "subjectAltName=DNS:gridlane.test", "-keyout", str(tls / "key.pem"), "-out", str(tls / "cert.pem")],
         check=True, capture_output=True,
     )  # fmt: skip
-    env = production_env(database_url(connection.settings_dict), tmp_path / "var", GRIDLANE_TRUSTED_PROXIES="127.0.0.2")
+    env = production_env(database_url(connection.settings_dict), tmp_path / "var", GRIDLANE_TRUSTED_PROXIES="127.0.0.2",
+                         GRIDLANE_OPS_NETWORKS="127.0.0.1/32", GRIDLANE_OPS_TOKEN=SCRAPE_TOKEN)  # fmt: skip
     webs, http, https = [free_port(), free_port()], free_port(), free_port()
     echo = EchoWebSocket()
     echo.start()
@@ -130,13 +135,17 @@ def front(cast, tmp_path):
             echo.sock.close()
 
 
-def tls_socket(port: int, context: ssl.SSLContext) -> ssl.SSLSocket:
-    raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+SCRAPE_TOKEN = "scrape-" + "x" * 32
+UNLISTED = "127.0.0.3"  # a client on a network IT does not list (see the module's docstring)
+
+
+def tls_socket(port: int, context: ssl.SSLContext, source: str = "127.0.0.1") -> ssl.SSLSocket:
+    raw = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0))
     return context.wrap_socket(raw, server_hostname="gridlane.test")
 
 
-def https_request(port: int, context: ssl.SSLContext, request: bytes) -> bytes:
-    with tls_socket(port, context) as s:
+def https_request(port: int, context: ssl.SSLContext, request: bytes, source: str = "127.0.0.1") -> bytes:
+    with tls_socket(port, context, source) as s:
         s.sendall(request)
         answer = b""
         while chunk := s.recv(65536):
@@ -144,9 +153,11 @@ def https_request(port: int, context: ssl.SSLContext, request: bytes) -> bytes:
         return answer
 
 
-def https_get(port: int, path: str, context: ssl.SSLContext, extra: str = "") -> tuple[int, bytes]:
+def https_get(
+    port: int, path: str, context: ssl.SSLContext, extra: str = "", source: str = "127.0.0.1"
+) -> tuple[int, bytes]:
     answer = https_request(port, context, f"GET {path} HTTP/1.1\r\nHost: gridlane.test\r\n{extra}"
-                                          "Connection: close\r\n\r\n".encode())  # fmt: skip
+                                          "Connection: close\r\n\r\n".encode(), source)  # fmt: skip
     return int(answer.split(b" ", 2)[1]), answer
 
 
@@ -210,3 +221,61 @@ def test_forwarded_headers_count_only_from_the_proxy(front):
     web.close()
     assert answer.startswith(b"HTTP/1.1 301"), answer[:300]
     assert b"Location: https://gridlane.test/api/v1/" in answer
+
+
+def body_of(answer: bytes) -> bytes:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    if re.search(rb"(?im)^transfer-encoding: chunked", head):
+        out, rest = b"", body
+        while rest:
+            size, _, rest = rest.partition(b"\r\n")
+            n = int(size, 16)
+            if not n:
+                break
+            out, rest = out + rest[:n], rest[n + 2 :]
+        return out
+    return body
+
+
+def plain_get(port: int, path: str, source: str, extra: str = "") -> tuple[int, bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0)) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: gridlane.test\r\nX-Forwarded-Proto: https\r\n{extra}"
+                  "Connection: close\r\n\r\n".encode())  # fmt: skip
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    return int(answer.split(b" ", 2)[1]), answer
+
+
+def test_operational_endpoints_answer_in_detail_only_to_its_networks_through_the_shipped_site(front):
+    https, context = front["https"], front["context"]
+    status, answer = https_get(https, "/metrics", context)
+    assert status == 200, answer[:300]
+    assert b"gridlane_database_up" in body_of(answer)
+    status, answer = https_get(https, "/readyz", context)
+    assert "checks" in json.loads(body_of(answer))
+
+    # From a network IT does not list: the site refuses /metrics, and /readyz is a status code and nothing more.
+    status, answer = https_get(https, "/metrics", context, source=UNLISTED)
+    assert status == 403, answer[:300]
+    assert b"gridlane_" not in answer
+    for path in ("/readyz", "/readyz?check=database", "/readyz?check=fabrics"):
+        status, answer = https_get(https, path, context, source=UNLISTED)
+        assert status in (200, 503), answer[:300]
+        assert set(json.loads(body_of(answer))) == {"ready"}, answer[:300]
+    status, answer = https_get(https, "/readyz?check=database", context, source=UNLISTED)
+    assert status == 200  # the web processes' probe keeps its plain status code
+
+
+def test_a_web_process_asked_directly_checks_the_address_too_and_takes_the_scrape_token(front):
+    web = front["webs"][0]
+    status, answer = plain_get(web, "/metrics", UNLISTED)
+    assert status == 403, answer[:300]
+    assert json.loads(body_of(answer))["errors"]["authorization"]
+    status, answer = plain_get(web, "/metrics", UNLISTED, f"Authorization: Bearer {SCRAPE_TOKEN}\r\n")
+    assert status == 200, answer[:300]
+    status, answer = plain_get(web, "/metrics", UNLISTED, "Authorization: Bearer wrong\r\n")
+    assert status == 403
+    # A client that names itself the proxy's client is not believed: it is not the proxy.
+    status, answer = plain_get(web, "/metrics", UNLISTED, "X-Forwarded-For: 127.0.0.1\r\n")
+    assert status == 403

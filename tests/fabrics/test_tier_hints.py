@@ -23,7 +23,7 @@ GOLD = TierHints("gold", slurm_qos="gold", slurm_nice=100, pbs_priority=500, kub
 # A well-formed host key line (a key of zeros): the transport reads it, and never connects in these tests.
 HOST_KEY = "login.example.org ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 SSH = {"host": "login.example.org", "user": "gridlane", "known_hosts": HOST_KEY, "key_file": "/dev/null"}
-NATIVE = "#!/bin/bash\n#SBATCH --qos=mine\n#SBATCH --gpus-per-node=1\nsrun python train.py\n"
+NATIVE = "#!/bin/bash\n#SBATCH --gpus-per-node=1\nsrun python train.py\n"  # a script never carries --qos
 
 
 class Ssh:
@@ -165,3 +165,8 @@ def test_kubernetes_a_tier_without_a_class_leaves_the_templates_own():
     pinned = TEMPLATE.replace("spec:\n", "spec:\n  priorityClassName: batch-low\n", 1)
     job_manifest = kube_render.render(job(template=pinned, tier=TierHints("normal")), KubeSettings(), "gridlane").job
     assert job_manifest["spec"]["template"]["spec"]["priorityClassName"] == "batch-low"
+
+
+def test_slurm_refuses_a_script_that_carries_what_no_script_may_even_past_the_portal():
+    with pytest.raises(Exception, match="line 2: --qos"):
+        slurm()._submit_step(job(script="#!/bin/bash\n#SBATCH --qos=mine\nsrun python train.py\n"))

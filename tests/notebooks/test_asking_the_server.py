@@ -86,10 +86,11 @@ def hung() -> Iterator[list[int]]:
 
 
 def notebook(port: int, token: str = TOKEN, idle_minutes: int | None = 8, **fields: Any) -> Workload:
-    """A running notebook (unsaved: nothing here reads the database) whose job reported its server."""
+    """A running notebook (unsaved: nothing here reads the database) whose job reported its server, on the
+    node its fabric says it runs on (this host)."""
     queue = Queue(slug="hpc-nb", notebook_idle_minutes=idle_minutes)
-    return Workload(queue=queue, kind="notebook", notebook_endpoint={"host": "127.0.0.1", "port": port,
-                                                                     "token": token}, **fields)  # fmt: skip
+    server = {"host": "127.0.0.1", "port": port, "token": token}
+    return Workload(queue=queue, kind="notebook", notebook_endpoint=server, **({"host": "localhost"} | fields))
 
 
 RUNNING = JobStatus(JobState.RUNNING, host="node17")
@@ -153,3 +154,11 @@ def test_hung_servers_cost_a_cycle_its_budget_and_no_more(hung, server, monkeypa
     assert sum(timeouts) <= 1.0 + 1e-9
     assert elapsed >= 0.9
     assert idle.ask_server(notebook(server.port), RUNNING, jupyter.Budget()).last_activity == LAST_USE
+
+
+@pytest.mark.parametrize("reported", ["127.0.0.1", "2130706433", "127.1", "::ffff:127.0.0.1", "localhost"])
+def test_a_server_off_the_notebooks_node_is_never_asked(server, reported):
+    w = notebook(server.port, host="node17.hpc.example.org")  # the fabric says it runs elsewhere
+    w.notebook_endpoint = {"host": reported, "port": server.port, "token": TOKEN}
+    assert idle.ask_server(w, RUNNING, jupyter.Budget()) == RUNNING
+    assert server.asked == []

@@ -83,7 +83,11 @@ def test_native_work_is_planned_only_on_fabrics_of_its_kind(api_as, alice, hpc):
         ("#!/bin/bash\n#SBATCH --gpus-per-node=8\n#SBATCH --gres=gpu:4\nx\n", "script", "line 3: --gres=gpu:4"),
         ("#!/bin/bash\n#SBATCH --mem=4Q\nx\n", "script", "line 2: --mem=4Q"),
         ("#!/bin/bash\n#SBATCH --dependency=afterok:1\nx\n", "script", "line 2: --dependency"),
-        ("#!/bin/bash\n#SBATCH -N 1\n#SBATCH --qos=high\nx\n", "script", "line 3: --qos: this queue does not let"),
+        (
+            "#!/bin/bash\n#SBATCH -N 1\n#SBATCH --qos=high\nx\n",
+            "script",
+            "line 3: --qos: a job's QOS comes from",
+        ),
         ("#!/bin/bash\n#SBATCH --time=3:00:00\nx\n", "script", "line 2: the queue HPC allows 1 to 120 minutes"),
         ("#!/bin/bash\n#SBATCH --gpus-per-node=80\nx\n", "script", "line 2: at most 64 GPUs per node"),
         ("#!/bin/bash\n#SBATCH --exclusive\nx\n", "script", "how big a node is"),

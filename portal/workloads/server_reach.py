@@ -1,0 +1,128 @@
+"""Where a job's reported web server may be reached from the portal (the connect proxy, the idle check), by
+portal.outbound's rules: only on the fabric's own nodes as Gridlane knows them, or on a network IT lists
+(GRIDLANE_CONNECT_NETWORKS); nothing else, public addresses included.
+
+The fabric's nodes as Gridlane knows them: the nodes its fabric reports its running jobs on (`Workload.host`,
+Slurm's node list expanded), the hosts of its agents, its login node (`settings.host`), and the portal host
+itself for the local fabric. A job names its server; it never names the network it may be on. A Kubernetes
+job's server is on its pod's address, which the fabric assigns from the cluster's pod network and Gridlane
+does not record: there, private addresses (RFC 1918, RFC 6598, IPv6 ULA) pass, and loopback, link-local,
+reserved and public ones do not.
+
+`reach` returns the endpoint to connect to: the checked address in place of the name (a name that resolves
+elsewhere later changes nothing). For a fabric reached through its login node (`connect_via: ssh`) whose
+node names the portal cannot resolve, the name must be one of the fabric's node names, spelt as the fabric
+spells it, and the login node resolves it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import replace
+
+from django.apps import apps
+from django.conf import settings
+
+from fabrics.base import Endpoint
+from portal import outbound
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+
+LIVE = (State.DISPATCHING, State.RUNNING, State.CANCELLING)
+NODES_KEPT = 500  # the node names of one fabric that are looked at; a cluster's running jobs rarely span more
+_LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+_POD_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+)
+_HOSTLIST = re.compile(r"([^\[\],]+)(?:\[([0-9,\-]+)\])?([^\[\],]*)")  # node[01-03,07]suffix
+
+
+def hostlist(text: str) -> list[str]:
+    """Slurm's compressed node list expanded: "gpu[01-02],login" -> ["gpu01", "gpu02", "login"]."""
+    names: list[str] = []
+    for match in re.finditer(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", text):
+        part = _HOSTLIST.fullmatch(match.group(0).strip())
+        if part is None:
+            continue
+        head, ranges, tail = part.groups()
+        if not ranges:
+            names.append(head + tail)
+            continue
+        for span in ranges.split(","):
+            low, _, high = span.partition("-")
+            if not low.isdigit() or (high and not high.isdigit()):
+                continue
+            for n in range(int(low), int(high or low) + 1):
+                names.append(f"{head}{n:0{len(low)}d}{tail}")
+                if len(names) >= NODES_KEPT:
+                    return names
+    return names
+
+
+def node_names(w: Workload) -> set[str]:
+    """The names of the workload's fabric's nodes as Gridlane knows them (lower case, no trailing dot)."""
+    found = set(hostlist(w.host or ""))
+    fabric = w.fabric
+    if fabric is None:
+        return found
+    others = Workload.objects.filter(fabric_id=fabric.pk, state__in=LIVE).exclude(host="")
+    for text in others.values_list("host", flat=True).distinct()[:NODES_KEPT]:
+        found.update(hostlist(text))
+    agent_host = apps.get_model("agents", "AgentHost")
+    found.update(agent_host.objects.filter(fabric_id=fabric.pk).values_list("name", flat=True)[:NODES_KEPT])
+    login = (fabric.settings or {}).get("host")
+    if isinstance(login, str) and login:
+        found.add(login)
+    return {name.lower().rstrip(".") for name in found if name}
+
+
+def networks(w: Workload, names: set[str], resolver: outbound.Resolver = outbound.resolve) -> list[outbound.Network]:
+    """IT's networks, the addresses of the fabric's nodes (those the portal can resolve), and loopback for the
+    local fabric (its node is the portal host)."""
+    found = outbound.networks(settings.GRIDLANE_CONNECT_NETWORKS)
+    if w.fabric is not None and w.fabric.kind == "local":
+        found.extend(_LOOPBACK)
+    if w.fabric is not None and w.fabric.kind == "kubernetes":
+        found.extend(_POD_NETWORKS)
+    for name in sorted(names):
+        try:
+            address = outbound.literal(name)
+            addresses = [address] if address is not None else resolver(name, 0)
+        except outbound.Refused:
+            continue  # a node the portal cannot resolve: its name may still match (through the login node)
+        found.extend(ipaddress.ip_network(a) for a in addresses)
+    return found
+
+
+def reach(w: Workload, server: Endpoint, resolver: outbound.Resolver = outbound.resolve) -> Endpoint:
+    """The endpoint to connect to for the workload's server: its host replaced by the checked address (or,
+    through a login node, by the fabric's own spelling of the node's name); outbound.Refused saying why not."""
+    names = node_names(w)
+    via_ssh = w.fabric is not None and (w.fabric.settings or {}).get("connect_via", "direct") == "ssh"
+    host = server.host.lower().rstrip(".")
+    if via_ssh and host in names and outbound.literal(host) is None:
+        try:
+            resolver(host, server.port)
+        except outbound.Refused:
+            return server  # only the login node can resolve it, and it is a node of the fabric: it goes there
+    checked = outbound.check(server.host, server.port, networks(w, names, resolver), public=False, resolver=resolver)
+    return replace(server, host=str(checked.address))
+
+
+def problem(w: Workload, server: Endpoint, resolver: outbound.Resolver = outbound.resolve) -> str:
+    """Why the job may not report this server ("" when it may), for the report's `host` field. While the
+    fabric has not yet said which node the job runs on, a private address (not loopback, not link-local) is
+    kept: the connect proxy checks it again, against the node, on every connection."""
+    try:
+        reach(w, server, resolver)
+    except outbound.Refused as refused:
+        if not w.host:
+            try:
+                address = outbound.literal(server.host)
+            except outbound.Refused:
+                return str(refused)
+            if address is not None and outbound.kind(address) == "private":
+                return ""
+        return f"{refused} A job's server must be on a node of its fabric."
+    return ""
