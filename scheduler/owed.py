@@ -33,14 +33,16 @@ def teams_owed(c: Cycle, line: list[Job]) -> tuple[list[Job], list[Route]]:
     rest: list[Job] = []
     routes: list[Route] = []  # each job's in `rest`, worked out once for the passes after this one
     agents = bool(c.s.owner_reservations)
-    route_of, reservations = c.routes.of, c.reservations
+    reservations = c.reservations
+    route_of, known = c.routes.of, c.routes.known.get  # (Routes.of, its look-up unrolled: once per job in line)
     passed: Passed = set()
     preempted = 0
     own: dict[int, Levels] = {}  # team -> its own level, as room() takes it
     for job in line:
         if job.array_throttle and c.throttled(job):
             continue
-        route = route_of(job)
+        r = job.per_node
+        route = known((job.queue_id, job.only_on, job.nodes, r.gpus_milli, r.cpus_milli, r.memory_mib)) or route_of(job)
         # (An agent's own reservation may make its work owed whatever the team's holds.)
         if route.targets and not agents:
             if len(c.preempted) != preempted:  # a level's use came down: a passed shape may fit again

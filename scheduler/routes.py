@@ -43,20 +43,21 @@ class Route(NamedTuple):
 class Routes:
     """Each shape's route, made on first sight and kept for the cycle."""
 
-    __slots__ = ("_known", "_sharing", "_snapshot")
+    __slots__ = ("_sharing", "_snapshot", "known")
 
     def __init__(self, snapshot: Snapshot, sharing: dict[int, bool]) -> None:
         self._snapshot = snapshot
         self._sharing = sharing  # fabric -> whether it shares GPUs (the ledger's)
-        self._known: dict[tuple[object, ...], Route] = {}  # Shape -> its route (read with the plain tuple)
+        # Shape -> its route. Read with the plain tuple of a Shape's fields (equal to the Shape), so that a pass
+        # makes no Shape for a shape seen before.
+        self.known: dict[tuple[object, ...], Route] = {}
 
     def of(self, job: Job) -> Route:
         """The job's route (empty targets where its queue is gone)."""
         r = job.per_node
-        # The Shape's fields as a plain tuple: equal to the Shape, so no Shape is made for a shape seen before.
-        route = self._known.get((job.queue_id, job.only_on, job.nodes, r.gpus_milli, r.cpus_milli, r.memory_mib))
+        route = self.known.get((job.queue_id, job.only_on, job.nodes, r.gpus_milli, r.cpus_milli, r.memory_mib))
         if route is None:
-            route = self._known[shape_of(job)] = self._make(job)
+            route = self.known[shape_of(job)] = self._make(job)
         return route
 
     def _make(self, job: Job) -> Route:
