@@ -148,26 +148,56 @@ def plan(
     headroom: Mapping[int, Resources] | None = None,
     elsewhere: Sequence[Resources] = (),
 ) -> Plan:
-    """What to launch and terminate now. `headroom`: each team's room under its limits on the pool (a team
-    absent from it has no limit there). `elsewhere`: the room free now on each fabric that the pool's queues
-    try before it (none known: idle instances wait out the pool's `max_idle`)."""
-    held: list[str] = []
-    terminate: list[Terminate] = []
+    """What to launch and terminate now, in the module's four steps. `headroom`: each team's room under its
+    limits on the pool (a team absent from it has no limit there). `elsewhere`: the room free now on each fabric
+    that the pool's queues try before it (none known: idle instances wait out the pool's `max_idle`)."""
     # Instances that never enrolled within the boot timeout are no capacity at all.
+    alive, terminate = _enrolled_in_time(now, pool, live)
+    # 1. What a burst can serve.
+    offers = sorted(offers, key=lambda o: (o.price, o.name))
+    shapes, held = _shapes(now, pool, waiting, offers, headroom or {})
+    # 2. Capacity there or on its way takes the demand first.
+    wanted, covered = _place_on_live(shapes, alive)
+    # 3. New instances for the rest, within the maximum and the budgets; none for work shorter than a boot.
+    held.extend(_drop_brief(shapes, pool))
+    capacities = [(o, o.capacity) for o in offers]
+    packing = _Packing(pool, capacities, rate=sum(inst.price for inst in alive), count=len(alive))
+    held.extend(packing.pack(shapes))
+    launches = [b.launch(now, capacities) for b in packing.bins]
+    # 4. The pool's minimum, then what has been idle too long, then busy work that may go back on premises.
+    launches.extend(packing.keep_minimum(offers[0] if offers else None))
+    keep = len(alive) - pool.min_instances
+    idle = _idle_to_end(now, pool, alive, wanted, offers, elsewhere, keep)
+    terminate.extend(idle)
+    gone = {t.id for t in terminate}
+    terminate.extend(_moves_back(now, alive, wanted | gone, offers, elsewhere, keep - len(idle)))
+    # The month's budget: stop everything before the next look could cross it.
+    live_rate = sum(i.price for i in alive)
+    if pool.month_spent + live_rate * pool.horizon.total_seconds() / 3600 > pool.budget_per_month:
+        gone = {t.id for t in terminate}
+        spent = f"{pool.month_spent:.2f} of the month's budget of {pool.budget_per_month:.2f} spent"
+        terminate.extend(Terminate(i.id, f"{spent}: stopping before it is crossed") for i in alive if i.id not in gone)
+        launches = []
+    return Plan(tuple(launches), tuple(terminate), tuple(held), covered)
+
+
+# -- the steps -------------------------------------------------------------------------------------------
+def _enrolled_in_time(now: datetime, pool: Pool, live: Sequence[Live]) -> tuple[list[Live], list[Terminate]]:
+    """The instances that are capacity (enrolled, or still within the boot timeout), and the end of the rest."""
     alive: list[Live] = []
+    terminate: list[Terminate] = []
     for inst in live:
         if inst.state in COMING and now - inst.requested_at > pool.boot_timeout:
             minutes = int(pool.boot_timeout.total_seconds() // 60)
             terminate.append(Terminate(inst.id, f"never enrolled within the boot timeout of {minutes} min"))
         else:
             alive.append(inst)
+    return alive, terminate
 
-    # 1. What a burst can serve.
-    offers = sorted(offers, key=lambda o: (o.price, o.name))
-    shapes, dropped = _shapes(now, pool, waiting, offers, headroom or {})
-    held.extend(dropped)
 
-    # 2. Capacity there or on its way takes the demand first.
+def _place_on_live(shapes: list[_Shape], alive: list[Live]) -> tuple[set[str], int]:
+    """Place the waiting work, largest shapes first, on the room of instances there or on their way (taken out of
+    its shape). Returns the instances that took any, and how many workloads they took."""
     room = {inst.id: inst.free for inst in alive}
     wanted: set[str] = set()
     covered = 0
@@ -181,77 +211,111 @@ def plan(
                 room[inst.id] = room[inst.id] - shape.need.times(k)
                 wanted.add(inst.id)
                 covered += k
+    return wanted, covered
 
-    # 3. New instances for the rest, within the maximum and the budgets; none for work shorter than a boot.
+
+def _drop_brief(shapes: list[_Shape], pool: Pool) -> list[str]:
+    """Take out of each shape the work that ends sooner than an instance boots; why it waits, where any did."""
     brief = 0
     for shape in shapes:
         long_enough = [j for j in shape.jobs if j.runtime is None or j.runtime >= pool.boot]
         brief += len(shape.jobs) - len(long_enough)
         shape.jobs = long_enough
-    if brief:
-        held.append(f"{brief} waiting workloads run for less than an instance takes to boot "
-                    f"({_minutes(pool.boot)} min): not launching for them")  # fmt: skip
-    rate = sum(inst.price for inst in alive)
-    count = len(alive)
-    capacities = [(o, o.capacity) for o in offers]
-    bins: list[_Bin] = []
-    open_bins: list[_Bin] = []  # bins with room left for the smallest shape
-    smallest = _smallest(shapes)
-    stopped: dict[str, list[int]] = {}  # why no more instances start -> [workloads, teams seen]
-    why = ""
-    teams: set[str] = set()
-    for shape in shapes:
-        for b in open_bins:
-            if not shape.jobs:
-                break
-            k = min(_fit(b.free, shape.need), len(shape.jobs))
-            if k:
-                b.take(shape, k)
-        if smallest is not None:
-            open_bins = [b for b in open_bins if smallest.fits_in(b.free)]
-        fitting = [(o, f) for o, cap in capacities if (f := _fit(cap, shape.need))]
-        while shape.jobs and not why:
+    if not brief:
+        return []
+    return [f"{brief} waiting workloads run for less than an instance takes to boot "
+            f"({_minutes(pool.boot)} min): not launching for them"]  # fmt: skip
+
+
+class _Packing:
+    """New instances for the work left, within the pool's maximum and both budgets: `rate` and `count` are the
+    pool's hourly price and instances, those launched here included."""
+
+    def __init__(self, pool: Pool, capacities: list[tuple[Offer, Resources]], rate: float, count: int) -> None:
+        self.pool, self.capacities, self.rate, self.count = pool, capacities, rate, count
+        self.bins: list[_Bin] = []
+
+    def pack(self, shapes: list[_Shape]) -> list[str]:
+        """Largest shapes first: fill the room new instances left for smaller shapes, then launch, for each
+        shape, the type whose price per workload placed is lowest. Returns why work is left waiting."""
+        open_bins: list[_Bin] = []  # bins with room left for the smallest shape
+        smallest = _smallest(shapes)
+        stopped: dict[str, list[int]] = {}  # why no more instances start -> [workloads]
+        why = ""
+        teams: set[str] = set()
+        for shape in shapes:
+            for b in open_bins:
+                if not shape.jobs:
+                    break
+                k = min(_fit(b.free, shape.need), len(shape.jobs))
+                if k:
+                    b.take(shape, k)
+            if smallest is not None:
+                open_bins = [b for b in open_bins if smallest.fits_in(b.free)]
+            why = why or self._launch_for(shape, smallest, open_bins)
+            if shape.jobs:
+                stopped.setdefault(why, [0])[0] += len(shape.jobs)
+                teams |= shape.all_groups
+        if not why:
+            return []
+        who = _teams(teams)
+        return [f"{n} waiting workloads of {who} wait: {reason}" for reason, (n,) in stopped.items()]
+
+    def _launch_for(self, shape: _Shape, smallest: Resources | None, open_bins: list[_Bin]) -> str:
+        """Launch instances for the shape's jobs until none are left; why no more may start, where that stops
+        it (empty: nothing did)."""
+        pool = self.pool
+        fitting = [(o, f) for o, cap in self.capacities if (f := _fit(cap, shape.need))]
+        while shape.jobs:
             n = len(shape.jobs)
             choices = sorted(((o.price / min(f, n), o.price, o, f) for o, f in fitting), key=lambda c: c[:2])
-            if count >= pool.max_instances:
-                why = f"the pool is at its maximum of {pool.max_instances} instances"
-                break
-            chosen = next((c for c in choices if _affordable(pool, rate, c[2].price)), None)
+            if self.count >= pool.max_instances:
+                return f"the pool is at its maximum of {pool.max_instances} instances"
+            chosen = next((c for c in choices if _affordable(pool, self.rate, c[2].price)), None)
             if chosen is None:
-                why = _over_budget(pool, rate, choices[0][2])
-                break
+                return _over_budget(pool, self.rate, choices[0][2])
             offer, fits = chosen[2], chosen[3]
             b = _Bin(offer, offer.capacity)
             b.take(shape, min(fits, n))
-            bins.append(b)
+            self.bins.append(b)
             if smallest is not None and smallest.fits_in(b.free):
                 open_bins.append(b)
-            rate += offer.price
-            count += 1
-        if shape.jobs:
-            stopped.setdefault(why, [0])[0] += len(shape.jobs)
-            teams |= shape.all_groups
-    if why:
-        who = _teams(teams)
-        held.extend(f"{n} waiting workloads of {who} wait: {reason}" for reason, (n,) in stopped.items())
+            self.rate += offer.price
+            self.count += 1
+        return ""
 
-    launches = [b.launch(now, capacities) for b in bins]
+    def keep_minimum(self, cheapest: Offer | None) -> list[Launch]:
+        """Launches of the cheapest type up to the pool's minimum, within the budgets."""
+        pool = self.pool
+        launches = []
+        while cheapest is not None and self.count < pool.min_instances and _affordable(pool, self.rate, cheapest.price):
+            launches.append(Launch(cheapest.name, (), (), f"launched {cheapest.name} to keep the pool's minimum of "
+                                                          f"{pool.min_instances} instances"))  # fmt: skip
+            self.rate += cheapest.price
+            self.count += 1
+        return launches
 
-    # 4. The pool's minimum, then what has been idle too long.
-    cheapest = offers[0] if offers else None
-    while cheapest is not None and count < pool.min_instances and _affordable(pool, rate, cheapest.price):
-        launches.append(Launch(cheapest.name, (), (), f"launched {cheapest.name} to keep the pool's minimum of "
-                                                      f"{pool.min_instances} instances"))  # fmt: skip
-        rate += cheapest.price
-        count += 1
+
+def _idle_to_end(
+    now: datetime,
+    pool: Pool,
+    alive: list[Live],
+    wanted: set[str],
+    offers: Sequence[Offer],
+    elsewhere: Sequence[Resources],
+    keep: int,
+) -> list[Terminate]:
+    """Idle instances no waiting work wants, longest idle first, at most `keep` of them: past the pool's
+    `max_idle`, or while a cheaper type would hold what arrives next, or while on premises has room for all
+    they could take."""
     idle = sorted(
         (i for i in alive if i.state in ("enrolled", "idle") and i.idle_since is not None and i.id not in wanted),
         key=lambda i: i.idle_since or now,
     )
-    keep = len(alive) - pool.min_instances
+    terminate: list[Terminate] = []
     for inst in idle:
         since = inst.idle_since or now
-        if keep <= 0:
+        if len(terminate) >= keep:
             break
         if now - since >= pool.max_idle:
             reason = f"idle for {_minutes(now - since)} min, past the pool's limit of {_minutes(pool.max_idle)} min"
@@ -268,28 +332,30 @@ def plan(
         else:
             continue
         terminate.append(Terminate(inst.id, reason))
-        keep -= 1
-    # Busy instances whose work restarts on premises for little: it goes back in line, where on premises is tried
-    # first, and the instance stops billing for the rest of its run.
-    gone = {t.id for t in terminate}
+    return terminate
+
+
+def _moves_back(
+    now: datetime,
+    alive: list[Live],
+    passed: set[str],
+    offers: Sequence[Offer],
+    elsewhere: Sequence[Resources],
+    keep: int,
+) -> list[Terminate]:
+    """Busy instances whose work restarts on premises for little, at most `keep` of them (none of `passed`): it
+    goes back in line, where on premises is tried first, and the instance stops billing for the rest of its run."""
     rooms = list(elsewhere)
+    terminate: list[Terminate] = []
     for inst in alive:
-        if keep <= 0:
+        if len(terminate) >= keep:
             break
-        if inst.id in gone or inst.id in wanted or not inst.work:
+        if inst.id in passed or not inst.work:
             continue
         move = _movable(now, inst, offers, rooms)
         if move is not None:
             terminate.append(move)
-            keep -= 1
-    # The month's budget: stop everything before the next look could cross it.
-    live_rate = sum(i.price for i in alive)
-    if pool.month_spent + live_rate * pool.horizon.total_seconds() / 3600 > pool.budget_per_month:
-        gone = {t.id for t in terminate}
-        spent = f"{pool.month_spent:.2f} of the month's budget of {pool.budget_per_month:.2f} spent"
-        terminate.extend(Terminate(i.id, f"{spent}: stopping before it is crossed") for i in alive if i.id not in gone)
-        launches = []
-    return Plan(tuple(launches), tuple(terminate), tuple(held), covered)
+    return terminate
 
 
 # -- the pieces ------------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ never less.
 
 from __future__ import annotations
 
+import functools
+import gc
 import logging
 import math
 import threading
@@ -167,6 +169,7 @@ def admit(wait_s: float = ADMIT_WAIT_S) -> dict[str, Any]:
             now = timezone.now()
             usage.bring_forward(now)  # each team's decayed GPU use (fair share's U)
             snap, rows = snapshot.build(now, candidates)
+            _freeze_heap_once()
             decisions = decide(snap)
             applied = apply.apply(decisions, rows)
             admitted, preempted = admitted + applied.admitted, preempted + applied.preempted
@@ -179,6 +182,16 @@ def admit(wait_s: float = ADMIT_WAIT_S) -> dict[str, Any]:
         {"last_cycle_seconds": seconds},
     )
     return {"admitted": admitted, "preempted": preempted, "waiting": len(decisions.waiting)}
+
+
+@functools.cache  # once per process
+def _freeze_heap_once() -> None:
+    """The collector's policy around decide(), which leaves the collector alone: before a process's first
+    decision, everything alive then (Django, the imports, the first snapshot) is collected once and then frozen
+    (gc.freeze), out of every later collection's sight. A collection in a cycle's middle then walks only what
+    came after, not the whole process; the collector stays on, for every thread."""
+    gc.collect()
+    gc.freeze()
 
 
 def autoscale() -> dict[str, int]:
