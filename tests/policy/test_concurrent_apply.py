@@ -29,9 +29,13 @@ def test_an_admin_edit_made_while_an_apply_runs_is_a_conflict(site, api_as):
     inside, go = threading.Event(), threading.Event()
     results: dict[str, Any] = {}
 
+    def observe() -> None:
+        inside.set()
+        go.wait(60)
+
     def applying() -> None:
         try:
-            results["apply"] = apply.run(text, commit=True, observe=lambda: (inside.set(), go.wait(60)))[0]
+            results["apply"] = apply.run(text, commit=True, observe=observe)[0]
         finally:
             connections.close_all()
 
