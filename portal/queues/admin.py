@@ -109,7 +109,7 @@ class QueueAdmin(admin.ModelAdmin[Queue]):
 
     @admin.display(description="Runtime")
     def runtime(self, queue: Queue) -> str:
-        from portal.workloads.templatetags.durations import duration
+        from portal.words import duration
 
         most = duration(queue.max_runtime_minutes * 60)
         return f"default {duration(queue.default_runtime_minutes * 60)}, at most {most}"

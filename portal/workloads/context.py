@@ -31,26 +31,15 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from portal import sql
+from portal.generation import GENERATION_SQL, GENERATION_TABLE, read_generation
 
-GENERATION_TABLE = "workloads_submit_generation"
-# An expression, read beside the rate limit's count.
-GENERATION_SQL = f'(SELECT "n" FROM "{GENERATION_TABLE}")'  # noqa: S608 (our table)
+__all__ = ["GENERATION_SQL", "GENERATION_TABLE", "forget", "keep", "kept", "latest", "read_generation", "seen"]
+
 KEEP_S = 1.0
 MAX_KEPT = 512  # what a process keeps at most (a context per caller and queue, a token per caller); then anew
 
 _kept: dict[Hashable, tuple[int, datetime, Any]] = {}
 _newest: dict[str, int] = {}  # by database: the newest generation this process has seen; older ones are past
-
-
-def read_generation() -> int | None:
-    """The generation now (one statement), or None where there is none (SQLite)."""
-    if connection.vendor != "postgresql":
-        return None
-    with sql.prepared() as cursor:
-        cursor.execute(f"SELECT {GENERATION_SQL}")
-        row = cursor.fetchone()
-    return None if row is None or row[0] is None else int(row[0])
 
 
 def kept(key: Hashable, generation: int, now: datetime | None = None) -> Any:
