@@ -477,16 +477,16 @@ def related_once(objects: Sequence[models.Model], *names: str) -> None:
 
 def prefetched(instance: Any, related: str, rows: list[Any]) -> None:
     """Fill `instance.<related>.all()` (a reverse foreign key's) with rows read or written by another statement,
-    as prefetch_related does. The relation's own filter is built only if a query is built on them (Known)."""
+    as prefetch_related does. The relation's own filter is built only if a query is built on them (PrefetchedRows)."""
     field = getattr(type(instance), related).field  # the foreign key on the related model that points here
-    found = Known(model=field.model)
+    found = PrefetchedRows(model=field.model)
     found._result_cache = rows
     found._prefetch_done = True  # type: ignore[attr-defined]
     found.relation = (field.name, instance)
     instance._prefetched_objects_cache = {**getattr(instance, "_prefetched_objects_cache", {}), related: found}
 
 
-class Known(QuerySet[Any]):
+class PrefetchedRows(QuerySet[Any]):
     """Rows known already, as prefetched() leaves them for a related manager's `.all()`: iterating them, len,
     count, exists and indexing answer from the rows; a query built on them (filter, order_by, values...) starts
     from the relation's own filter, as it would on what prefetch_related leaves. Building that filter costs a
