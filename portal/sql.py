@@ -19,11 +19,8 @@ from django.db.backends.postgresql.psycopg_any import register_tzloader  # type:
 from django.db.backends.signals import connection_created
 from django.db.models import Case, F, QuerySet, Value, When
 from django.db.models.base import ModelState
-from django.db.models.constants import OnConflict
 from django.db.models.expressions import RawSQL
-from django.db.models.fields import AutoFieldMixin
 from django.db.models.query import ValuesListIterable, get_related_populators  # type: ignore[attr-defined]
-from django.db.models.sql import InsertQuery
 from psycopg import ClientCursor, RawCursor, abc
 from psycopg import adapters as psycopg_adapters
 from psycopg.adapt import Loader
@@ -33,38 +30,41 @@ from psycopg.types.datetime import TimestamptzLoader
 
 
 def insert_sql(obj: models.Model, ignore_conflicts: bool = False) -> tuple[str, list[Any]]:
-    """Django's own INSERT of one object (every concrete field but an auto-increment key), as SQL and
-    parameters, to be put inside a larger statement (`WITH w AS (<insert> RETURNING ...) ...`). The statement
-    is compiled once per model; each object's values are prepared as Django's INSERT prepares them: a plain
-    value of a plain field (see _direct) straight, any other through the field's own preparation."""
+    """The INSERT of one object (every concrete field but an auto-increment key), as SQL and parameters, to be
+    put inside a larger statement (`WITH w AS (<insert> RETURNING ...) ...`): the statement Django's own INSERT
+    is (tests/workloads/test_compiled_statements.py holds them equal), written once per model from the model's
+    fields, with each value prepared through the field's public API (pre_save, get_db_prep_save) as Django's
+    INSERT prepares it, except a plain value of a plain field (see _direct), which passes straight."""
     model = type(obj)
     key = (connection.alias, model, ignore_conflicts)
     found = _INSERTS.get(key)
-    if found is not None:
-        statement, compiler, fields, direct = found
-        params = []
-        for field, way in zip(fields, direct, strict=True):
-            if way is not None and type(value := getattr(obj, field.attname)) in way[0]:
-                params.append(way[1](value))
-                continue
-            value = compiler.pre_save_val(field, obj)
-            if hasattr(value, "resolve_expression"):  # an expression changes the statement: compile it afresh
-                break
-            params.append(compiler.prepare_value(field, value))
-        else:
-            return statement, params
-    fields = [f for f in model._meta.concrete_fields if not isinstance(f, AutoFieldMixin) and not f.generated]
-    query = InsertQuery(model, on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
-    query.insert_values(fields, [obj])
-    compiler = query.get_compiler(connection=connection)
-    ((statement, params),) = compiler.as_sql()
-    if not any(hasattr(p, "resolve_expression") or hasattr(p, "as_sql") for p in params):
-        query.objs = []  # kept to prepare later objects' values with, not to hold on to this one
-        _INSERTS[key] = (statement, compiler, fields, [_direct(f) for f in fields])
-    return statement, list(params)
+    if found is None:
+        fields = [f for f in model._meta.concrete_fields if not _is_auto(f) and not f.generated]
+        qn = connection.ops.quote_name
+        statement = (
+            f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "  # noqa: S608 (our names)
+            f"VALUES ({', '.join(['%s'] * len(fields))})" + (" ON CONFLICT DO NOTHING" if ignore_conflicts else "")
+        )
+        found = _INSERTS[key] = (statement, fields, [_direct(f) for f in fields])
+    statement, fields, direct = found
+    params = []
+    for field, way in zip(fields, direct, strict=True):
+        if way is not None and type(value := getattr(obj, field.attname)) in way[0]:
+            params.append(way[1](value))
+            continue
+        value = field.pre_save(obj, True)
+        if hasattr(value, "resolve_expression"):
+            raise TypeError(f"sql.insert_sql takes values, not expressions ({model.__name__}.{field.name})")
+        params.append(field.get_db_prep_save(value, connection=connection))
+    return statement, params
 
 
-_INSERTS: dict[tuple[str, type[models.Model], bool], tuple[str, Any, list[Any], list[Any]]] = {}
+def _is_auto(field: Any) -> bool:
+    """An auto-increment key, which an INSERT leaves to the database."""
+    return isinstance(field, (models.AutoField, models.BigAutoField, models.SmallAutoField))
+
+
+_INSERTS: dict[tuple[str, type[models.Model], bool], tuple[str, list[Any], list[Any]]] = {}
 
 # Fields whose preparation of a value of a plain type, or of None, is known and cheap: text passes as it is,
 # a truth value as it is, a whole number as the database backend wraps it (psycopg's Int4 on PostgreSQL), a
@@ -86,7 +86,7 @@ def _direct(field: Any) -> tuple[tuple[type, ...], Callable[[Any], Any]] | None:
     kind = type(field)
     if kind is models.ForeignKey:
         target = field.target_field
-        if isinstance(target, AutoFieldMixin):
+        if _is_auto(target):
             return (int, _NONE), _same
         if type(target) is models.UUIDField and connection.features.has_native_uuid_field:
             return (uuid.UUID, _NONE), _same
@@ -178,7 +178,7 @@ def copy_insert(objs: Sequence[models.Model]) -> None:
     with no statement to build and no parameter per value. Sets each one as saved, as bulk_create does. A
     violated constraint raises IntegrityError, as an INSERT would. Auto-increment keys are left unset."""
     model = type(objs[0])
-    fields = [f for f in model._meta.concrete_fields if not isinstance(f, AutoFieldMixin) and not f.generated]
+    fields = [f for f in model._meta.concrete_fields if not _is_auto(f) and not f.generated]
     # Values go as they are (psycopg adapts each type) except those a field must prepare (JSON).
     prepared = [isinstance(f, models.JSONField) for f in fields]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
