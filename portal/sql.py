@@ -117,10 +117,10 @@ def unsaved(model: type[M], **values: Any) -> M:
     field not given takes its default (a callable one called for each object, a constant one shared, as Django
     shares it), and a foreign key given by name takes the object (None, or one with its key: that key, and the
     object kept as the related object; an array's parent, recorded with its elements, has its key already).
-    Model.__init__ works all of that out field by field on every call: for a workload's fifty fields, 100
-    microseconds of a submit. Values are given by field name (a key's name or its
-    attname); nothing else (a property, say) is taken. No pre_init or post_init signal is sent: use it only for
-    models nothing listens to those for (tests/workloads/test_unsaved.py checks the ones it is used for)."""
+    Model.__init__ works all of that out field by field on every call (a workload has fifty fields;
+    bench.profile_submit shows the difference). Values are given by field name (a key's name or its attname);
+    nothing else (a property, say) is taken. No pre_init or post_init signal is sent: use it only for models
+    nothing listens to those for (tests/workloads/test_unsaved.py checks the ones it is used for)."""
     plan = _UNSAVED.get(model) or _unsaved_plan(model)
     constants, calls, keys, attnames = plan
     obj = model.__new__(model)
@@ -201,7 +201,7 @@ def copy_insert(objs: Sequence[models.Model]) -> None:
 def among(field: models.Field[Any, Any], values: Sequence[Any]) -> Any:
     """What `<field>__in=` takes for a long list (a fabric's thousands of waiting jobs): on PostgreSQL the list
     as one array, unnested by a subquery, which is sent and parsed as one value, not as one constant each (a
-    4,000-long IN list was a third of a sync's poll); elsewhere the list itself."""
+    sync's poll sends thousands; bench.bench_slurm guards it); elsewhere the list itself."""
     if connection.vendor != "postgresql":
         return list(values)
     return RawSQL(f"SELECT unnest(%s::{field.db_type(connection)}[])", (list(values),))  # noqa: S611 (our column's type; the values are a parameter)
@@ -356,8 +356,8 @@ def _fetch(statement: str, params: Sequence[Any], width: int | None) -> list[Any
 
 def prepared(*, binary_lists: bool = False) -> Any:
     """A cursor for a statement sent again and again in the same form (a compiled one): on PostgreSQL the
-    server parses and plans it once per connection, then only executes it with each call's values; planning
-    the submit path's joins cost the database several times what running them does. Elsewhere (or with
+    server parses and plans it once per connection, then only executes it with each call's values (a
+    submit's joins cost more to plan than to run; bench.profile_submit). Elsewhere (or with
     GRIDLANE_DB_PREPARE off, for a pooler that cannot keep a connection's prepared statements), Django's cursor.
     Either way wrapped as Django wraps its own: counted, logged, its errors translated.
 

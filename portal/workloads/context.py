@@ -1,15 +1,16 @@
 """A submit's context kept for a moment: what the submit reads before it records a workload (the queue with its
-targets and fabrics, the caller's teams for it with their caps and tiers: services.submit_context), kept by each
-web process and used again by the same caller's next submits to the same queue, so that those send three
-statements fewer. The API's single submit keeps the caller's token here too, under the same generation
-(portal.api.auth.kept): its next submits send one statement where the first sent five.
+targets and fabrics, the caller's teams for it with their caps and tiers: services.entitlement.submit_context),
+kept by each web process and used again by the same caller's next submits to the same queue, so that those send
+three statements fewer. The API's single submit keeps the caller's token here too, under the same generation
+(portal.api.auth.kept): a submit with a kept token and context sends one statement
+(services.kept.KeptSubmit; bench.profile_submit prints it).
 
 A kept context is used only while both hold:
 
 - The generation it was read under is still the database's. On PostgreSQL the generation is one number that
   every statement writing a table the context is read from moves, in its own transaction (statement triggers:
   migration workloads 0013, which lists the tables). A submit reads it in a statement it sends anyway:
-  - the API's single submit (services.submit with a rate-limit charge) in the statement that records it, which
+  - the API's single submit (services.kept.KeptSubmit) in the statement that records it, which
     writes, and counts the submit against the rate limit, only while the generation is still the one the
     context was kept under (`latest`); when it has moved, nothing was written and the submit goes the whole way;
   - any other in the rate limit's own count (accounts.ratelimit.check_submit), before it reads or uses a
