@@ -620,10 +620,3 @@ class PriorityTier(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-    def unfinished_work(self) -> int:
-        """How many workloads that have not ended are at this tier (which keeps it from being deleted)."""
-        from portal.workloads.models import Workload
-        from portal.workloads.states import FINISHED
-
-        return Workload.objects.filter(priority=self.slug).exclude(state__in=FINISHED).count()
