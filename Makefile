@@ -33,10 +33,11 @@ test: $(VENV)/.installed ## Install what the tests need, start the test services
 bench: $(VENV)/.installed ## Benchmarks: Gridlane against its baselines side by side, printed as ratios (BENCH=name to pick)
 	DATABASE_URL=$(TEST_DATABASE_URL) tests/services/run.sh $(PY) -m bench $(BENCH)
 
-lint: $(VENV)/.installed ## ruff, mypy and a check that migrations are up to date
+lint: $(VENV)/.installed ## ruff, mypy, the import layers (lint-imports) and a check that migrations are up to date
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
+	$(VENV)/bin/lint-imports
 	$(PY) manage.py makemigrations --check --dry-run
 
 fmt: $(VENV)/.installed ## Format and fix what ruff can

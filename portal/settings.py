@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_q",
     "django_htmx",
+    "portal.counters",
     "portal.accounts",
     "portal.queues",
     "portal.workloads",

@@ -19,11 +19,8 @@ from django.db.backends.postgresql.psycopg_any import register_tzloader  # type:
 from django.db.backends.signals import connection_created
 from django.db.models import Case, F, QuerySet, Value, When
 from django.db.models.base import ModelState
-from django.db.models.constants import OnConflict
 from django.db.models.expressions import RawSQL
-from django.db.models.fields import AutoFieldMixin
 from django.db.models.query import ValuesListIterable, get_related_populators  # type: ignore[attr-defined]
-from django.db.models.sql import InsertQuery
 from psycopg import ClientCursor, RawCursor, abc
 from psycopg import adapters as psycopg_adapters
 from psycopg.adapt import Loader
@@ -33,38 +30,41 @@ from psycopg.types.datetime import TimestamptzLoader
 
 
 def insert_sql(obj: models.Model, ignore_conflicts: bool = False) -> tuple[str, list[Any]]:
-    """Django's own INSERT of one object (every concrete field but an auto-increment key), as SQL and
-    parameters, to be put inside a larger statement (`WITH w AS (<insert> RETURNING ...) ...`). The statement
-    is compiled once per model; each object's values are prepared as Django's INSERT prepares them: a plain
-    value of a plain field (see _direct) straight, any other through the field's own preparation."""
+    """The INSERT of one object (every concrete field but an auto-increment key), as SQL and parameters, to be
+    put inside a larger statement (`WITH w AS (<insert> RETURNING ...) ...`): the statement Django's own INSERT
+    is (tests/workloads/test_compiled_statements.py holds them equal), written once per model from the model's
+    fields, with each value prepared through the field's public API (pre_save, get_db_prep_save) as Django's
+    INSERT prepares it, except a plain value of a plain field (see _direct), which passes straight."""
     model = type(obj)
     key = (connection.alias, model, ignore_conflicts)
     found = _INSERTS.get(key)
-    if found is not None:
-        statement, compiler, fields, direct = found
-        params = []
-        for field, way in zip(fields, direct, strict=True):
-            if way is not None and type(value := getattr(obj, field.attname)) in way[0]:
-                params.append(way[1](value))
-                continue
-            value = compiler.pre_save_val(field, obj)
-            if hasattr(value, "resolve_expression"):  # an expression changes the statement: compile it afresh
-                break
-            params.append(compiler.prepare_value(field, value))
-        else:
-            return statement, params
-    fields = [f for f in model._meta.concrete_fields if not isinstance(f, AutoFieldMixin) and not f.generated]
-    query = InsertQuery(model, on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
-    query.insert_values(fields, [obj])
-    compiler = query.get_compiler(connection=connection)
-    ((statement, params),) = compiler.as_sql()
-    if not any(hasattr(p, "resolve_expression") or hasattr(p, "as_sql") for p in params):
-        query.objs = []  # kept to prepare later objects' values with, not to hold on to this one
-        _INSERTS[key] = (statement, compiler, fields, [_direct(f) for f in fields])
-    return statement, list(params)
+    if found is None:
+        fields = [f for f in model._meta.concrete_fields if not _is_auto(f) and not f.generated]
+        qn = connection.ops.quote_name
+        statement = (
+            f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "  # noqa: S608 (our names)
+            f"VALUES ({', '.join(['%s'] * len(fields))})" + (" ON CONFLICT DO NOTHING" if ignore_conflicts else "")
+        )
+        found = _INSERTS[key] = (statement, fields, [_direct(f) for f in fields])
+    statement, fields, direct = found
+    params = []
+    for field, way in zip(fields, direct, strict=True):
+        if way is not None and type(value := getattr(obj, field.attname)) in way[0]:
+            params.append(way[1](value))
+            continue
+        value = field.pre_save(obj, True)
+        if hasattr(value, "resolve_expression"):
+            raise TypeError(f"sql.insert_sql takes values, not expressions ({model.__name__}.{field.name})")
+        params.append(field.get_db_prep_save(value, connection=connection))
+    return statement, params
 
 
-_INSERTS: dict[tuple[str, type[models.Model], bool], tuple[str, Any, list[Any], list[Any]]] = {}
+def _is_auto(field: Any) -> bool:
+    """An auto-increment key, which an INSERT leaves to the database."""
+    return isinstance(field, (models.AutoField, models.BigAutoField, models.SmallAutoField))
+
+
+_INSERTS: dict[tuple[str, type[models.Model], bool], tuple[str, list[Any], list[Any]]] = {}
 
 # Fields whose preparation of a value of a plain type, or of None, is known and cheap: text passes as it is,
 # a truth value as it is, a whole number as the database backend wraps it (psycopg's Int4 on PostgreSQL), a
@@ -86,7 +86,7 @@ def _direct(field: Any) -> tuple[tuple[type, ...], Callable[[Any], Any]] | None:
     kind = type(field)
     if kind is models.ForeignKey:
         target = field.target_field
-        if isinstance(target, AutoFieldMixin):
+        if _is_auto(target):
             return (int, _NONE), _same
         if type(target) is models.UUIDField and connection.features.has_native_uuid_field:
             return (uuid.UUID, _NONE), _same
@@ -117,10 +117,10 @@ def unsaved(model: type[M], **values: Any) -> M:
     field not given takes its default (a callable one called for each object, a constant one shared, as Django
     shares it), and a foreign key given by name takes the object (None, or one with its key: that key, and the
     object kept as the related object; an array's parent, recorded with its elements, has its key already).
-    Model.__init__ works all of that out field by field on every call: for a workload's fifty fields, 100
-    microseconds of a submit. Values are given by field name (a key's name or its
-    attname); nothing else (a property, say) is taken. No pre_init or post_init signal is sent: use it only for
-    models nothing listens to those for (tests/workloads/test_unsaved.py checks the ones it is used for)."""
+    Model.__init__ works all of that out field by field on every call (a workload has fifty fields;
+    bench.profile_submit shows the difference). Values are given by field name (a key's name or its attname);
+    nothing else (a property, say) is taken. No pre_init or post_init signal is sent: use it only for models
+    nothing listens to those for (tests/workloads/test_unsaved.py checks the ones it is used for)."""
     plan = _UNSAVED.get(model) or _unsaved_plan(model)
     constants, calls, keys, attnames = plan
     obj = model.__new__(model)
@@ -178,7 +178,7 @@ def copy_insert(objs: Sequence[models.Model]) -> None:
     with no statement to build and no parameter per value. Sets each one as saved, as bulk_create does. A
     violated constraint raises IntegrityError, as an INSERT would. Auto-increment keys are left unset."""
     model = type(objs[0])
-    fields = [f for f in model._meta.concrete_fields if not isinstance(f, AutoFieldMixin) and not f.generated]
+    fields = [f for f in model._meta.concrete_fields if not _is_auto(f) and not f.generated]
     # Values go as they are (psycopg adapts each type) except those a field must prepare (JSON).
     prepared = [isinstance(f, models.JSONField) for f in fields]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
@@ -201,7 +201,7 @@ def copy_insert(objs: Sequence[models.Model]) -> None:
 def among(field: models.Field[Any, Any], values: Sequence[Any]) -> Any:
     """What `<field>__in=` takes for a long list (a fabric's thousands of waiting jobs): on PostgreSQL the list
     as one array, unnested by a subquery, which is sent and parsed as one value, not as one constant each (a
-    4,000-long IN list was a third of a sync's poll); elsewhere the list itself."""
+    sync's poll sends thousands; bench.bench_slurm guards it); elsewhere the list itself."""
     if connection.vendor != "postgresql":
         return list(values)
     return RawSQL(f"SELECT unnest(%s::{field.db_type(connection)}[])", (list(values),))  # noqa: S611 (our column's type; the values are a parameter)
@@ -356,8 +356,8 @@ def _fetch(statement: str, params: Sequence[Any], width: int | None) -> list[Any
 
 def prepared(*, binary_lists: bool = False) -> Any:
     """A cursor for a statement sent again and again in the same form (a compiled one): on PostgreSQL the
-    server parses and plans it once per connection, then only executes it with each call's values; planning
-    the submit path's joins cost the database several times what running them does. Elsewhere (or with
+    server parses and plans it once per connection, then only executes it with each call's values (a
+    submit's joins cost more to plan than to run; bench.profile_submit). Elsewhere (or with
     GRIDLANE_DB_PREPARE off, for a pooler that cannot keep a connection's prepared statements), Django's cursor.
     Either way wrapped as Django wraps its own: counted, logged, its errors translated.
 
@@ -477,16 +477,16 @@ def related_once(objects: Sequence[models.Model], *names: str) -> None:
 
 def prefetched(instance: Any, related: str, rows: list[Any]) -> None:
     """Fill `instance.<related>.all()` (a reverse foreign key's) with rows read or written by another statement,
-    as prefetch_related does. The relation's own filter is built only if a query is built on them (Known)."""
+    as prefetch_related does. The relation's own filter is built only if a query is built on them (PrefetchedRows)."""
     field = getattr(type(instance), related).field  # the foreign key on the related model that points here
-    found = Known(model=field.model)
+    found = PrefetchedRows(model=field.model)
     found._result_cache = rows
     found._prefetch_done = True  # type: ignore[attr-defined]
     found.relation = (field.name, instance)
     instance._prefetched_objects_cache = {**getattr(instance, "_prefetched_objects_cache", {}), related: found}
 
 
-class Known(QuerySet[Any]):
+class PrefetchedRows(QuerySet[Any]):
     """Rows known already, as prefetched() leaves them for a related manager's `.all()`: iterating them, len,
     count, exists and indexing answer from the rows; a query built on them (filter, order_by, values...) starts
     from the relation's own filter, as it would on what prefetch_related leaves. Building that filter costs a

@@ -39,6 +39,23 @@ def cpus(value: Decimal | float | int | None) -> str:
     return count(value, "CPU")
 
 
+DURATION_UNITS = (("d", 86_400), ("h", 3600), ("min", 60), ("s", 1))
+
+
+def duration(seconds: int | float | None) -> str:
+    """A length of time as people say it, in its two largest units that are not zero: 90 -> "1 min 30 s",
+    10800 -> "3 h"; "" for None."""
+    if seconds is None:
+        return ""
+    left = max(0, int(seconds))
+    parts = []
+    for unit, size in DURATION_UNITS:
+        count, left = divmod(left, size)
+        if count:
+            parts.append(f"{count} {unit}")
+    return " ".join(parts[:2]) or "0 s"
+
+
 def hours(seconds: float | int | None) -> str:
     """Seconds as hours: 3600 -> "1 hour", 5400 -> "1.5 hours", 900 -> "0.25 hours"; "" for None."""
     if seconds is None:

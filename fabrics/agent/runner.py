@@ -136,31 +136,7 @@ def _process(
         stderr=subprocess.STDOUT,
         process_group=0,  # one killpg reaches everything it starts
     )
-    stdout_fd = child.stdout.fileno() if child.stdout is not None else -1
-    chunks: list[bytes] = []
-    lock = threading.Lock()
-
-    def pump() -> None:
-        for piece in iter(lambda: os.read(stdout_fd, 8192), b""):
-            with lock:
-                chunks.append(piece)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-
-    def flush() -> None:
-        with lock:
-            data = b"".join(chunks)
-            chunks.clear()
-        if not data:
-            return
-        for start in range(0, len(data), CHUNK_MAX):
-            text = data[start : start + CHUNK_MAX].decode("utf-8", "replace")
-            with contextlib.suppress(ApiError):
-                answer = api.post(f"agent/runs/{job.run_id}/log/", {"chunk": text})
-                if answer and answer.get("cancel"):
-                    job.cancel.set()
-
+    log = _LogPump(api, job, child)
     sampler = _Sampler(api, job.run_id, child.pid, gpu_indexes, options)
     sampler.maybe_sample()  # the first at once, so even a short job leaves one
     limit = float(payload.get("runtime_limit_s", 3600))
@@ -180,7 +156,7 @@ def _process(
                 time.sleep(0.02)  # the leader is gone; wait briefly for what it left behind
             now = time.monotonic()
             if now >= next_flush:
-                flush()
+                log.flush()
                 sampler.maybe_sample()
                 sampler.send()
                 next_flush = now + LOG_EVERY_S
@@ -199,8 +175,7 @@ def _process(
     except BaseException:
         signal_group(child.pid, signal.SIGKILL)
         raise
-    reader.join(timeout=2)
-    flush()
+    log.close()
     code = child.returncode
     exit_code = 128 - code if code < 0 else code
     last, sampler.samples = sampler.samples, []  # they go with the job's end
@@ -209,6 +184,40 @@ def _process(
     if timed_out:
         return "timed_out", exit_code, f"stopped at the {int(limit)} s limit", last
     return ("succeeded" if exit_code == 0 else "failed"), exit_code, "", last
+
+
+class _LogPump:
+    """A job's output, read by a thread of its own as it comes and sent to Gridlane in chunks of at most
+    CHUNK_MAX on each flush; an answer that says the run is cancelled sets the job's cancel."""
+
+    def __init__(self, api: Api, job: Job, child: subprocess.Popen[bytes]) -> None:
+        self.api, self.job = api, job
+        self.chunks: list[bytes] = []
+        self.lock = threading.Lock()
+        self.fd = child.stdout.fileno() if child.stdout is not None else -1
+        self.reader = threading.Thread(target=self._pump, daemon=True)
+        self.reader.start()
+
+    def _pump(self) -> None:
+        for piece in iter(lambda: os.read(self.fd, 8192), b""):
+            with self.lock:
+                self.chunks.append(piece)
+
+    def flush(self) -> None:
+        with self.lock:
+            data = b"".join(self.chunks)
+            self.chunks.clear()
+        for start in range(0, len(data), CHUNK_MAX):
+            text = data[start : start + CHUNK_MAX].decode("utf-8", "replace")
+            with contextlib.suppress(ApiError):
+                answer = self.api.post(f"agent/runs/{self.job.run_id}/log/", {"chunk": text})
+                if answer and answer.get("cancel"):
+                    self.job.cancel.set()
+
+    def close(self) -> None:
+        """Wait a little for the last output, then send it."""
+        self.reader.join(timeout=2)
+        self.flush()
 
 
 def _lease(api: Api, job: Job, options: Options) -> tuple[str, int | None, str]:

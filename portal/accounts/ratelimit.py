@@ -19,7 +19,7 @@ from django.utils import timezone
 from portal import access, sql
 from portal.accounts import audit
 from portal.accounts.models import RateLimitWindow
-from portal.workloads import context
+from portal.generation import GENERATION_SQL
 
 
 class RateLimited(Exception):
@@ -109,7 +109,7 @@ def check_submit(user: Any) -> int | None:
     """Count one submission by `user`; raises RateLimited when the identity is over its limit.
 
     Returns the generation of what a submit's context is read from, read in the same statement (see
-    portal.workloads.context): the submit that follows may use a context it read before under that generation.
+    portal.generation): the submit that follows may use a context it read before under that generation.
     None where there is none (SQLite)."""
     return Charge.of(user).count()
 
@@ -135,7 +135,7 @@ class Charge:
     def count(self) -> int | None:
         """Count it now (one statement); raises RateLimited when over the limit. Returns the generation read
         in the same statement (see check_submit), None where there is none."""
-        count, generation = _count_one(self.key, self.start, context.GENERATION_SQL)
+        count, generation = _count_one(self.key, self.start, GENERATION_SQL)
         self.settle(count)
         return None if generation is None else int(generation)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,7 +19,6 @@ from django.views.decorators.http import require_http_methods, require_POST
 from portal import access
 from portal.accounts import agents, oidc, tokens
 from portal.accounts.forms import AgentForm, TokenForm
-from portal.notify import views as notify_views
 
 
 def login_view(request: HttpRequest, extra_context: dict[str, object] | None = None) -> HttpResponseBase:
@@ -59,13 +59,21 @@ def signed_out(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/signed_out.html")
 
 
+# Sections other apps add to the account page, by name (portal.notify: "notify", what you hear about), each a
+# function of the user and its bound form (None: a fresh one) that gives the page's context for it. Filled by
+# those apps when they are ready, so that accounts imports none of them.
+SECTIONS: dict[str, Callable[[Any, Any], dict[str, Any]]] = {}
+
+
 def account_page(
     request: HttpRequest,
     form: TokenForm | None = None,
     new_token: str = "",
     status: int = 200,
-    notify_form: Any = None,
+    section_forms: dict[str, Any] | None = None,
 ) -> HttpResponse:
+    """The account page; `section_forms`: a section's bound form by the section's name (one that was refused),
+    where a fresh one would be shown."""
     user = request.user
     context = {
         "memberships": user.memberships.select_related("group").order_by("group__slug"),  # type: ignore[union-attr]
@@ -73,7 +81,9 @@ def account_page(
         "form": form or TokenForm(),
         "new_token": new_token,
         "is_it": access.is_it(user),
-    } | notify_views.section(user, notify_form)
+    }
+    for name, section in SECTIONS.items():
+        context |= section(user, (section_forms or {}).get(name))
     response = render(request, "accounts/account.html", context, status=status)
     response["Cache-Control"] = "no-store"  # a new token is on the page once; keep it out of caches
     return response

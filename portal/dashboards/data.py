@@ -81,31 +81,9 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
     grants = list(
         QuotaGrant.objects.filter(team=group, ends_at__gt=start).select_related("fabric", "requested_by", "decided_by")
     )
-    index = {h: i for i, h in enumerate(hours)}
-    used, idle, unknown, reserved, pending = ([0.0] * len(hours) for _ in range(5))
-    by_queue: defaultdict[str, float] = defaultdict(float)
-    waits: dict[str, tuple[list[datetime], list[float | None], list[float | None]]] = {}
-    rollups = (
-        UsageRollup.objects.filter(group=group, hour__gte=start)
-        .order_by("hour")
-        .values_list("hour", "queue__name", "gpu_hours", "idle_gpu_hours", "unknown_gpu_hours", "reserved_gpu_hours",
-                     "pending_gpu_hours", "started", "wait_p50_s", "wait_p95_s")
-    )  # fmt: skip
-    for hour, queue, gpu_hours, idle_hours, unknown_hours, reserved_hours, pending_hours, started, p50, p95 in rollups:
-        i = index.get(hour)
-        if i is None:
-            continue
-        used[i] += gpu_hours
-        idle[i] += idle_hours
-        unknown[i] += unknown_hours
-        reserved[i] = max(reserved[i], reserved_hours)  # each of the team's rows carries its reservation
-        pending[i] += pending_hours
-        by_queue[queue] += gpu_hours
-        if started:
-            series = waits.setdefault(queue, ([], [], []))
-            series[0].append(hour)
-            series[1].append(p50)
-            series[2].append(p95)
+    hourly = _hourly(group, start, hours)
+    used, idle, unknown, reserved, pending = hourly.used, hourly.idle, hourly.unknown, hourly.reserved, hourly.pending
+    by_queue, waits = hourly.by_queue, hourly.waits
     by_member = {
         username: total or 0.0
         for username, total in UsageMemberRollup.objects.filter(group=group, hour__gte=start)
@@ -160,6 +138,50 @@ def team_dashboard(group: ResourceGroup, window: str, now: datetime) -> TeamDash
         accounting=list(SchedulerUsage.objects.filter(group=group).select_related("fabric")),
         grants=grants,
     )
+
+
+@dataclass(frozen=True)
+class _Hourly:
+    """A team's rollups over a window, hour by hour (GPU-hours used, idle, of unknown use, reserved and asked
+    for), its GPU-hours by queue, and each queue's wait percentiles in the hours something started."""
+
+    used: list[float]
+    idle: list[float]
+    unknown: list[float]
+    reserved: list[float]
+    pending: list[float]
+    by_queue: dict[str, float]
+    waits: dict[str, tuple[list[datetime], list[float | None], list[float | None]]]
+
+
+def _hourly(group: ResourceGroup, start: datetime, hours: list[datetime]) -> _Hourly:
+    """The team's rollups from `start` on, by hour of `hours` (one query)."""
+    index = {h: i for i, h in enumerate(hours)}
+    used, idle, unknown, reserved, pending = ([0.0] * len(hours) for _ in range(5))
+    by_queue: defaultdict[str, float] = defaultdict(float)
+    waits: dict[str, tuple[list[datetime], list[float | None], list[float | None]]] = {}
+    rollups = (
+        UsageRollup.objects.filter(group=group, hour__gte=start)
+        .order_by("hour")
+        .values_list("hour", "queue__name", "gpu_hours", "idle_gpu_hours", "unknown_gpu_hours", "reserved_gpu_hours",
+                     "pending_gpu_hours", "started", "wait_p50_s", "wait_p95_s")
+    )  # fmt: skip
+    for hour, queue, gpu_hours, idle_hours, unknown_hours, reserved_hours, pending_hours, started, p50, p95 in rollups:
+        i = index.get(hour)
+        if i is None:
+            continue
+        used[i] += gpu_hours
+        idle[i] += idle_hours
+        unknown[i] += unknown_hours
+        reserved[i] = max(reserved[i], reserved_hours)  # each of the team's rows carries its reservation
+        pending[i] += pending_hours
+        by_queue[queue] += gpu_hours
+        if started:
+            series = waits.setdefault(queue, ([], [], []))
+            series[0].append(hour)
+            series[1].append(p50)
+            series[2].append(p95)
+    return _Hourly(used, idle, unknown, reserved, pending, dict(by_queue), waits)
 
 
 def granted_per_hour(grants: list[QuotaGrant], hours: list[datetime], now: datetime) -> list[float]:

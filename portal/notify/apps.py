@@ -6,3 +6,9 @@ class NotifyConfig(AppConfig):
     label = "notify"
     verbose_name = "Notifications"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from portal.accounts import views as account_views
+        from portal.notify import views
+
+        account_views.SECTIONS["notify"] = views.section  # the account page's notifications section

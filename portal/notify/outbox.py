@@ -2,7 +2,7 @@
 messages for the owners who asked for them, and `tell` records the idle warnings and lease endings the
 worker notices itself. Each message exists once per channel and key, so a step run twice records nothing twice.
 
-Events are read from a cursor kept in the worker's stats, with an overlap that catches an event whose
+Events are read from a cursor kept as a counter (portal.counters), with an overlap that catches an event whose
 transaction committed after a later one was read; the unique key makes the overlap free of repeats.
 """
 
@@ -15,10 +15,11 @@ from django.conf import settings
 from django.db.models import Q
 
 from portal import words
+from portal.counters import counts
 from portal.notify.models import Event, Notification, Preference
+from portal.words import duration
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
-from portal.workloads.templatetags.durations import duration
 
 CURSOR = "notify_events_until"
 OVERLAP = timedelta(minutes=2)  # a transaction that commits later than this is long past any sane one
@@ -29,9 +30,7 @@ EVENT_OF = {State.RUNNING: Event.STARTED, State.SUCCEEDED: Event.FINISHED, State
 
 def collect(now: datetime) -> int:
     """Record the messages for workload events since the cursor (one query to read, one to write)."""
-    from portal.worker.models import WorkerStats
-
-    until = WorkerStats.objects.filter(name=CURSOR).values_list("value", flat=True).first()
+    until = counts.read(CURSOR)
     since = datetime.fromtimestamp(until, tz=now.tzinfo) - OVERLAP if until is not None else now - FIRST_LOOK
     asked = Q(workload__owner__notify_preference__email=True) | ~Q(workload__owner__notify_preference__webhook_url="")
     events = (
@@ -51,7 +50,7 @@ def collect(now: datetime) -> int:
         pref = w.owner.notify_preference  # type: ignore[attr-defined, unused-ignore]
         rows += messages(pref, w, event, f"event:{ev.pk}", subject, text)
     created = record(rows)
-    WorkerStats.objects.update_or_create(name=CURSOR, defaults={"value": now.timestamp()})
+    counts.gauge(**{CURSOR: now.timestamp()})
     return created
 
 

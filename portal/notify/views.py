@@ -35,7 +35,7 @@ def preferences(request: HttpRequest) -> HttpResponse:
     pref = Preference.objects.filter(user=user).first() or Preference(user=user)
     form = PreferenceForm(request.POST, instance=pref)
     if not form.is_valid():
-        return account_page(request, notify_form=form, status=422)
+        return account_page(request, section_forms={"notify": form}, status=422)
     pref = form.save(commit=False)
     pref.updated_at = timezone.now()
     pref.save()

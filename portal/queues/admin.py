@@ -109,7 +109,7 @@ class QueueAdmin(admin.ModelAdmin[Queue]):
 
     @admin.display(description="Runtime")
     def runtime(self, queue: Queue) -> str:
-        from portal.workloads.templatetags.durations import duration
+        from portal.words import duration
 
         most = duration(queue.max_runtime_minutes * 60)
         return f"default {duration(queue.default_runtime_minutes * 60)}, at most {most}"
@@ -436,8 +436,16 @@ class PriorityTierAdmin(admin.ModelAdmin[PriorityTier]):
         deleted, counts, permissions, protected = super().get_deleted_objects(objs, request)
         protected = list(protected)
         for tier in objs:
-            n = tier.unfinished_work()
+            n = unfinished_work(tier.slug)
             if n:
                 protected.append(f"{tier.name}: {n} workload{'s' if n != 1 else ''} at this tier that ha"
                                  f"{'ve' if n != 1 else 's'} not ended (move them to another tier first)")  # fmt: skip
         return deleted, counts, permissions, protected
+
+
+def unfinished_work(tier: str) -> int:
+    """How many workloads that have not ended are at this tier (which keeps it from being deleted)."""
+    from portal.workloads.models import Workload  # the admin, above both apps, asks the workloads
+    from portal.workloads.states import FINISHED
+
+    return Workload.objects.filter(priority=tier).exclude(state__in=FINISHED).count()

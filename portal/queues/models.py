@@ -331,13 +331,13 @@ def nesting_errors(
             )
             if sisters + reservation > above.gpu_reservation_milli:
                 errors["reservation"] = (
-                    f"The department {parent.name} reserves {in_gpus(above.gpu_reservation_milli)} GPUs here, "
-                    f"{in_gpus(sisters)} of them for its other teams: a team's reservation comes out of its "
+                    f"The department {parent.name} reserves {from_milli(above.gpu_reservation_milli)} GPUs here, "
+                    f"{from_milli(sisters)} of them for its other teams: a team's reservation comes out of its "
                     "department's."
                 )
             if above.gpu_limit_milli is not None and (limit is None or limit > above.gpu_limit_milli):
                 errors["limit"] = (
-                    f"Above the department {parent.name}'s limit here ({in_gpus(above.gpu_limit_milli)} GPUs)."
+                    f"Above the department {parent.name}'s limit here ({from_milli(above.gpu_limit_milli)} GPUs)."
                 )
     below = Quota.objects.filter(where, group__parent=group)
     if below.exists():
@@ -345,7 +345,7 @@ def nesting_errors(
         if (teams["total"] or 0) > reservation:
             errors.setdefault(
                 "reservation",
-                f"Its teams reserve {in_gpus(teams['total'])} GPUs here between them: the department's "
+                f"Its teams reserve {from_milli(teams['total'])} GPUs here between them: the department's "
                 "reservation holds theirs.",
             )
         unlimited = below.filter(gpu_limit_milli__isnull=True).exists()
@@ -411,11 +411,11 @@ class QuotaGrant(models.Model):
         indexes: ClassVar[list[Any]] = [models.Index(fields=["state", "ends_at"], name="grant_state_ends")]
 
     def __str__(self) -> str:
-        return f"{self.team} on {self.fabric}: +{in_gpus(self.gpus_milli)} GPUs from {self.starts_at:%Y-%m-%d %H:%M}"
+        return f"{self.team} on {self.fabric}: +{from_milli(self.gpus_milli)} GPUs from {self.starts_at:%Y-%m-%d %H:%M}"
 
     @property
     def gpus(self) -> Decimal:
-        return in_gpus(self.gpus_milli)
+        return from_milli(self.gpus_milli)
 
     def active_at(self, now: datetime) -> bool:
         """Whether it raises the team's quota at `now`: approved, and now within its window."""
@@ -434,7 +434,7 @@ class QuotaGrant(models.Model):
         if self.gpus_milli is not None and self.gpus_milli < 1:
             errors["gpus_milli"] = "Ask for more than 0 GPUs."
         elif self.gpus_milli and self.fabric_id is not None and self.gpus_milli > self.fabric.gpus_milli:
-            errors["gpus_milli"] = f"{self.fabric} holds {in_gpus(self.fabric.gpus_milli)} GPUs in all."
+            errors["gpus_milli"] = f"{self.fabric} holds {from_milli(self.fabric.gpus_milli)} GPUs in all."
         if self.starts_at is not None and self.ends_at is not None:
             if self.ends_at <= self.starts_at:
                 errors["ends_at"] = "It must end after it starts."
@@ -465,7 +465,7 @@ class QuotaGrant(models.Model):
         )
 
 
-def in_gpus(milli: int) -> Decimal:
+def from_milli(milli: int) -> Decimal:
     """Milli-units (GPUs or CPUs) as people count them: 250 -> 0.25."""
     return Decimal(milli) / 1000
 
@@ -509,11 +509,11 @@ class Profile(models.Model):
 
     @property
     def gpus(self) -> Decimal:
-        return in_gpus(self.gpus_milli)
+        return from_milli(self.gpus_milli)
 
     @property
     def cpus(self) -> Decimal:
-        return in_gpus(self.cpus_milli)
+        return from_milli(self.cpus_milli)
 
     @property
     def memory_gb(self) -> Decimal:
@@ -635,10 +635,3 @@ class PriorityTier(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-    def unfinished_work(self) -> int:
-        """How many workloads that have not ended are at this tier (which keeps it from being deleted)."""
-        from portal.workloads.models import Workload
-        from portal.workloads.states import FINISHED
-
-        return Workload.objects.filter(priority=self.slug).exclude(state__in=FINISHED).count()

@@ -42,11 +42,10 @@ from django.conf import settings
 from django.db.models import Avg, IntegerField, Q, Value
 from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, TruncDay
 
+from portal.counters import counts
 from portal.queues.models import Quota
 from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample, UsageTeamRollup
 from portal.usage.samples import max_age
-from portal.worker import stats
-from portal.worker.models import WorkerStats
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from portal.workloads.stats import percentile
@@ -57,7 +56,7 @@ HOUR = timedelta(hours=1)
 SAMPLE_EVERY = timedelta(minutes=1)
 # Just after the hour turns, the hour before it is recomputed once more with its last minutes (at least).
 LOOK_BACK = timedelta(minutes=5)
-LAST_RUN = "rollup_at"  # WorkerStats: when the last rollup step ran
+LAST_RUN = "rollup_at"  # a counter (portal.counters): when the last rollup step ran
 IDLE_BELOW = 80.0  # percent average GPU utilisation
 DAY = timedelta(days=1)
 # What member and fabric rollups keep of a cell.
@@ -256,7 +255,7 @@ def due(now: datetime) -> bool:
     """Whether the rollup (and the idle-GPU step after it) is due: every GRIDLANE_ROLLUP_SECONDS, not every
     cycle. Both read whole idle windows and hours, so a minute's delay changes nothing a person sees, while
     recomputing the hour every two seconds would cost a core at a large site (`make bench BENCH=samples`)."""
-    last = WorkerStats.objects.filter(name=LAST_RUN).values_list("value", flat=True).first()
+    last = counts.read(LAST_RUN)
     return last is None or not 0 <= now.timestamp() - last < settings.GRIDLANE_ROLLUP_SECONDS
 
 
@@ -275,7 +274,7 @@ def step(now: datetime) -> int:
     except Exception:  # logged; the next cycle tries again
         log.exception("usage rollup failed")
         return 0
-    stats.gauge(**{LAST_RUN: now.timestamp()})
+    counts.gauge(**{LAST_RUN: now.timestamp()})
     return rows
 
 

@@ -34,8 +34,8 @@ from django.db.models import Q
 
 from fabrics.sampler import MAX_READINGS, SAMPLE_BATCH_ENV, SAMPLE_SECONDS_ENV, SAMPLES_URL_ENV, Reading, parse
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
+from portal.counters import counts
 from portal.usage.models import UsageSample
-from portal.worker import stats
 from portal.workloads import notebook_endpoint
 from portal.workloads.models import Workload, run_id_of
 from portal.workloads.notebook_endpoint import secret
@@ -260,4 +260,4 @@ def from_fabric(w: Workload, utilisation: float, now: datetime) -> bool:
 
 def count(outcome: str) -> None:
     """Count a report by how it was answered, for /metrics (gridlane_usage_samples_<outcome>)."""
-    stats.count(**{f"usage_samples_{outcome}": 1})
+    counts.count(**{f"usage_samples_{outcome}": 1})

@@ -1,4 +1,6 @@
-"""Write the scheduler's decisions back in one transaction, in bulk, through the workload services."""
+"""Write the scheduler's decisions back in one transaction, in bulk, through the workload services and the
+workload store (portal.workloads.store): admissions and preemptions are compare-and-swap moves with events;
+why the rest waits is one statement per 1,000 rows."""
 
 from __future__ import annotations
 
@@ -6,12 +8,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from portal.queues.models import QueueTarget
 from portal.sql import ROWS
 from portal.worker.snapshot import Row
-from portal.workloads import services
+from portal.workloads import services, store
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from scheduler.model import Decisions
@@ -90,7 +92,7 @@ def _record_waiting(decisions: Decisions, rows: dict[str, Row]) -> int:
         new_place = fresh and waiting.position != row.queue_position
         if new_reason or new_words or new_place or _moved(waiting.estimated_start, row.estimated_start):
             changed.append((waiting.job_id, reason.code, reason.message, waiting.estimated_start, waiting.position))
-    _write_reasons(changed)
+    store.write_waiting_reasons(changed)
     return len(changed)
 
 
@@ -98,29 +100,3 @@ def _moved(new: datetime | None, old: datetime | None) -> bool:
     if new is None or old is None:
         return new is not old
     return abs((new - old).total_seconds()) > ESTIMATE_SLACK_S
-
-
-def _write_reasons(changed: list[tuple[str, str, str, datetime | None, int]]) -> None:
-    """One UPDATE ... FROM (VALUES ...) per 1,000 rows on PostgreSQL; executemany elsewhere."""
-    table = Workload._meta.db_table
-    with connection.cursor() as cursor:
-        for start in range(0, len(changed), 1000):
-            chunk = changed[start : start + 1000]
-            if connection.vendor == "postgresql":
-                values = ", ".join(["(%s::uuid, %s, %s, %s::timestamptz, %s::integer)"] * len(chunk))
-                cursor.execute(
-                    f"UPDATE {table} AS w SET pending_reason_code = v.code, pending_reason = v.reason, "  # noqa: S608 (our table name)
-                    "estimated_start = v.estimate, queue_position = v.place "
-                    f"FROM (VALUES {values}) AS v(id, code, reason, estimate, place) "
-                    "WHERE w.id = v.id AND w.state = 'pending'",
-                    [item for row in chunk for item in row],
-                )
-            else:
-                cursor.executemany(
-                    f"UPDATE {table} SET pending_reason_code = %s, pending_reason = %s, estimated_start = %s, "  # noqa: S608
-                    "queue_position = %s WHERE id = %s AND state = 'pending'",
-                    [
-                        (code, reason, estimate, place, job_id.replace("-", ""))
-                        for job_id, code, reason, estimate, place in chunk
-                    ],
-                )

@@ -6,6 +6,8 @@ class WorkerConfig(AppConfig):
     label = "worker"
 
     def ready(self) -> None:
-        from portal.worker import kueue
+        from portal.worker import kueue, wake
+        from portal.workloads import kick
 
         kueue.connect()  # a quota or department change reconciles Kueue at the next cycle
+        kick.register(kick.Sender(wake.kick, wake.CHANNEL))  # the workloads layer asks through it

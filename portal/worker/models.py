@@ -2,6 +2,11 @@ from typing import Any, ClassVar
 
 from django.db import models
 
+from portal.counters.models import Counter
+
+# The worker's counters are the counters app's rows (portal.counters): the name stays for its readers.
+WorkerStats = Counter
+
 
 class CycleLock(models.Model):
     """A lease that lets one scheduling cycle run at a time where advisory locks do not exist (SQLite)."""
@@ -23,16 +28,6 @@ class GroupUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group_id}: {self.decayed_gpu_seconds:.0f} GPU-s"
-
-
-class WorkerStats(models.Model):
-    """Counters the worker keeps for /metrics (the web process serves them; the worker counts them)."""
-
-    name = models.CharField(max_length=50, primary_key=True)
-    value = models.FloatField(default=0.0)
-
-    def __str__(self) -> str:
-        return f"{self.name}={self.value}"
 
 
 class WaitBucket(models.Model):

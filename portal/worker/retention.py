@@ -17,7 +17,6 @@ from django.db.models import Model, QuerySet
 from portal.accounts.models import AuditEvent
 from portal.usage.models import UsageSample
 from portal.worker import stats
-from portal.worker.models import WorkerStats
 from portal.workloads.models import WorkloadEvent
 from portal.workloads.states import FINISHED
 
@@ -27,7 +26,7 @@ LAST_RUN = "retention_at"
 
 
 def due(now: datetime) -> bool:
-    last = WorkerStats.objects.filter(name=LAST_RUN).values_list("value", flat=True).first()
+    last = stats.read(LAST_RUN)
     return last is None or now.timestamp() - last >= settings.GRIDLANE_RETENTION_SECONDS
 
 

@@ -17,14 +17,15 @@ from collections.abc import Callable
 import psycopg
 from django.db import DatabaseError, connection, transaction
 
+from portal.workloads import kick as kick_seam
+
 log = logging.getLogger("gridlane.worker")
 
 CHANNEL = "gridlane_kick"
-# What a kick asks for, sent as its payload: "" everything a kick does (admit, dispatch, and bring status in:
-# a cancel stops the job on its fabric there); ADMIT only admit and dispatch (a submit: new work, no status to
-# fetch). A burst of submits then costs no fabric poll per admission (see tasks.FollowUp).
-EVERYTHING = ""
-ADMIT = "admit"
+# What a kick asks for, sent as its payload (portal.workloads.kick, the seam the workloads layer owns): a burst
+# of submits (ADMIT) costs no fabric poll per admission (see tasks.FollowUp).
+EVERYTHING = kick_seam.EVERYTHING
+ADMIT = kick_seam.ADMIT
 
 
 def kick(need: str = EVERYTHING) -> None:

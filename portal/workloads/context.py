@@ -1,15 +1,16 @@
 """A submit's context kept for a moment: what the submit reads before it records a workload (the queue with its
-targets and fabrics, the caller's teams for it with their caps and tiers: services.submit_context), kept by each
-web process and used again by the same caller's next submits to the same queue, so that those send three
-statements fewer. The API's single submit keeps the caller's token here too, under the same generation
-(portal.api.auth.kept): its next submits send one statement where the first sent five.
+targets and fabrics, the caller's teams for it with their caps and tiers: services.entitlement.submit_context),
+kept by each web process and used again by the same caller's next submits to the same queue, so that those send
+three statements fewer. The API's single submit keeps the caller's token here too, under the same generation
+(portal.api.auth.kept): a submit with a kept token and context sends one statement
+(services.kept.KeptSubmit; bench.profile_submit prints it).
 
 A kept context is used only while both hold:
 
 - The generation it was read under is still the database's. On PostgreSQL the generation is one number that
   every statement writing a table the context is read from moves, in its own transaction (statement triggers:
   migration workloads 0013, which lists the tables). A submit reads it in a statement it sends anyway:
-  - the API's single submit (services.submit with a rate-limit charge) in the statement that records it, which
+  - the API's single submit (services.kept.KeptSubmit) in the statement that records it, which
     writes, and counts the submit against the rate limit, only while the generation is still the one the
     context was kept under (`latest`); when it has moved, nothing was written and the submit goes the whole way;
   - any other in the rate limit's own count (accounts.ratelimit.check_submit), before it reads or uses a
@@ -31,26 +32,15 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from portal import sql
+from portal.generation import GENERATION_SQL, GENERATION_TABLE, read_generation
 
-GENERATION_TABLE = "workloads_submit_generation"
-# An expression, read beside the rate limit's count.
-GENERATION_SQL = f'(SELECT "n" FROM "{GENERATION_TABLE}")'  # noqa: S608 (our table)
+__all__ = ["GENERATION_SQL", "GENERATION_TABLE", "forget", "keep", "kept", "latest", "read_generation", "seen"]
+
 KEEP_S = 1.0
 MAX_KEPT = 512  # what a process keeps at most (a context per caller and queue, a token per caller); then anew
 
 _kept: dict[Hashable, tuple[int, datetime, Any]] = {}
 _newest: dict[str, int] = {}  # by database: the newest generation this process has seen; older ones are past
-
-
-def read_generation() -> int | None:
-    """The generation now (one statement), or None where there is none (SQLite)."""
-    if connection.vendor != "postgresql":
-        return None
-    with sql.prepared() as cursor:
-        cursor.execute(f"SELECT {GENERATION_SQL}")
-        row = cursor.fetchone()
-    return None if row is None or row[0] is None else int(row[0])
 
 
 def kept(key: Hashable, generation: int, now: datetime | None = None) -> Any:

@@ -14,10 +14,10 @@ from fabrics.registry import fabric_class
 from portal import access, words
 from portal.accounts.models import ResourceGroup
 from portal.queues.models import Fabric, Queue, Quota
+from portal.words import duration
 from portal.workloads import limits
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE
-from portal.workloads.templatetags.durations import duration
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup
-from portal.queues.models import DEFAULT_TIER, Fabric, Queue, QueueTarget, WorkloadKind, in_gb, in_gpus
+from portal.queues.models import DEFAULT_TIER, Fabric, Queue, QueueTarget, WorkloadKind, from_milli, in_gb
 from portal.workloads.states import FINISHED, State
 
 # Fabrics hand back the last 16 KiB of output (fabrics.base.Fabric.tail): a tail about that long was cut.
@@ -195,11 +195,11 @@ class Workload(models.Model):
 
     @property
     def gpus(self) -> Decimal:
-        return in_gpus(self.gpus_milli)
+        return from_milli(self.gpus_milli)
 
     @property
     def cpus(self) -> Decimal:
-        return in_gpus(self.cpus_milli)
+        return from_milli(self.cpus_milli)
 
     @property
     def memory_gb(self) -> Decimal:

@@ -123,7 +123,7 @@ def test_queued_work_that_moves_tier_is_reordered_inside_its_fabric_too(bob, sub
     gold.allowed_groups.add(ResourceGroup.objects.get(slug="vision"))
     PriorityTier.objects.filter(slug="gold").update(slurm_qos="gold", slurm_nice=10)
     fabric = Reordering()
-    monkeypatch.setattr(services, "connect", lambda config: fabric)
+    monkeypatch.setattr(services.actions, "connect", lambda config: fabric)
     workload = submit(bob)
     Workload.objects.filter(pk=workload.pk).update(state=state, fabric=Fabric.objects.get(name="local"),
                                                    external_id="42")  # fmt: skip
@@ -138,7 +138,7 @@ def test_queued_work_that_moves_tier_is_reordered_inside_its_fabric_too(bob, sub
 
 
 def test_a_fabric_that_refuses_the_new_order_keeps_its_own_and_the_audit_says_so(bob, submit, monkeypatch):
-    monkeypatch.setattr(services, "connect", lambda config: Reordering(refuse=True))
+    monkeypatch.setattr(services.actions, "connect", lambda config: Reordering(refuse=True))
     PriorityTier.objects.filter(slug="high").update(slurm_nice=0)
     workload = submit(bob)
     Workload.objects.filter(pk=workload.pk).update(state=State.DISPATCHING, fabric=Fabric.objects.get(name="local"),
