@@ -48,3 +48,15 @@ class WaitBucket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group_id} <= {self.le}: {self.count}"
+
+
+class FabricFree(models.Model):
+    """What a fabric had free at its last observation, in its own terms (fabrics/live.py), kept with its age:
+    one row per fabric, replaced at each answer; planning reads it only while it is fresh (capacity.fresh)."""
+
+    fabric = models.OneToOneField("queues.Fabric", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    observed_at = models.DateTimeField()
+    data = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"{self.fabric_id} at {self.observed_at:%H:%M:%S}"

@@ -1,0 +1,34 @@
+"""Each fabric's last answer to "what is free now", kept per fabric with its age (fabrics/live.py).
+
+Kept by the capacity step (capacity.observe) once per fabric per period, with the answer's other numbers; read
+once per scheduling cycle. An answer older than capacity.FRESH_PERIODS periods is not read: planning falls back
+to IT's declaration, as for a fabric that never answered.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fabrics.live import FreeNow
+from portal.worker.models import FabricFree
+
+
+def keep(fabric_id: int, free: FreeNow | None, now: datetime) -> None:
+    """Replace the fabric's answer (an answer without an observation drops the last one)."""
+    if free is None:
+        FabricFree.objects.filter(fabric_id=fabric_id).delete()
+        return
+    FabricFree.objects.update_or_create(fabric_id=fabric_id, defaults={"observed_at": now, "data": free.to_json()})
+
+
+def fresh(now: datetime, since: datetime) -> dict[int, tuple[datetime, FreeNow]]:
+    """Each fabric's answer observed at `since` or later, with when it was observed (one query)."""
+    out: dict[int, tuple[datetime, FreeNow]] = {}
+    for fabric_id, observed_at, data in FabricFree.objects.filter(
+        observed_at__gte=since, observed_at__lte=now
+    ).values_list("fabric_id", "observed_at", "data"):
+        try:
+            out[fabric_id] = (observed_at, FreeNow.from_json(data))
+        except (KeyError, TypeError, ValueError):
+            continue  # a row of another shape (an older Gridlane): as if never observed
+    return out
