@@ -7,10 +7,13 @@ to IT's declaration, as for a fabric that never answered.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
+from fabrics.base import Resources
 from fabrics.live import FreeNow
 from portal.worker.models import FabricFree
+from scheduler.model import Snapshot
 
 
 def keep(fabric_id: int, free: FreeNow | None, now: datetime) -> None:
@@ -31,4 +34,23 @@ def fresh(now: datetime, since: datetime) -> dict[int, tuple[datetime, FreeNow]]
             out[fabric_id] = (observed_at, FreeNow.from_json(data))
         except (KeyError, TypeError, ValueError):
             continue  # a row of another shape (an older Gridlane): as if never observed
+    return out
+
+
+def rooms(snapshot: Snapshot, since: datetime) -> dict[int, FreeNow]:
+    """What each fabric of the snapshot has free now, from its fresh answer: less what Gridlane sent there that the
+    answer cannot have seen (work not started yet, or started after the answer). Fabrics without a fresh answer
+    are left out (planned with their declaration)."""
+    observed = {fid: answer for fid, answer in fresh(snapshot.now, since).items() if fid in snapshot.fabrics}
+    if not observed:
+        return {}
+    unseen: dict[int, Resources] = {}
+    for job in snapshot.running:
+        fid = job.fabric_id
+        if fid in observed and (job.started_at is None or job.started_at > observed[fid][0]):
+            unseen[fid] = unseen.get(fid, Resources()) + job.total
+    out = {}
+    for fid, (_, answer) in observed.items():
+        less = unseen.get(fid)
+        out[fid] = replace(answer, free=answer.free - less) if less is not None else answer
     return out

@@ -19,7 +19,8 @@ from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup, ServiceIdentity
 from portal.queues.models import Fabric, PriorityTier, Queue, QueueTarget, Quota, QuotaGrant
 from portal.sql import ROWS, Compiled
-from portal.worker.capacity import planned
+from portal.worker import live
+from portal.worker.capacity import live_since, planned
 from portal.worker.models import GroupUsage
 from portal.workloads import context
 from portal.workloads.models import Workload
@@ -258,6 +259,9 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
         weights=weights(),
         tiers=tier_states(view),
     )
+    rooms = live.rooms(snapshot, live_since(now))  # what fabrics have free now, where they said so lately
+    if rooms:
+        snapshot = replace(snapshot, live=rooms)
     return snapshot, by_id
 
 
