@@ -61,7 +61,8 @@ def run() -> dict[str, Any]:
             answer = fabric.capacity()
             walls.append((time.perf_counter() - wall) * 1000)
             cpus.append((time.process_time() - cpu) * 1000)
-        assert answer.free is not None
+        if answer.free is None:
+            raise SystemExit("bench live: the cluster answered without what it has free")
     finally:
         fabric.close()
     results |= {
