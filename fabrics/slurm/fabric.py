@@ -304,6 +304,19 @@ class SlurmFabric(Batched):
             raise refused
         raise FabricError(f"scancel {external_id} failed: {result.message()}", retryable=True)
 
+    def take_back(self, external_id: str) -> None:
+        """Cancel the job only while it still waits (`scancel --state=PENDING`, one decision in slurmctld): a job
+        that started meanwhile runs on untouched. The caller polls to learn which happened."""
+        if not EXTERNAL_ID.match(external_id):
+            return
+        result = self._run(self._as_owner(external_id, [self._bin("scancel"), "--state=PENDING", external_id]))
+        if result.ok or "Invalid job id" in result.stderr or "already completing or completed" in result.stderr:
+            return
+        refused = runas.error(result.stderr)
+        if refused is not None:
+            raise refused
+        raise FabricError(f"scancel --state=PENDING {external_id} failed: {result.message()}", retryable=True)
+
     def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
         """The end of the job's stdout, then of its stderr (at most half) under a marker line (an array element's:
         <job id>_<index>.out, where Gridlane chose the path)."""
