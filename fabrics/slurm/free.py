@@ -33,9 +33,9 @@ SQUEUE_START_FIELDS = ("Partition", "StartTime")
 def command(env: Sequence[str], sinfo: str, squeue: str) -> list[str]:
     """The one command that observes the cluster (both reads, so it is safe to run twice)."""
     reads = [
-        shlex.join([*env, sinfo, "-h", "-N", "-O", parse.sinfo_format()]),
+        shlex.join([*env, sinfo, "-h", "-N", "-O", parse.sinfo_format()]) + " || exit $?",  # sinfo's status is ours
         "printf '\\035'",
-        shlex.join([*env, squeue, "-h", "-t", "PD", "--start", "-O", parse._format(SQUEUE_START_FIELDS)]),
+        shlex.join([*env, squeue, "-h", "-t", "PD", "--start", "-O", parse._format(SQUEUE_START_FIELDS)]) + " || true",
     ]
     return ["sh", "-c", "; ".join(reads)]
 
