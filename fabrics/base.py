@@ -121,6 +121,7 @@ class JobSpec:
     run_as: str = ""
     account: str = ""
     tier: TierHints = TierHints()  # its priority tier's hints (frozen, so one shared default is safe)
+    gpu_type: str = ""  # the GPU type it asked for (h100...); "": any, or what the fabric's settings pin
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from portal.accounts import audit, posix
 from portal.code import services as code_travel
 from portal.queues import tiers
 from portal.queues.models import DEFAULT_TIER, Fabric, Queue, QueueTarget, WorkloadKind
-from portal.worker import wake
+from portal.worker import gpu_types, wake
 from portal.workloads import context, limits, native
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import FINISHED, State, can_move
@@ -104,6 +104,7 @@ class SubmitRequest:
     manifest: str = ""  # a Kubernetes batch/v1 Job as the user wrote it (YAML or JSON)
     code: Any = None  # {"digest": sha256} of the team's bundle, or {"git": url, "commit": sha} (portal.code)
     requirements: str = ""  # a requirements file's text: a virtual environment built on the node
+    gpu_type: str = ""  # a GPU type some target of the queue has (portal/worker/gpu_types.py); "": any
 
     def fingerprint(self) -> str:
         # The fields as asdict() gives them (every one is flat), without its deep copy: the same digest.
@@ -295,6 +296,11 @@ def check_submit(
         if refused:
             err("priority", refused)
 
+    if req.gpu_type:
+        refused_type = gpu_types.check(queue, req.gpu_type)
+        if refused_type:
+            err("gpu_type", refused_type)
+
     lease_s = None
     if req.lease_hours is not None:
         if req.kind not in (WorkloadKind.NOTEBOOK, WorkloadKind.VM):
@@ -329,6 +335,7 @@ def check_submit(
         image=req.image,
         code=code,
         requirements=req.requirements,
+        gpu_type=req.gpu_type,
         gpus_milli=gpus_milli,
         cpus_milli=cpus_milli,
         memory_mib=memory_mib,
