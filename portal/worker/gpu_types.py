@@ -38,6 +38,16 @@ def offered(queue: Queue, now: datetime | None = None) -> list[str]:
     return sorted(types)
 
 
+def choices(queues: list[Queue]) -> list[tuple[str, str]]:
+    """The form's choices: any, then each type some target of these queues has, with the queues that have it."""
+    now = timezone.now()
+    where: dict[str, list[str]] = {}
+    for queue in queues:
+        for gpu_type in offered(queue, now):
+            where.setdefault(gpu_type, []).append(queue.name)
+    return [("", "Any"), *((t, f"{t} ({', '.join(names)})") for t, names in sorted(where.items()))]
+
+
 def check(queue: Queue, gpu_type: str) -> str:
     """Why the type is refused for this queue, in words; "" where it is fine (or not named)."""
     if not gpu_type:
