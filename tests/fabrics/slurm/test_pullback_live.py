@@ -149,3 +149,18 @@ def test_a_worker_stopped_right_after_the_cancel_finishes_the_move_before_it_rea
     assert (workload.state, workload.attempt) == (State.PENDING, 1)  # moved, not "cancelled outside Gridlane"
     assert not Move.objects.exists()
     assert connections.fabric_for(hpc).poll([job])[job].state is JobState.CANCELLED
+
+
+def test_a_worker_stopped_right_after_recording_the_intent_takes_the_job_back_on_its_next_run(
+    alice, submit, hpc, filled
+):
+    workload = waiting_in_slurm(alice, submit)
+    job = workload.external_id
+    local = second_target_with_room()
+    # As if killed after step 1: the intent recorded, the job still waiting in Slurm.
+    Move.objects.create(workload=workload, from_fabric=hpc, external_id=job, to_fabric=local, at=timezone.now())
+    tasks.sync_fabrics()
+    workload.refresh_from_db()
+    assert (workload.state, workload.attempt) == (State.PENDING, 1)
+    assert wait_until(lambda: _state(job) in ("CANCELLED", ""), timeout=30)
+    assert not Move.objects.exists()
