@@ -9,8 +9,11 @@ import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
+
+if TYPE_CHECKING:
+    from fabrics.live import FreeNow
 
 
 class JobState(enum.StrEnum):
@@ -118,6 +121,7 @@ class JobSpec:
     run_as: str = ""
     account: str = ""
     tier: TierHints = TierHints()  # its priority tier's hints (frozen, so one shared default is safe)
+    gpu_type: str = ""  # the GPU type it asked for (h100...); "": any, or what the fabric's settings pin
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,7 @@ class Capacity:
     total: Resources
     healthy: bool = True
     detail: str = ""
+    free: FreeNow | None = None  # what is free now, in the fabric's terms (fabrics/live.py); None: not observed
 
 
 class Fabric(Protocol):

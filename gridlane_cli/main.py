@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--cpus")
     submit.add_argument("--memory-gb")
     submit.add_argument("--nodes", type=int)
+    submit.add_argument(
+        "--gpu-type", metavar="TYPE", help="a GPU type the queue's targets have (h100, a100...); default: any"
+    )
     submit.add_argument("--runtime-minutes", type=int)
     submit.add_argument(
         "--priority",
@@ -132,6 +135,8 @@ def submit_body(args: argparse.Namespace, stdin: Any = None) -> dict[str, Any]:
         body["group"] = args.group
     if args.array:
         body["array"] = args.array
+    if args.gpu_type:
+        body["gpu_type"] = args.gpu_type
     if args.git:
         url, _, commit = args.git.rpartition("@")
         if not url or not re.fullmatch(r"[0-9a-f]{40}", commit):

@@ -272,6 +272,8 @@ GRIDLANE_CYCLE_SECONDS = float(os.environ.get("GRIDLANE_CYCLE_SECONDS", "2"))
 # How often the periodic cycle asks each fabric for its capacity (nodes up, agents online). The scheduler plans
 # with the lower of that and IT's declaration while the answer is at most three times this old.
 GRIDLANE_CAPACITY_SECONDS = float(os.environ.get("GRIDLANE_CAPACITY_SECONDS", "30"))
+# Work waiting in a fabric's own queue this long, while another target of its queue could start it now, is moved.
+GRIDLANE_PULLBACK_PATIENCE_SECONDS = float(os.environ.get("GRIDLANE_PULLBACK_PATIENCE_SECONDS", "300"))
 # Fair share: the weights of P = age*ln(1+wait) + share*(1-U/L) + qos*Q - size*(gpus/cluster_gpus)
 # - runtime*ln(1+limit_s), e.g. GRIDLANE_PRIORITY_WEIGHTS="age=1,share=4,qos=3,size=1,runtime=0.75", and the
 # half-life over which past use (U) fades.

@@ -16,11 +16,14 @@ from scheduler.cycle import Cycle
 from scheduler.model import Decisions, Snapshot
 from scheduler.owed import departments_owe, departments_owed, teams_owed
 from scheduler.priority import ordered
+from scheduler.soonest import LiveRoutes
 from scheduler.waiting import decisions
 
 
 def decide(snapshot: Snapshot) -> Decisions:
     cycle = Cycle(snapshot)
+    if snapshot.live or any(job.gpu_type for job in snapshot.pending):
+        cycle.routes = LiveRoutes(cycle)  # soonest start first, by what fabrics have free now (soonest.py)
     # 1. Order the line: fair share, priority tier, age and size (priority.py).
     line = ordered(snapshot)
     # 2. What each team is owed: work within its unused reservation goes first, whatever its priority; then
@@ -31,8 +34,9 @@ def decide(snapshot: Snapshot) -> Decisions:
     # 3. The rest borrows what is left, in line order, with backfill around the first work waiting on each fabric
     #    (backfill.py); a tier that may preempt takes borrowed capacity from lower tiers where nothing ahead of it
     #    waits for it (preemption.py).
+    live = isinstance(cycle.routes, LiveRoutes)  # its routes change as the cycle uses up live room: asked again
     for job, route in zip(borrowers, routes, strict=True):
         if not (job.array_throttle and cycle.throttled(job)):
-            consider(cycle, job, route)
+            consider(cycle, job, cycle.routes.of(job) if live else route)
     # 4. Estimate when the waiting work could start, in line order (waiting.py).
     return decisions(cycle, line)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from fabrics.base import Resources
+from fabrics.live import FreeNow
 from scheduler.reasons import Reason
 
 # A limit component that is not set: larger than any fabric.
@@ -99,6 +100,7 @@ class Job:
     array_id: str = ""  # an array's element: its parent's id
     array_throttle: int = 0  # at most this many of the array's elements hold capacity at once (0: no limit)
     gpus_idle: bool = False  # its GPUs sit idle now (the idle-GPU step warned its owner, and has not taken it back)
+    gpu_type: str = ""  # the GPU type it asks for (h100, a100...); "": any (scheduler/soonest.py)
 
     @property
     def total(self) -> Resources:
@@ -122,6 +124,9 @@ class Snapshot:
     parents: Mapping[int, int] = field(default_factory=dict)  # team -> its department (a group with a quota too)
     weights: Weights = Weights()
     tiers: Mapping[str, TierState] = field(default_factory=dict)  # Job.priority -> its tier; empty: the old classes
+    # What fabrics that keep queues of their own have free now, where their answer is fresh (fabrics/live.py);
+    # empty: every fabric is planned with its declaration alone (scheduler/soonest.py).
+    live: Mapping[int, FreeNow] = field(default_factory=dict)
 
     def quota(self, group_id: int, fabric_id: int | None) -> Quota:
         """The group's quota on the fabric; no quota means no floor and no cap beyond the fabric."""

@@ -35,7 +35,7 @@ from fabrics.base import (
     Resources,
     TemplateError,
 )
-from fabrics.kubernetes import arrays, dcgm, home, kueue, kueue_reconcile, parse, render, teams, tenancy
+from fabrics.kubernetes import arrays, dcgm, free, home, kueue, kueue_reconcile, parse, render, teams, tenancy
 from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
 from fabrics.kubernetes.render import Manifests
 from fabrics.kubernetes.settings import KubeSettings
@@ -372,7 +372,7 @@ class KubernetesFabric(Batched):
                 return Capacity(declared, detail=f"declared: this fabric may not read nodes and pods ({error})")
             return Capacity(declared, healthy=False, detail=str(error))
         total, detail = parse.capacity(nodes, pods, self.settings.gpu)
-        return Capacity(total, detail=detail)
+        return Capacity(total, detail=detail, free=free.observe(nodes, pods))
 
     # -- Kueue, owned --------------------------------------------------------------------------------
 

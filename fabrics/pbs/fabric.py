@@ -46,6 +46,7 @@ from fabrics.base import (
     TierHints,
 )
 from fabrics.pbs import directives, native, parse
+from fabrics.pbs import free as live
 from fabrics.pbs.render import FLAVORS, Options, render
 from fabrics.slurm.directives import DirectiveError
 from fabrics.ssh import batch, notebook, runas
@@ -379,12 +380,13 @@ class PbsFabric(Batched):
     def capacity(self) -> Capacity:
         """What IT declared, healthy while the PBS server answers `qstat -Q`."""
         try:
-            result: Result = self.ssh.run([self._bin("qstat"), "-Q"], retry=True)
+            result: Result = self.ssh.run(live.command(self._bin("qstat"), self._bin("pbsnodes")), retry=True)
         except FabricError as exc:
             return Capacity(self.config.capacity, healthy=False, detail=str(exc))
         if not result.ok:
             return Capacity(self.config.capacity, healthy=False, detail=f"qstat -Q failed: {result.message()}")
-        return Capacity(self.config.capacity, healthy=True, detail="the PBS server answers")
+        free = live.read(live.split(result.stdout)[1]) if live.SEPARATOR in result.stdout else None
+        return Capacity(self.config.capacity, healthy=True, detail="the PBS server answers", free=free)
 
     def close(self) -> None:
         self.ssh.close()

@@ -72,6 +72,7 @@ from fabrics.base import (
     TierHints,
 )
 from fabrics.slurm import accounting, directives, native, parse, reasons
+from fabrics.slurm import free as live
 from fabrics.slurm import render as rendering
 from fabrics.slurm.render import GPU_REQUESTS, NAME_PREFIX, TAG_PREFIX, Options, render
 from fabrics.ssh import batch, notebook, runas
@@ -303,6 +304,19 @@ class SlurmFabric(Batched):
             raise refused
         raise FabricError(f"scancel {external_id} failed: {result.message()}", retryable=True)
 
+    def take_back(self, external_id: str) -> None:
+        """Cancel the job only while it still waits (`scancel --state=PENDING`, one decision in slurmctld): a job
+        that started meanwhile runs on untouched. The caller polls to learn which happened."""
+        if not EXTERNAL_ID.match(external_id):
+            return
+        result = self._run(self._as_owner(external_id, [self._bin("scancel"), "--state=PENDING", external_id]))
+        if result.ok or "Invalid job id" in result.stderr or "already completing or completed" in result.stderr:
+            return
+        refused = runas.error(result.stderr)
+        if refused is not None:
+            raise refused
+        raise FabricError(f"scancel --state=PENDING {external_id} failed: {result.message()}", retryable=True)
+
     def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
         """The end of the job's stdout, then of its stderr (at most half) under a marker line (an array element's:
         <job id>_<index>.out, where Gridlane chose the path)."""
@@ -326,15 +340,16 @@ class SlurmFabric(Batched):
 
     def capacity(self) -> Capacity:
         try:
-            result = self._run([*UTC_ENV, self._bin("sinfo"), "-h", "-N", "-O", parse.sinfo_format()], retry=True)
+            result = self._run(live.command(UTC_ENV, self._bin("sinfo"), self._bin("squeue")), retry=True)
         except FabricError as exc:
             return Capacity(self.config.capacity, healthy=False, detail=str(exc))
         if not result.ok:
             return Capacity(self.config.capacity, healthy=False, detail=f"sinfo failed: {result.message()}")
-        inventory = parse.sinfo(result.stdout)
+        inventory = parse.sinfo(live.split(result.stdout)[0])
+        free = live.read(result.stdout, {p for p in (self.options.partition, self.options.gpu_partition) if p})
         # The controller answers, so the fabric is up; nodes that are down only shrink what it can hold (to
         # nothing when none is up), and work waits for capacity, saying the numbers.
-        return Capacity(inventory.total, healthy=True, detail=inventory.describe() or "no nodes")
+        return Capacity(inventory.total, healthy=True, detail=inventory.describe() or "no nodes", free=free)
 
     def account_usage(self, accounts: Collection[str], start: datetime, end: datetime) -> list[accounting.Charge]:
         """Every job charged to these Slurm accounts that ran in [start, end), with its GPU time there (one sacct)."""

@@ -113,7 +113,8 @@ def _request(job: JobSpec, options: Options) -> list[str]:
     if job.per_node.memory_mib:
         lines.append(f"--mem={job.per_node.memory_mib}M")
     if gpus:
-        typed = f"{options.gpu_type}:" if options.gpu_type else ""
+        gpu_type = job.gpu_type or options.gpu_type  # the request's own type first, else the fabric's
+        typed = f"{gpu_type}:" if gpu_type else ""
         lines.append(f"--gres=gpu:{typed}{gpus}" if options.gpu_request == "gres" else f"--gpus-per-node={typed}{gpus}")
     lines.append(f"--time={minutes(job.runtime_limit_s)}")
     return lines

@@ -113,6 +113,9 @@ class WorkloadIn(CopiedFields):
         allow_blank=True, default="", trim_whitespace=False,
         help_text="A requirements file's text (up to 64 KiB): a virtual environment built and cached on the node.",
     )  # fmt: skip
+    gpu_type = serializers.CharField(
+        allow_blank=True, default="", max_length=40, help_text="A GPU type some target of the queue has (h100...)."
+    )
 
     @classmethod
     def parse(cls, data: Any) -> SubmitRequest:
@@ -260,6 +263,7 @@ def request_of(d: dict[str, Any], raw_resources: Any, **text: str) -> SubmitRequ
         manifest=text.get("manifest", d["manifest"]),
         code=d.get("code"),
         requirements=d["requirements"],
+        gpu_type=d["gpu_type"],
     )
 
 

@@ -18,6 +18,7 @@ from django.db.models import Q
 from fabrics.base import FabricError, Resources
 from fabrics.registry import fabric_class
 from portal.queues.models import Fabric as FabricRow
+from portal.worker import live
 from portal.worker.connections import fabric_for
 from portal.worker.health import set_health
 
@@ -71,8 +72,14 @@ def observe(row: FabricRow, now: datetime) -> bool:
     FabricRow.objects.filter(pk=row.pk).update(**fields)
     for name, value in fields.items():
         setattr(row, name, value)
+    live.keep(row.pk, answer.free, now)
     set_health(row, healthy=answer.healthy, detail="" if answer.healthy else answer.detail)
     return True
+
+
+def live_since(now: datetime) -> datetime:
+    """The oldest observation of what is free (portal/worker/live.py) that planning still reads."""
+    return now - FRESH_PERIODS * period()
 
 
 def fresh(row: FabricRow, now: datetime) -> bool:

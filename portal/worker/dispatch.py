@@ -67,6 +67,7 @@ def job_spec(
         run_as=who.user,
         account=who.account,
         tier=tier if tier is not None else tiers.hints_of([w.priority]).get(w.priority, TierHints()),
+        gpu_type=w.gpu_type,
     )
 
 

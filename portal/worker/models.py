@@ -43,3 +43,30 @@ class WaitBucket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group_id} <= {self.le}: {self.count}"
+
+
+class FabricFree(models.Model):
+    """What a fabric had free at its last observation, in its own terms (fabrics/live.py), kept with its age:
+    one row per fabric, replaced at each answer; planning reads it only while it is fresh (capacity.fresh)."""
+
+    fabric = models.OneToOneField("queues.Fabric", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    observed_at = models.DateTimeField()
+    data = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"{self.fabric_id} at {self.observed_at:%H:%M:%S}"
+
+
+class Move(models.Model):
+    """A move of waiting work from one fabric's queue to another target, recorded before anything is done
+    (portal/worker/pullback.py): while the row exists the move is under way, and the worker finishes it (or
+    drops it, where the job started meanwhile) before it reads any fabric's status."""
+
+    workload = models.OneToOneField("workloads.Workload", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    from_fabric = models.ForeignKey("queues.Fabric", on_delete=models.CASCADE, related_name="+")
+    external_id = models.CharField(max_length=100)
+    to_fabric = models.ForeignKey("queues.Fabric", on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}: {self.from_fabric_id} -> {self.to_fabric_id}"

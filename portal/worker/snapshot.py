@@ -19,7 +19,8 @@ from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup, ServiceIdentity
 from portal.queues.models import Fabric, PriorityTier, Queue, QueueTarget, Quota, QuotaGrant
 from portal.sql import ROWS, Compiled
-from portal.worker.capacity import planned
+from portal.worker import live
+from portal.worker.capacity import live_since, planned
 from portal.worker.models import GroupUsage
 from portal.workloads import context
 from portal.workloads.models import Workload
@@ -45,7 +46,7 @@ FIELDS = (
     "id", "state", "queue_id", "pending_reason_code", "pending_reason", "estimated_start",  # -> Row
     "owner_id", "group_id", "fabric_id", "priority", "submitted_at", "started_at", "runtime_limit_s",
     "gpus_milli", "cpus_milli", "memory_mib", "nodes", "native_kind", "array_parent_id", "array_throttle",
-    "gpu_idle_warned_at", "queue_position",  # the last -> Row
+    "gpu_type", "gpu_idle_warned_at", "queue_position",  # the last -> Row
 )  # fmt: skip
 
 
@@ -56,7 +57,8 @@ def _limit(value: int | None) -> int:
 def job_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]] | None = None) -> model.Job:
     """kinds: the fabric ids of each kind, for native work (which runs only where its scheduler reads it)."""
     (pk, _, queue_id, _, _, _, owner_id, group_id, fabric_id, priority, submitted_at, started_at, runtime_limit_s,
-     gpus, cpus, memory, nodes, native_kind, array_parent_id, array_throttle, idle_warned_at, _) = values  # fmt: skip
+     gpus, cpus, memory, nodes, native_kind, array_parent_id, array_throttle, gpu_type, idle_warned_at,
+     _) = values  # fmt: skip
     return model.Job(
         id=str(pk),
         group_id=group_id,
@@ -73,6 +75,7 @@ def job_of(values: tuple[Any, ...], kinds: dict[str, tuple[int, ...]] | None = N
         array_id=str(array_parent_id) if array_parent_id else "",
         array_throttle=array_throttle or 0,
         gpus_idle=idle_warned_at is not None,
+        gpu_type=gpu_type,
     )
 
 
@@ -258,6 +261,9 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
         weights=weights(),
         tiers=tier_states(view),
     )
+    rooms = live.rooms(snapshot, live_since(now))  # what fabrics have free now, where they said so lately
+    if rooms:
+        snapshot = replace(snapshot, live=rooms)
     return snapshot, by_id
 
 

@@ -36,7 +36,20 @@ from django.utils import timezone
 from portal.burst import autoscale as scaling
 from portal.notify import outbox, send
 from portal.usage import rollup
-from portal.worker import accounting, apply, capacity, gpu_idle, kueue, retention, snapshot, stats, sync, usage, wake
+from portal.worker import (
+    accounting,
+    apply,
+    capacity,
+    gpu_idle,
+    kueue,
+    pullback,
+    retention,
+    snapshot,
+    stats,
+    sync,
+    usage,
+    wake,
+)
 from portal.worker import dispatch as dispatching
 from portal.worker.lock import cycle_lock
 from scheduler import decide
@@ -144,7 +157,8 @@ class FollowUp:
 
 def sync_fabrics() -> int:
     with cycle_lock("sync") as held:
-        return sync.sync_all() if held else 0
+        # Moves first: a job a move took back must never be read as cancelled outside Gridlane (pullback.py).
+        return pullback.step(timezone.now()) + sync.sync_all() if held else 0
 
 
 def observe_capacity() -> int:

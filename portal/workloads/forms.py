@@ -10,6 +10,7 @@ from django.db.models import Prefetch, Q
 
 from portal import access, words
 from portal.queues.models import DEFAULT_TIER, PriorityTier, Profile, QueueTarget
+from portal.workloads import gpu_types
 from portal.workloads.guide import QueueGuide, queue_guide
 from portal.workloads.models import Workload
 from portal.workloads.services import SubmitRequest
@@ -199,12 +200,19 @@ class TrainingForm(SubmitForm):
         initial=Decimal(1),
         help_text="Fractions below one share a GPU, e.g. 0.25.",
     )
+    gpu_type = forms.ChoiceField(label="GPU type", required=False, help_text="Any, or one the queue's fabrics have.")
     cpus = forms.DecimalField(label="CPUs per node", decimal_places=3, initial=Decimal(4))
     memory_gb = forms.DecimalField(label="Memory per node (GB)", decimal_places=3, initial=Decimal(16))
     nodes = forms.IntegerField(initial=1, help_text="More than one runs all nodes together or not at all.")
     runtime_limit_minutes = forms.IntegerField(label="Runtime limit (minutes)", initial=60)
     priority = forms.ChoiceField(initial=DEFAULT_TIER, label="Priority tier")
     group = forms.ChoiceField(label="Team", required=False)
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, user=user, **kwargs)
+        field = self.fields["gpu_type"]
+        assert isinstance(field, forms.ChoiceField)  # noqa: S101 (declared above)
+        field.choices = gpu_types.choices(self.queue_objects)
 
     @classmethod
     def initial_from(cls, w: Workload) -> dict[str, Any]:
@@ -234,6 +242,7 @@ class TrainingForm(SubmitForm):
             runtime_limit_minutes=d["runtime_limit_minutes"],
             priority=d["priority"],
             group=d["group"] or None,
+            gpu_type=d.get("gpu_type") or "",
         )
 
 

@@ -60,6 +60,7 @@ class Workload(models.Model):
     cpus_milli = models.PositiveIntegerField(default=1000)
     memory_mib = models.PositiveBigIntegerField(default=1024)
     nodes = models.PositiveIntegerField(default=1)
+    gpu_type = models.CharField(max_length=40, blank=True, help_text="A GPU type its queue's targets have; empty: any.")
     runtime_limit_s = models.PositiveIntegerField()
     # A priority tier's slug (queues.PriorityTier): IT defines the tiers, so the values are not choices here.
     priority = models.CharField(max_length=20, default=DEFAULT_TIER)

@@ -17,7 +17,7 @@ from portal import access, sql, words
 from portal.code import services as code_travel
 from portal.queues import tiers
 from portal.queues.models import WorkloadKind
-from portal.workloads import limits, native
+from portal.workloads import gpu_types, limits, native
 from portal.workloads.models import Workload
 from portal.workloads.services.entitlement import SubmitContext, submit_context
 from portal.workloads.services.errors import SubmitRejected
@@ -194,6 +194,13 @@ def check_lease(d: Draft) -> None:
         d.lease_s = int(hours * 3600)
 
 
+def check_gpu_type(d: Draft) -> None:
+    """A GPU type, where one is named, that some target of the queue has (portal.workloads.gpu_types)."""
+    refused = gpu_types.check(d.ctx.queue, d.req.gpu_type) if d.req.gpu_type else ""
+    if refused:
+        d.err("gpu_type", refused)
+
+
 # Every check of a submission, in the order their messages are listed.
 CHECKS: tuple[Callable[[Draft], None], ...] = (
     check_team,
@@ -206,6 +213,7 @@ CHECKS: tuple[Callable[[Draft], None], ...] = (
     check_resources,
     check_runtime,
     check_priority,
+    check_gpu_type,
     check_lease,
 )
 
@@ -256,6 +264,7 @@ def build(d: Draft) -> Workload:
         image=req.image,
         code=d.code,
         requirements=req.requirements,
+        gpu_type=req.gpu_type,
         gpus_milli=gpus_milli,
         cpus_milli=cpus_milli,
         memory_mib=memory_mib,

@@ -47,11 +47,14 @@ class SubmitRequest:
     manifest: str = ""  # a Kubernetes batch/v1 Job as the user wrote it (YAML or JSON)
     code: Any = None  # {"digest": sha256} of the team's bundle, or {"git": url, "commit": sha} (portal.code)
     requirements: str = ""  # a requirements file's text: a virtual environment built on the node
+    gpu_type: str = ""  # a GPU type some target of the queue has (portal/workloads/gpu_types.py); "": any
 
     def fingerprint(self) -> str:
         """The digest a repeat with the same idempotency key is compared by: the fields as asdict() gives them
-        (every one is flat), Decimals as their str()."""
+        (every one is flat), Decimals as their str(), an open GPU type left out."""
         values = {f.name: (str(v) if isinstance(v := getattr(self, f.name), Decimal) else v) for f in fields(self)}
+        if not self.gpu_type:
+            del values["gpu_type"]  # a field added later counts only when set: a key recorded before still matches
         return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
 
 
