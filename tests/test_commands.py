@@ -37,3 +37,16 @@ def test_issue_token_prints_a_working_token_last(cast):
 def test_issue_token_for_an_unknown_user_fails_clearly(cast):
     with pytest.raises(CommandError, match="No user called 'nobody'"):
         call_command("issue_token", "nobody", stdout=io.StringIO())
+
+
+def test_run_portal_derives_the_public_url_from_the_port_unless_it_is_set():
+    from portal.worker.management.commands.run_portal import child_env
+
+    assert child_env({"PATH": "/bin"}, "127.0.0.1", 8631) == {
+        "PATH": "/bin",
+        "GRIDLANE_PUBLIC_URL": "http://127.0.0.1:8631",
+    }
+    assert child_env({}, "0.0.0.0", 9000)["GRIDLANE_PUBLIC_URL"] == "http://127.0.0.1:9000"  # noqa: S104
+    assert child_env({}, "::1", 9000)["GRIDLANE_PUBLIC_URL"] == "http://[::1]:9000"
+    it_set = {"GRIDLANE_PUBLIC_URL": "https://gpu.example.org"}
+    assert child_env(it_set, "127.0.0.1", 8631)["GRIDLANE_PUBLIC_URL"] == "https://gpu.example.org"
