@@ -46,13 +46,15 @@ def queues_taking(user: Any, kind: str, work: str) -> list[str]:
     """Names of the queues this user may use that take scripts of this kind as this kind of work (for an error
     message)."""
     kinds = (kind,) if kind else native.KINDS
-    return list(
+    # The kinds of work are a JSON list: read in Python, as every database (SQLite included) can give them.
+    found = (
         access.usable_queues(user)
-        .filter(targets__fabric__kind__in=kinds, targets__fabric__enabled=True, kinds__contains=[work])
+        .filter(targets__fabric__kind__in=kinds, targets__fabric__enabled=True)
         .distinct()
         .order_by("name")
-        .values_list("name", flat=True)[:10]
+        .values_list("name", "kinds")
     )
+    return [name for name, works in found if isinstance(works, list) and work in works][:10]
 
 
 def check(
