@@ -1,0 +1,61 @@
+"""What a newcomer's first day stumbled on, in Chromium: buttons that must be visible, pages that must fit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+from django.utils import timezone
+
+from portal.queues.models import Fabric
+from portal.workloads import services
+from portal.workloads.models import Workload
+from portal.workloads.states import State
+from tests.browser.conftest import screenshot
+from tests.browser.test_pages_dashboard import signed_in
+
+# The WCAG contrast ratio between an element's text and the background it is drawn on (the first ancestor
+# with an opaque background).
+CONTRAST = """(el) => {
+  const rgb = (s) => s.match(/[\\d.]+/g).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  let node = el, bg = null;
+  while (node) {
+    const c = rgb(getComputedStyle(node).backgroundColor);
+    if (c.length < 4 || c[3] > 0.5) { bg = c; break; }
+    node = node.parentElement;
+  }
+  bg = bg || [255, 255, 255];
+  const a = lum(rgb(getComputedStyle(el).color)), b = lum(bg);
+  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+}"""
+
+
+def test_share_and_stop_sharing_are_visible_on_the_workload_page(browser_page, gridlane, cast):
+    page = browser_page
+    alice = cast["alice"]
+    now = timezone.now()
+    w, _ = services.submit(
+        alice,
+        services.SubmitRequest(queue="notebooks", kind="notebook", name="shared-nb", gpus=Decimal("0.25"),
+                               lease_hours=Decimal(8)),
+    )  # fmt: skip
+    Workload.objects.filter(pk=w.pk).update(
+        state=State.RUNNING, started_at=now, lease_ends_at=now + timedelta(hours=3),
+        fabric=Fabric.objects.get(name="local"),
+    )  # fmt: skip
+    signed_in(page, gridlane, alice)
+    page.goto(f"{gridlane}/workloads/{w.pk}/")
+    share = page.get_by_role("button", name="Share with Vision")
+    assert share.is_visible()
+    assert share.evaluate(CONTRAST) >= 4.5
+    screenshot(page, "share-button")
+    share.click()
+    stop = page.get_by_role("button", name="Stop sharing")
+    stop.wait_for()
+    assert stop.evaluate(CONTRAST) >= 4.5
+    # The top bar's Sign out stays white on its dark background.
+    assert page.get_by_role("button", name="Sign out").evaluate(CONTRAST) >= 4.5
