@@ -22,6 +22,12 @@ register.filter("ordinal", words.ordinal)
 
 
 @register.filter
+def plus(value: float | int | None, more: float | int | None) -> float | None:
+    """`value` and `more` added (None stays None: no limit raised is still no limit)."""
+    return None if value is None else float(value) + float(more or 0)
+
+
+@register.filter
 def in_line(w: Any) -> str:
     """A waiting workload's place in its queue's line, in words."""
     return words.in_line(w.queue_position, w.queue.name) if w.state == "pending" else ""
