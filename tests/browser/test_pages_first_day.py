@@ -59,3 +59,26 @@ def test_share_and_stop_sharing_are_visible_on_the_workload_page(browser_page, g
     assert stop.evaluate(CONTRAST) >= 4.5
     # The top bar's Sign out stays white on its dark background.
     assert page.get_by_role("button", name="Sign out").evaluate(CONTRAST) >= 4.5
+
+
+def test_a_server_error_on_an_htmx_form_says_so_with_the_request_id(browser_page, gridlane, cast, monkeypatch):
+    from portal.workloads import views
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(views, "_submit", broken)  # the live server runs in this process
+    page = browser_page
+    signed_in(page, gridlane, cast["alice"])
+    page.goto(f"{gridlane}/workloads/new/")
+    page.get_by_label("Name").fill("resnet")
+    page.get_by_label("Command").fill("python train.py")
+    with page.expect_response(lambda r: r.request.method == "POST") as answered:
+        page.get_by_role("button", name="Submit").click()
+    request_id = answered.value.headers["x-request-id"]
+    alert = page.locator("#submit-form .request-error")
+    alert.wait_for()
+    assert alert.get_attribute("role") == "alert"
+    assert "Something went wrong on Gridlane's side (error 500)" in alert.inner_text()
+    assert request_id in alert.inner_text()
+    screenshot(page, "htmx-server-error")
