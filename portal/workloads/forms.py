@@ -6,10 +6,11 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 from django import forms
-from django.db.models import Prefetch, Q
+from django.db.models import Exists, Prefetch, Q
 
 from fabrics import native as fabric_native
 from portal import access, words
+from portal.accounts.models import Membership
 from portal.queues.models import DEFAULT_TIER, PriorityTier, Profile, QueueTarget
 from portal.workloads.guide import QueueGuide, queue_guide
 from portal.workloads.models import Workload
@@ -82,13 +83,21 @@ class SubmitForm(forms.Form):
         self.profiles = self._offer_profiles() if self.profile_fields else {}
 
     def _offer_tiers(self, user: Any, teams: set[int], it: bool) -> None:
-        """The priority tiers any of the user's teams may use (IT: every tier), in IT's order (one query); which
-        of them the chosen team may use is the services' check."""
-        found = (
-            PriorityTier.objects.all()
-            if it
-            else PriorityTier.objects.filter(Q(open_to_all=True) | Q(allowed_groups__in=teams)).distinct()
-        )
+        """The priority tiers any of the user's teams may use (IT: every tier), leads-only ones only where the
+        user leads such a team, in IT's order (one query); which of them the chosen team may use is the
+        services' check."""
+        if it:
+            found = PriorityTier.objects.all()
+        else:
+            # A tier for leads only is offered to those who lead a team that may use it, never to members.
+            leads = access.lead_group_ids(user)
+            lead_somewhere = Exists(Membership.objects.filter(user=user, role=Membership.Role.LEAD))
+            found = PriorityTier.objects.filter(
+                Q(leads_only=False, open_to_all=True)
+                | Q(leads_only=False, allowed_groups__in=teams)
+                | Q(lead_somewhere, leads_only=True, open_to_all=True)
+                | Q(leads_only=True, allowed_groups__in=leads)
+            ).distinct()
         field = self.fields["priority"]
         assert isinstance(field, forms.ChoiceField)  # noqa: S101 (declared by the subclass)
         field.choices = [(t.slug, f"{t.name} (team leads)" if t.leads_only else t.name) for t in found]
