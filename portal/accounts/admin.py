@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
+from portal import words
 from portal.accounts import tokens
 from portal.accounts.models import (
     ApiToken,
@@ -67,7 +68,7 @@ class ResourceGroupForm(forms.ModelForm[ResourceGroup]):
         milli = None if gpus is None else int(gpus * 1000)
         _, limit = self.instance.gpu_quota_milli() if self.instance.pk else (0, None)
         if milli is not None and limit is not None and milli > limit:
-            self.add_error("member_gpu_limit", f"Above the team's own limit ({Decimal(limit) / 1000:g} GPUs).")
+            self.add_error("member_gpu_limit", f"Above the team's own limit ({words.gpus(Decimal(limit) / 1000)}).")
             return data
         self.instance.member_gpu_limit_milli = milli
         return data

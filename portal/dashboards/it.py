@@ -14,6 +14,7 @@ from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from fabrics.base import Resources
+from portal import words
 from portal.burst.models import Instance
 from portal.dashboards import figures
 from portal.dashboards.data import WINDOWS
@@ -160,8 +161,8 @@ class BuyOrBurst:
         if burst is None or buy is None:
             return ""  # the numbers are shown; a comparison needs both prices
         if buy < burst:
-            return f"buy: {self.gpus_to_buy} GPUs at {buy} a month cost less than bursting at {burst} a month"
-        return f"burst: {burst} a month costs less than {self.gpus_to_buy} GPUs bought at {buy} a month"
+            return f"buy: {words.gpus(self.gpus_to_buy)} at {buy} a month cost less than bursting at {burst} a month"
+        return f"burst: {burst} a month costs less than {words.gpus(self.gpus_to_buy)} bought at {buy} a month"
 
 
 def capacity_plan(window: str, now: datetime) -> list[FlavorPlan]:
@@ -204,7 +205,7 @@ def capacity_plan(window: str, now: datetime) -> list[FlavorPlan]:
         u, p, cap = used[flavor], pending[flavor], capacity[flavor]
         over = [max(0.0, a + b - cap) for a, b in zip(u, p, strict=True)]
         short = sum(1 for o in over if o > 0)
-        title = f"{flavor}: demand against {cap:g} GPUs"
+        title = f"{flavor}: demand against {words.gpus(cap)}"
         fig = figures.demand_against_capacity(hours, u, p, cap, title)
         choice = BuyOrBurst(sum(over), math.ceil(percentile(over, 0.95)), spend[flavor], held[flavor], days, price)
         plans.append(FlavorPlan(flavor, cap, short, len(hours), fig, choice))

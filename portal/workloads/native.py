@@ -17,7 +17,7 @@ from fabrics import native
 from fabrics.base import Resources
 from fabrics.kubernetes import manifest
 from fabrics.slurm.directives import DirectiveError, Directives
-from portal import access
+from portal import access, words
 from portal.queues.models import Queue, QueueTarget
 
 KIND_WORDS = {"slurm": "sbatch", "pbs": "qsub", "": "batch", "kubernetes": "Kubernetes"}
@@ -171,7 +171,7 @@ def check_limits(n: Native, queue: Queue, errors: dict[str, list[str]], gpus: in
     field = field_of(n)
     if n.per_node.gpus_milli > gpus * 1000:
         at = _line(n, "gpus-per-node", "gres", "gpus-per-task", "gpus", "resource")
-        errors.setdefault(field, []).append(f"{at}at most {gpus} GPUs per node.")
+        errors.setdefault(field, []).append(f"{at}at most {words.gpus(gpus)} per node.")
     if n.per_node.cpus_milli > cpus * 1000:
         at = _line(n, "cpus-per-task", "ntasks-per-node", "ntasks", "resource")
         errors.setdefault(field, []).append(f"{at}at most {cpus} CPUs per node.")

@@ -70,7 +70,17 @@ def test_the_fabrics_page_shows_capacity_and_gpus_held(client, it_admin, alice, 
     (row,) = it.fabric_rows()
     assert (row.gpus, row.gpus_in_use, row.use_percent) == (8.0, 2.0, 25.0)
     client.force_login(it_admin)
-    assert "local" in client.get("/it/fabrics/", HTTP_HX_REQUEST="true").content.decode()
+    page = client.get("/it/fabrics/", HTTP_HX_REQUEST="true").content.decode()
+    assert "local" in page
+    assert "25 %</meter> 2 GPUs</td>" in page  # in use, with its unit
+
+
+def test_one_gpu_is_said_in_the_singular():
+    from portal.queues.models import QuotaGrant
+
+    grant = QuotaGrant(team=ResourceGroup(name="Vision"), fabric=Fabric(name="local"), gpus_milli=1000,
+                       starts_at=timezone.now())  # fmt: skip
+    assert ": +1 GPU from " in str(grant)
 
 
 def test_capacity_planning_says_buy_or_burst_when_demand_passes_capacity(client, it_admin, cast,
