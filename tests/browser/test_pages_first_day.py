@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+from django.test import Client
 from django.utils import timezone
 
 from portal.queues.models import Fabric
@@ -82,3 +83,17 @@ def test_a_server_error_on_an_htmx_form_says_so_with_the_request_id(browser_page
     assert "Something went wrong on Gridlane's side (error 500)" in alert.inner_text()
     assert request_id in alert.inner_text()
     screenshot(page, "htmx-server-error")
+
+
+def test_a_404_under_connect_has_the_portals_look(browser_page, asgi_portal, cast):
+    page = browser_page
+    client = Client()
+    client.force_login(cast["alice"])
+    page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": asgi_portal}])
+    response = page.goto(f"{asgi_portal}/connect/00000000-0000-0000-0000-000000000000/lab")
+    assert response.status == 404
+    assert page.get_by_role("heading", name="Not found").is_visible()
+    card = page.locator(".error-page")
+    assert card.evaluate("(el) => getComputedStyle(el).backgroundColor") == "rgb(255, 255, 255)"
+    assert page.locator("header.top").evaluate("(el) => getComputedStyle(el).backgroundColor") != "rgba(0, 0, 0, 0)"
+    screenshot(page, "connect-404")
