@@ -97,3 +97,45 @@ def test_a_404_under_connect_has_the_portals_look(browser_page, asgi_portal, cas
     assert card.evaluate("(el) => getComputedStyle(el).backgroundColor") == "rgb(255, 255, 255)"
     assert page.locator("header.top").evaluate("(el) => getComputedStyle(el).backgroundColor") != "rgba(0, 0, 0, 0)"
     screenshot(page, "connect-404")
+
+
+PAGES_AT_1280 = [
+    ("alice", "/"),
+    ("alice", "/workloads/new/"),
+    ("alice", "/workloads/new/script/"),
+    ("alice", "/notebooks/new/"),
+    ("alice", "/leases/new/"),
+    ("alice", "/accounts/"),
+    ("bob", "/teams/vision/"),
+    ("bob", "/teams/vision/chargeback/"),
+    ("bob", "/teams/vision/chargeback/?month=2026-11"),
+    ("bob", "/?scope=team"),
+    ("bob", "/teams/vision/grants/new/"),
+    ("bob", "/accounts/agents/"),
+    ("it", "/it/queues/"),
+    ("it", "/it/fabrics/"),
+    ("it", "/it/capacity/"),
+    ("it", "/it/burst/"),
+    ("it", "/it/grants/"),
+    ("it", "/it/what-if/"),
+]
+
+
+def test_every_page_fits_a_1280_pixel_screen(browser_page, gridlane, cast, submit):
+    page = browser_page
+    page.set_viewport_size({"width": 1280, "height": 800})
+    from tests.api.test_group_usage import seed_month
+
+    seed_month(cast, submit)  # a month of usage and cost on two more fabrics and queues
+    w = submit(cast["alice"], name="a-long-enough-name-for-a-training-run-of-the-vision-team", gpus=1)
+    reason = "Waiting for capacity on local: 8 of 8 GPUs are held by work of vision, fraud and the-research-group"
+    Workload.objects.filter(pk=w.pk).update(pending_reason=reason, command="python " + "x" * 300)
+    wider = []
+    for who, path in [*PAGES_AT_1280, ("alice", f"/workloads/{w.pk}/")]:
+        signed_in(page, gridlane, cast[who])
+        page.goto(f"{gridlane}{path}")
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        if width > 1280:
+            wider.append((path, width))
+            screenshot(page, "too-wide" + path.replace("/", "-"))
+    assert wider == []
