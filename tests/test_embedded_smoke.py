@@ -111,6 +111,7 @@ def test_make_run_serves_the_portal_and_a_job_reaches_succeeded(tmp_path):
     output = (tmp_path / "portal.log").read_text()
     assert f"Gridlane is up at {base}/" in output
     assert "alice, bob, charlie, it" in output
+    assert "Stopped. No work was running or waiting." in output  # what keeps running, said on Ctrl-C
     assert code == 0, output[-3000:]
     # Ctrl-C stopped every process it started (local jobs' supervisors, in sessions of their own, are not
     # among them: the job here had finished).

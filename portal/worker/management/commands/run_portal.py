@@ -87,9 +87,40 @@ class Command(BaseCommand):
                     child.send_signal(signal.SIGTERM)
             for child in children:
                 stop_group(child)
+        if stopping:
+            self.stdout.write(still_running())
         failed = [c for c in children if c.returncode not in (0, -signal.SIGTERM, None)]
         if failed and not stopping:
             raise SystemExit(f"a portal process exited with {failed[0].returncode}")
+
+
+def still_running(limit: int = 10) -> str:
+    """What keeps running once the portal stops (its work on the local fabric and elsewhere: jobs, notebooks,
+    VM leases), and how to stop it; a line saying nothing does when nothing does. Never raises: the portal is
+    stopping anyway."""
+    from portal.workloads.models import Workload
+    from portal.workloads.states import FINISHED
+
+    try:
+        active = list(
+            Workload.objects.exclude(state__in=FINISHED)
+            .filter(array_parent__isnull=True)
+            .order_by("submitted_at")
+            .values_list("pk", "name", "kind", "state", "owner__username")[: limit + 1]
+        )
+    except Exception:  # the database may be gone first
+        return ""
+    if not active:
+        return "Stopped. No work was running or waiting.\n"
+    lines = ["Stopped the portal and its worker. This work keeps running (or waiting) and resumes with the next start:"]
+    for pk, name, kind, state, owner in active[:limit]:
+        lines.append(f"  {pk}  {kind:<9} {state:<11} {owner}/{name}")
+    if len(active) > limit:
+        lines.append("  ... and more (My workloads lists them all)")
+    lines.append(
+        "Stop one with `gridlane cancel ID` or its Cancel button; running local jobs end at their runtime limit."
+    )
+    return "\n".join(lines) + "\n"
 
 
 def child_env(environ: Mapping[str, str], host: str, port: int) -> dict[str, str]:
