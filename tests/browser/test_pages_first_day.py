@@ -139,3 +139,27 @@ def test_every_page_fits_a_1280_pixel_screen(browser_page, gridlane, cast, submi
             wider.append((path, width))
             screenshot(page, "too-wide" + path.replace("/", "-"))
     assert wider == []
+
+
+def test_my_workloads_cancels_ticked_rows_and_filters_in_chromium(browser_page, gridlane, cast, submit):
+    page = browser_page
+    alice = cast["alice"]
+    first = submit(alice, name="first-run")
+    submit(alice, name="second-run")
+    submit(alice, name="kept-run")
+    reason = "Waiting for capacity on local: " + "every GPU is held by work of other teams " * 4
+    Workload.objects.filter(pk=first.pk).update(pending_reason=reason)
+    signed_in(page, gridlane, alice)
+    page.goto(f"{gridlane}/?show=active")
+    page.get_by_label("Select first-run").check()
+    page.get_by_label("Select second-run").check()
+    screenshot(page, "my-workloads-select")
+    page.get_by_role("button", name="Cancel selected").click()
+    page.get_by_text("Cancelled 2 workloads.").wait_for()
+    assert page.url.endswith("/?scope=mine&show=active")
+    assert page.get_by_role("link", name="kept-run", exact=True).is_visible()
+    assert not page.get_by_role("link", name="first-run", exact=True).is_visible()  # cancelled: no longer active
+    assert set(Workload.objects.filter(state="cancelled").values_list("name", flat=True)) == {"first-run", "second-run"}
+    page.get_by_role("button", name="Cancel kept-run").click()
+    page.get_by_text("Cancelled 1 workload.").wait_for()
+    assert Workload.objects.get(name="kept-run").state == "cancelled"

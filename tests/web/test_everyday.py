@@ -289,3 +289,36 @@ def test_waiting_work_shows_its_place_in_line_and_an_estimated_start(alice_clien
     assert "Next in line on Training and batch; expected to start around" in page
     listing = alice_client.get("/").content.decode()
     assert "2nd in line on Training and batch, around" in listing
+
+
+def test_my_workloads_filters_by_state_and_queue_and_cancels_in_a_row_or_several_at_once(
+    alice_client, alice, bob, submit
+):
+    waiting = submit(alice, name="waiting-one")
+    other = submit(alice, name="waiting-two")
+    done = submit(alice, name="done-one")
+    Workload.objects.filter(pk=done.pk).update(state=State.SUCCEEDED)
+    teammate = submit(bob, name="bobs")
+    page = alice_client.get("/?show=active").content.decode()
+    assert "waiting-one" in page
+    assert "done-one" not in page
+    assert 'form="cancel-many"' in page
+    assert "done-one" in alice_client.get("/?show=finished").content.decode()
+    assert "waiting-one" not in alice_client.get("/?show=finished").content.decode()
+    assert "waiting-one" not in alice_client.get("/?queue=notebooks").content.decode()
+    assert "waiting-one" in alice_client.get("/?show=nonsense&queue=nonsense").content.decode()  # ignored
+    # One row's Cancel, then two at once; a teammate's work she may not cancel is left as it is.
+    response = alice_client.post("/workloads/cancel/", {"ids": [str(waiting.pk)], "back": "scope=mine&show=active"})
+    assert response.status_code == 302
+    assert response["Location"] == "/?scope=mine&show=active"
+    ids = [str(other.pk), str(teammate.pk), str(done.pk), "not-a-uuid"]
+    alice_client.post("/workloads/cancel/", {"ids": ids, "back": ""})
+    states = dict(Workload.objects.values_list("name", "state"))
+    assert states == {
+        "waiting-one": "cancelled",
+        "waiting-two": "cancelled",
+        "done-one": "succeeded",
+        "bobs": "pending",
+    }
+    said = [str(m) for m in alice_client.get("/").context["messages"]]
+    assert "Cancelled 1 workload. 1 you may not cancel (another member's) were left as they are." in said
