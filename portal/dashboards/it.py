@@ -55,6 +55,16 @@ class FabricRow:
     fabric: Fabric
     gpus_in_use: float
     fresh: bool = False  # the fabric's last answer is recent enough for the scheduler to plan with
+    cpus_in_use: float = 0.0
+    memory_gb_in_use: float = 0.0
+
+    @property
+    def cpus(self) -> float:
+        return self.fabric.cpus_milli / 1000
+
+    @property
+    def memory_gb(self) -> float:
+        return self.fabric.memory_mib / 1024
 
     @property
     def gpus(self) -> float:
@@ -93,16 +103,25 @@ class FabricRow:
 
 
 def fabric_rows() -> list[FabricRow]:
-    """Declared and observed capacity, GPUs held by active work, health: two queries."""
+    """Declared and observed capacity, GPUs, CPUs and memory held by active work, health: two queries."""
     now = timezone.now()
-    held = dict(
-        Workload.objects.filter(state__in=ACTIVE, fabric__isnull=False)
+    held = {
+        fabric_id: (g or 0, c or 0, m or 0)
+        for fabric_id, g, c, m in Workload.objects.filter(state__in=ACTIVE, fabric__isnull=False)
         .values("fabric_id")
-        .annotate(held=Sum(F("gpus_milli") * F("nodes")))
-        .values_list("fabric_id", "held")
-    )
+        .annotate(
+            g=Sum(F("gpus_milli") * F("nodes")),
+            c=Sum(F("cpus_milli") * F("nodes")),
+            m=Sum(F("memory_mib") * F("nodes")),
+        )
+        .values_list("fabric_id", "g", "c", "m")
+    }
     fabrics = Fabric.objects.select_related("kueue_sync").order_by("name")
-    return [FabricRow(f, (held.get(f.pk) or 0) / 1000, fresh(f, now)) for f in fabrics]
+    rows = []
+    for f in fabrics:
+        g, c, m = held.get(f.pk, (0, 0, 0))
+        rows.append(FabricRow(f, g / 1000, fresh(f, now), cpus_in_use=c / 1000, memory_gb_in_use=m / 1024))
+    return rows
 
 
 @dataclass(frozen=True)

@@ -41,12 +41,17 @@ def queue_guide(user: Any, queues: Sequence[Queue]) -> list[QueueGuide]:
         return []
     fabrics_of = _fabrics_of(queues)
     fabric_ids = {f.pk for fs in fabrics_of.values() for f in fs}
-    in_use = dict(
-        Workload.objects.filter(state__in=ACTIVE, fabric_id__in=fabric_ids)
+    in_use = {
+        fabric_id: (g or 0, c or 0, m or 0)
+        for fabric_id, g, c, m in Workload.objects.filter(state__in=ACTIVE, fabric_id__in=fabric_ids)
         .values("fabric_id")
-        .annotate(g=Sum(F("gpus_milli") * F("nodes")))
-        .values_list("fabric_id", "g")
-    )
+        .annotate(
+            g=Sum(F("gpus_milli") * F("nodes")),
+            c=Sum(F("cpus_milli") * F("nodes")),
+            m=Sum(F("memory_mib") * F("nodes")),
+        )
+        .values_list("fabric_id", "g", "c", "m")
+    }
     teams = list(
         ResourceGroup.objects.filter(pk__in=access.member_group_ids(user))
         .annotate(**limits.grant_columns(fabric_ids, "pk"))
@@ -103,12 +108,19 @@ def _largest(fabrics: list[Fabric]) -> str:
     )
 
 
-def _free(fabrics: list[Fabric], in_use: dict[int, int]) -> str:
+def _free(fabrics: list[Fabric], in_use: dict[int, tuple[int, int, int]]) -> str:
+    """GPUs free now over the queue's fabrics, and CPUs and memory beside them (often what runs out first)."""
     if not fabrics:
         return ""
+    none = (0, 0, 0)
     total = sum(f.gpus_milli for f in fabrics)
-    free = sum(max(0, f.gpus_milli - (in_use.get(f.pk) or 0)) for f in fabrics)
-    return f"{words.number(free / 1000)} of {words.gpus(total / 1000)} free now"
+    free = sum(max(0, f.gpus_milli - in_use.get(f.pk, none)[0]) for f in fabrics)
+    cpus = sum(max(0, f.cpus_milli - in_use.get(f.pk, none)[1]) for f in fabrics)
+    mib = sum(max(0, f.memory_mib - in_use.get(f.pk, none)[2]) for f in fabrics)
+    return (
+        f"{words.number(free / 1000)} of {words.gpus(total / 1000)} free now, "
+        f"with {words.cpus(cpus / 1000)} and {words.number(mib / 1024, 0)} GB memory"
+    )
 
 
 def _headroom(team: ResourceGroup, fabrics: list[Fabric], quotas: list[Quota], use: dict[tuple[int, int], int]) -> str:

@@ -101,7 +101,7 @@ def test_the_form_shows_each_queues_limits_free_capacity_and_the_teams_headroom(
     assert "training run, batch job" in guide
     assert "default 1 h, at most 1 d" in guide
     assert "8 GPUs, 16 CPUs, 64 GB on one node" in guide
-    assert "6 of 8 GPUs free now" in guide
+    assert "6 of 8 GPUs free now, with 15 CPUs and 60 GB memory" in guide  # CPUs and memory beside GPUs
     assert "Vision: 2 GPUs in use, limit 6 GPUs: room for 4 GPUs more" in guide
     assert "Notebooks" not in guide  # the training form offers the queues for training and batch work
 
