@@ -322,3 +322,21 @@ def test_my_workloads_filters_by_state_and_queue_and_cancels_in_a_row_or_several
     }
     said = [str(m) for m in alice_client.get("/").context["messages"]]
     assert "Cancelled 1 workload. 1 you may not cancel (another member's) were left as they are." in said
+
+
+def test_the_workload_page_says_how_long_it_waited_and_ran_and_offers_clone_and_relaunch(alice_client, alice, submit):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    w = submit(alice, name="timed")
+    start = timezone.now() - timedelta(hours=2)
+    Workload.objects.filter(pk=w.pk).update(
+        state=State.SUCCEEDED, submitted_at=start - timedelta(minutes=3), started_at=start,
+        finished_at=start + timedelta(minutes=90), exit_code=0,
+    )  # fmt: skip
+    page = alice_client.get(f"/workloads/{w.pk}/").content.decode()
+    assert '<dd id="waited-for">3 min</dd>' in page
+    assert '<dt>Ran for</dt><dd id="ran-for">1 h 30 min</dd>' in page
+    assert f'id="clone" href="/workloads/new/?from={w.pk}"' in page
+    assert f'action="/workloads/{w.pk}/relaunch/"' in page

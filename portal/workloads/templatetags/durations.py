@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import template
+from django.utils import timezone
 
 register = template.Library()
 
@@ -21,3 +24,19 @@ def duration(seconds: int | float | None) -> str:
         if count:
             parts.append(f"{count} {unit}")
     return " ".join(parts[:2]) or "0 s"
+
+
+@register.filter
+def ran_for(w: Any) -> str:
+    """How long the workload ran: from its start to its end (or to now while it runs); "" before it started."""
+    if w.started_at is None:
+        return ""
+    return duration(((w.finished_at or timezone.now()) - w.started_at).total_seconds())
+
+
+@register.filter
+def waited_for(w: Any) -> str:
+    """How long it waited from its submit to its start; "" when it never started."""
+    if w.started_at is None or w.submitted_at is None:
+        return ""
+    return duration((w.started_at - w.submitted_at).total_seconds())
