@@ -76,3 +76,19 @@ document.addEventListener("htmx:responseError", function (event) {
 document.addEventListener("htmx:sendError", function (event) {
   showRequestError(event.detail.elt, "Gridlane did not answer: check your connection and try again.");
 });
+
+// Times the server writes in UTC (<time class="local">, see the `local` filter) in the viewer's own time zone;
+// the UTC time stays on hover. Every other <time> gets its UTC time on hover too.
+function localTimes(root) {
+  (root || document).querySelectorAll("time[datetime]").forEach(function (el) {
+    var when = new Date(el.getAttribute("datetime"));
+    if (isNaN(when)) return;
+    if (!el.title) el.title = when.toISOString().slice(0, 16).replace("T", " ") + " UTC";
+    if (!el.classList.contains("local") || el.dataset.shown) return;
+    var options = el.dataset.form === "long" ? { dateStyle: "medium", timeStyle: "short" } : { timeStyle: "short" };
+    el.textContent = when.toLocaleString([], options);
+    el.dataset.shown = "1";
+  });
+}
+document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
+document.addEventListener("htmx:afterSwap", function (event) { localTimes(event.detail.elt.parentNode || document); });

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.test import Client
@@ -163,3 +163,23 @@ def test_my_workloads_cancels_ticked_rows_and_filters_in_chromium(browser_page, 
     page.get_by_role("button", name="Cancel kept-run").click()
     page.get_by_text("Cancelled 1 workload.").wait_for()
     assert Workload.objects.get(name="kept-run").state == "cancelled"
+
+
+def test_times_show_in_the_viewers_time_zone_with_utc_on_hover(browser_page, gridlane, cast, submit):
+    w = submit(cast["alice"], name="zoned")
+    at = datetime(2026, 12, 6, 3, 5, tzinfo=UTC)
+    Workload.objects.filter(pk=w.pk).update(estimated_start=at)
+    w.events.update(at=at)
+    context = browser_page.context.browser.new_context(timezone_id="Asia/Tokyo", locale="en-GB")
+    try:
+        page = context.new_page()
+        signed_in(page, gridlane, cast["alice"])
+        page.goto(f"{gridlane}/workloads/{w.pk}/")
+        event = page.locator("#events time.local, ol time.local").first
+        event.wait_for()
+        assert event.get_attribute("title") == "2026-12-06 03:05 UTC"
+        page.wait_for_function("() => document.querySelector('time.local').dataset.shown === '1'")
+        assert "12:05" in event.inner_text()  # Tokyo is UTC+9
+        assert "UTC" not in event.inner_text()
+    finally:
+        context.close()

@@ -340,3 +340,17 @@ def test_the_workload_page_says_how_long_it_waited_and_ran_and_offers_clone_and_
     assert '<dt>Ran for</dt><dd id="ran-for">1 h 30 min</dd>' in page
     assert f'id="clone" href="/workloads/new/?from={w.pk}"' in page
     assert f'action="/workloads/{w.pk}/relaunch/"' in page
+
+
+def test_a_utc_time_is_written_for_the_viewers_time_zone():
+    from datetime import UTC, datetime
+
+    from portal.workloads.templatetags.words import local
+
+    at = datetime(2026, 12, 6, 3, 5, tzinfo=UTC)
+    assert local(at) == (
+        '<time class="local" data-form="short" datetime="2026-12-06T03:05:00+00:00" '
+        'title="2026-12-06 03:05 UTC">03:05 UTC</time>'
+    )
+    assert ">2026-12-06 03:05 UTC</time>" in local(at, "long")
+    assert local(None) == ""
