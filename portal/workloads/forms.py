@@ -370,6 +370,21 @@ VM_SIZES = {
 }
 
 
+def _sizes_that_fit(queues: list[Any]) -> dict[str, tuple[str, Decimal, Decimal, Decimal]]:
+    """The built-in sizes one of the queues' enabled fabrics can hold (all of them where no fabric is known;
+    the smallest where none fits, so that the form still offers one and the submit says why it cannot run)."""
+    fabrics = [t.fabric for q in queues for t in q.targets.all() if t.fabric.enabled]
+    if not fabrics:
+        return dict(VM_SIZES)
+    fit = {
+        k: v
+        for k, v in VM_SIZES.items()
+        if any(v[1] * 1000 <= f.gpus_milli and v[2] * 1000 <= f.cpus_milli and v[3] * 1024 <= f.memory_mib
+               for f in fabrics)
+    }  # fmt: skip
+    return fit or dict(list(VM_SIZES.items())[:1])
+
+
 class VMForm(SubmitForm):
     """A VM or bare-metal lease: a size, some hours, and the SSH public key it lets in."""
 
@@ -411,8 +426,14 @@ class VMForm(SubmitForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # IT's VM profiles, where it has defined some, are the sizes on offer; else the built-in ones.
-        self.sizes = {k: (label, g, c, m) for k, (label, g, c, m) in VM_SIZES.items()}
+        self.sizes = _sizes_that_fit(self.queue_objects)
         self.profiles = offered_profiles(self.kinds, self.queue_objects)
+        if not self.profiles and len(self.sizes) < len(VM_SIZES):
+            size = self.fields["size"]
+            assert isinstance(size, forms.ChoiceField)  # noqa: S101 (declared above)
+            size.choices = [(k, v[0]) for k, v in self.sizes.items()]
+            if self.initial.get("size") not in self.sizes:
+                self.initial["size"] = next(iter(self.sizes))
         if self.profiles:
             self.sizes = {
                 k: (f"{p.name} ({p.summary()})", p.gpus, p.cpus, p.memory_gb) for k, p in self.profiles.items()
