@@ -1,9 +1,10 @@
-"""`gridlane submit | ls | show | cancel | logs | agent | policy`: the REST API v1 from a terminal."""
+"""`gridlane login | submit | ls | show | cancel | logs | agent | policy`: the REST API v1 from a terminal."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import sys
@@ -14,7 +15,7 @@ from typing import Any
 
 from fabrics.agent import agent as agent_program
 from fabrics.agent.client import Api, ApiError
-from gridlane_cli import bundle, policy
+from gridlane_cli import bundle, everyday, policy
 from gridlane_cli.config import config_path, resolve
 
 CAP_HEADER = "Gridlane-Code-Max-Bytes"  # the portal's size cap for code, on its answers about bundles
@@ -83,13 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
         "per node for the same requirements) that comes first on the command's PATH",
     )  # fmt: skip
 
-    ls = commands.add_parser("ls", help="list workloads")
-    ls.add_argument("--state")
-    ls.add_argument("--queue")
-    ls.add_argument("--mine", action="store_true")
-    for name in ("show", "cancel", "logs"):
-        sub = commands.add_parser(name, help=f"{name} one workload")
-        sub.add_argument("id")
+    everyday.add_commands(commands)  # login, ls, show, logs
+    cancel = commands.add_parser("cancel", help="cancel one workload")
+    cancel.add_argument("id")
     agent = commands.add_parser("agent", help="serve queues on this host (VMs, bare metal)")
     agent_program.add_arguments(agent)
     policy.add_parser(commands)
@@ -234,25 +231,16 @@ def run(args: argparse.Namespace, api: Api) -> int:
             print(out["id"])
             return 0
     elif args.command == "ls":
-        query = "&".join(f"{k}={v}" for k, v in (("state", args.state), ("queue", args.queue)) if v)
-        query += "&mine=1" if args.mine else ""
-        out = api.get(f"workloads/?{query.lstrip('&')}")
-        if not args.json:
-            for w in out.get("results", out):
-                print(f"{w['id']}  {w['state']:<12} {w['queue']:<12} {w['name']}")
-            return 0
+        return everyday.ls(args, api)
     elif args.command == "show":
-        out = api.get(f"workloads/{args.id}/")
+        return everyday.show(args, api)
     elif args.command == "cancel":
         out = api.post(f"workloads/{args.id}/cancel/")
         if not args.json:
             print(f"{out['id']} {out['state']}")
             return 0
     else:
-        out = api.get(f"workloads/{args.id}/logs/")
-        if not args.json:
-            sys.stdout.write(out["tail"])
-            return 0
+        return everyday.logs(args, api)
     print(json.dumps(out, indent=2))
     return 0
 
@@ -272,6 +260,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     server, token = resolve(args.server, args.token)
+    if args.command == "login":
+        return everyday.login(server, args.token or os.environ.get("GRIDLANE_TOKEN"), args.paste)
     if args.command == "agent" and args.enroll and server:
         token = ""  # the agent enrolls first and gets its own token
     elif not server or not token:

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template import loader
 from django.views import defaults
 
 log = logging.getLogger("gridlane.web")
@@ -98,10 +99,12 @@ def server_error(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpRespons
     error = sys.exc_info()[1]
     if isinstance(error, DATABASE_AWAY):
         return database_away(request)
+    rid = getattr(request, "request_id", request_id.get())
     if wants_json(request):
-        rid = getattr(request, "request_id", request_id.get())
         return errors(500, f"Something went wrong on our side; IT can look it up by the request id {rid}.")
-    return defaults.server_error(request)
+    # Drawn without the request's context (the fault may lie there), with the id the logs carry. An htmx
+    # request swaps nothing on a 5xx: gridlane.js says so where the person acted, with the same id.
+    return HttpResponse(loader.get_template("500.html").render({"request_id": rid}), status=500)
 
 
 def bad_request(request: HttpRequest, exception: Exception, *args: Any, **kwargs: Any) -> HttpResponse:

@@ -185,6 +185,9 @@ GRIDLANE_AGENT_MAX_DAYS = int(os.environ.get("GRIDLANE_AGENT_MAX_DAYS", "365"))
 # The portal's address as jobs on a cluster's nodes reach it (a notebook reports its server there).
 GRIDLANE_PUBLIC_URL = os.environ.get("GRIDLANE_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 
+# The currency the fabrics' prices are in, as the chargeback names it (e.g. "EUR"; empty: not named).
+GRIDLANE_CURRENCY = os.environ.get("GRIDLANE_CURRENCY", "").strip()[:8]
+
 # The connect proxy (portal.connect): seconds to open a connection to a job's server, and for its answer once
 # the request is sent; the largest WebSocket message passed on (Jupyter's outputs can be large).
 GRIDLANE_CONNECT_TIMEOUT_S = float(os.environ.get("GRIDLANE_CONNECT_TIMEOUT_S", "10"))

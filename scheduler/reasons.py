@@ -60,8 +60,13 @@ def _n(milli: int) -> str:
     return f"{milli / 1000:g}"
 
 
+def _count(milli: int, noun: str) -> str:
+    """ "1 GPU", "0.25 GPU", "2 GPUs", "0 GPUs" (as portal.words counts them)."""
+    return f"{_n(milli)} {noun}" + ("" if 0 < milli <= 1000 else "s")
+
+
 def _describe(a: Amount) -> str:
-    return f"{_n(a[0])} GPUs, {_n(a[1])} CPUs, {a[2] / 1024:g} GB"
+    return f"{_count(a[0], 'GPU')}, {_count(a[1], 'CPU')}, {a[2] / 1024:g} GB"
 
 
 def _over(used: Amount, limit: Amount, need: Amount) -> str:

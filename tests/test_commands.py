@@ -45,3 +45,27 @@ def test_issue_token_without_a_secret_key_says_how_to_give_one(cast, settings):
     with pytest.raises(CommandError, match=r"GRIDLANE_SECRET_KEY.*GRIDLANE_DEMO=1 \.venv/bin/python manage\.py"):
         call_command("issue_token", "alice", stdout=out)
     assert out.getvalue() == ""
+
+
+def test_run_portal_derives_the_public_url_from_the_port_unless_it_is_set():
+    from portal.worker.management.commands.run_portal import child_env
+
+    assert child_env({"PATH": "/bin"}, "127.0.0.1", 8631) == {
+        "PATH": "/bin",
+        "GRIDLANE_PUBLIC_URL": "http://127.0.0.1:8631",
+    }
+    assert child_env({}, "0.0.0.0", 9000)["GRIDLANE_PUBLIC_URL"] == "http://127.0.0.1:9000"  # noqa: S104
+    assert child_env({}, "::1", 9000)["GRIDLANE_PUBLIC_URL"] == "http://[::1]:9000"
+    it_set = {"GRIDLANE_PUBLIC_URL": "https://gpu.example.org"}
+    assert child_env(it_set, "127.0.0.1", 8631)["GRIDLANE_PUBLIC_URL"] == "https://gpu.example.org"
+
+
+def test_stopping_the_portal_says_what_keeps_running_and_how_to_stop_it(cast, submit):
+    from portal.worker.management.commands.run_portal import still_running
+
+    assert still_running() == "Stopped. No work was running or waiting.\n"
+    w = submit(cast["alice"], name="long-training")
+    said = still_running()
+    assert "This work keeps running (or waiting)" in said
+    assert f"{w.pk}  training  pending     alice/long-training" in said
+    assert "gridlane cancel ID" in said

@@ -84,7 +84,7 @@ def test_make_run_serves_the_portal_and_a_job_reaches_succeeded(tmp_path):
                 "queue": "train",
                 "kind": "training",
                 "name": "smoke",
-                "command": "echo smoke-ok on $GRIDLANE_WORKLOAD_ID",
+                "command": "echo smoke-ok on $GRIDLANE_WORKLOAD_ID via $GRIDLANE_ENDPOINT_URL",
                 "resources": {"gpus": 1},
             },
         )
@@ -94,7 +94,10 @@ def test_make_run_serves_the_portal_and_a_job_reaches_succeeded(tmp_path):
         assert done["state"] == "succeeded", done
         assert done["exit_code"] == 0
         assert done["fabric"] == "local"
-        assert f"smoke-ok on {created['id']}" in call(url + "logs/", token)["tail"]
+        tail = call(url + "logs/", token)["tail"]
+        assert f"smoke-ok on {created['id']}" in tail
+        # The job calls the portal back on the port it is served on (PORT=N moves the public URL too).
+        assert f"via {base}/api/v1/" in tail, tail
         # The web server, the worker, its django-q2 cluster and the cluster's processes.
         started = wait_until(lambda: len(found := descendants(portal.pid)) >= 5 and found, timeout=30)
     finally:
@@ -108,6 +111,7 @@ def test_make_run_serves_the_portal_and_a_job_reaches_succeeded(tmp_path):
     output = (tmp_path / "portal.log").read_text()
     assert f"Gridlane is up at {base}/" in output
     assert "alice, bob, charlie, it" in output
+    assert "Stopped. No work was running or waiting." in output  # what keeps running, said on Ctrl-C
     assert code == 0, output[-3000:]
     # Ctrl-C stopped every process it started (local jobs' supervisors, in sessions of their own, are not
     # among them: the job here had finished).

@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
+from portal import words
 from portal.accounts import tokens
 from portal.accounts.models import (
     ApiToken,
@@ -67,7 +68,7 @@ class ResourceGroupForm(forms.ModelForm[ResourceGroup]):
         milli = None if gpus is None else int(gpus * 1000)
         _, limit = self.instance.gpu_quota_milli() if self.instance.pk else (0, None)
         if milli is not None and limit is not None and milli > limit:
-            self.add_error("member_gpu_limit", f"Above the team's own limit ({Decimal(limit) / 1000:g} GPUs).")
+            self.add_error("member_gpu_limit", f"Above the team's own limit ({words.gpus(Decimal(limit) / 1000)}).")
             return data
         self.instance.member_gpu_limit_milli = milli
         return data
@@ -188,8 +189,14 @@ class ActorFilter(admin.SimpleListFilter):
     parameter_name = "actor"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        names = AuditEvent.objects.exclude(actor_name="").values_list("actor_name", flat=True).distinct()
-        return [(name, name) for name in sorted(names)[:200]]
+        # Ordered by the name itself: the model's own order (by time) would make each (name, time) distinct.
+        names = (
+            AuditEvent.objects.exclude(actor_name="")
+            .order_by("actor_name")
+            .values_list("actor_name", flat=True)
+            .distinct()[:200]
+        )
+        return [(name, name) for name in names]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
         return queryset.filter(actor_name=self.value()) if self.value() else queryset

@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from portal import access
 from portal.accounts import tokens
 from portal.accounts.models import ApiToken
+from portal.known_fields import KnownFieldsOnly, refuse_unknown
 
 
 class TeamOut(serializers.Serializer[Any]):
@@ -81,7 +82,7 @@ class NewTokenOut(TokenOut):
         read_only_fields = fields
 
 
-class TokenIn(serializers.Serializer[Any]):
+class TokenIn(KnownFieldsOnly, serializers.Serializer[Any]):
     name = serializers.CharField(max_length=100)
     expires_in_days = serializers.IntegerField(min_value=1, max_value=365, default=30)
 
@@ -120,6 +121,7 @@ class TokenViewSet(viewsets.GenericViewSet[ApiToken]):
     def revoke(self, request: Request, pk: str) -> Response:
         """Revoke one of the caller's tokens (revoking the one in use works too, as the last thing it does)."""
         token = get_object_or_404(self.get_queryset(), pk=pk)
+        refuse_unknown(request.data, ())  # it takes no fields
         tokens.revoke(token, by=request.user)
         token.refresh_from_db()
         return Response(TokenOut(token).data)

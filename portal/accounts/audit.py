@@ -33,7 +33,7 @@ AUDITED: dict[str, list[str] | None] = {
     "queues.Fabric": None,
     "queues.Quota": None,
     "queues.PriorityTier": None,
-    "queues.Profile": None,
+    "queues.Profile": None,  # IT's ready-made sizes on the submit forms
     "queues.QuotaGrant": None,  # asked for and edited; its decisions are recorded by portal/queues/grants.py
     "accounts.ResourceGroup": None,
     "accounts.Membership": None,

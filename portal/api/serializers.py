@@ -27,6 +27,7 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from portal import access
 from portal.api.errors import flatten
+from portal.known_fields import KnownFieldsOnly
 from portal.queues.models import DEFAULT_TIER
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.services import MAX_BULK, SubmitRequest
@@ -75,14 +76,14 @@ class CopiedFields(serializers.Serializer[Any]):
         return copied(self._declared_fields)
 
 
-class ResourcesIn(CopiedFields):
+class ResourcesIn(KnownFieldsOnly, CopiedFields):
     gpus = serializers.DecimalField(max_digits=12, decimal_places=3, default=RESOURCE_DEFAULTS["gpus"])
     cpus = serializers.DecimalField(max_digits=12, decimal_places=3, default=RESOURCE_DEFAULTS["cpus"])
     memory_gb = serializers.DecimalField(max_digits=12, decimal_places=3, default=RESOURCE_DEFAULTS["memory_gb"])
     nodes = serializers.IntegerField(default=1, min_value=-(2**31), max_value=2**31)
 
 
-class WorkloadIn(CopiedFields):
+class WorkloadIn(KnownFieldsOnly, CopiedFields):
     queue = serializers.CharField(max_length=50)
     kind = serializers.CharField(max_length=20, default="training")
     name = serializers.CharField(max_length=200, trim_whitespace=False, allow_blank=True, default="")
@@ -273,7 +274,7 @@ class BulkItemIn(WorkloadIn):
     )
 
 
-class BulkIn(serializers.Serializer[Any]):
+class BulkIn(KnownFieldsOnly, serializers.Serializer[Any]):
     items = serializers.ListField(child=serializers.DictField(), allow_empty=False, max_length=MAX_BULK)
 
     def requests(self) -> tuple[list[tuple[int, SubmitRequest, str | None]], dict[int, dict[str, list[str]]]]:

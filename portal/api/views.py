@@ -29,6 +29,7 @@ from portal.api.serializers import (
     WorkloadOut,
     element_counts,
 )
+from portal.known_fields import KnownFieldsOnly, refuse_unknown
 from portal.workloads import services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -75,7 +76,7 @@ FILTERS = [
 ]
 
 
-class PatchIn(serializers.Serializer[Any]):
+class PatchIn(KnownFieldsOnly, serializers.Serializer[Any]):
     priority = serializers.CharField(
         max_length=20, required=False, help_text="A priority tier the workload's team may use (IT defines them)."
     )
@@ -90,7 +91,7 @@ class PatchIn(serializers.Serializer[Any]):
         return attrs
 
 
-class ExtendIn(serializers.Serializer[Any]):
+class ExtendIn(KnownFieldsOnly, serializers.Serializer[Any]):
     hours = serializers.DecimalField(max_digits=9, decimal_places=3, help_text="How many hours to add to the lease.")
 
 
@@ -296,6 +297,7 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
     def cancel(self, request: Request, pk: str) -> Response:
         """Cancel a workload: at once if it has not started, else once its fabric confirms."""
         workload = access.access_workload(request.user, pk)
+        refuse_unknown(request.data, ())  # it takes no fields
         try:
             services.check_cancel(request.user, workload)
         except DjangoPermissionDenied as denied:

@@ -4,9 +4,12 @@ them from its event loop, and none carries anything of the request but the workl
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 from dataclasses import dataclass
+
+from django.templatetags.static import static
 
 
 @dataclass(frozen=True)
@@ -43,16 +46,26 @@ def unreadable(why: str) -> Page:
     return Page(502, "Unreadable answer", f"The workload's server answered in a way the portal cannot pass on: {why}.")
 
 
+@functools.cache
+def _style_sheet() -> str:
+    """The portal's own style sheet, as its pages link it (looked up once: the storage's name for it)."""
+    return static("gridlane/gridlane.css")
+
+
 def render(page: Page, wants_html: bool) -> tuple[list[tuple[bytes, bytes]], bytes]:
-    """Headers and body of a page."""
+    """Headers and body of a page: the portal's look (its style sheet, top bar and error card)."""
     if wants_html:
         refresh = f'<meta http-equiv="refresh" content="{page.retry_after_s}">' if page.retry_after_s else ""
         body = (
             f'<!doctype html><html lang="en"><head><meta charset="utf-8">{refresh}'
-            f"<title>{html.escape(page.title)} - Gridlane</title></head>"
-            f'<body style="font-family: system-ui, sans-serif; margin: 3rem auto; max-width: 36rem">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(page.title)} · Gridlane</title>"
+            f'<link rel="stylesheet" href="{html.escape(_style_sheet())}"></head><body>'
+            '<header class="top"><a class="brand" href="/">Gridlane</a>'
+            '<nav aria-label="Main"><a href="/">My workloads</a><a href="/teams/">Dashboards</a></nav></header>'
+            '<main id="main"><section class="card narrow error-page">'
             f"<h1>{html.escape(page.title)}</h1><p>{html.escape(page.words)}</p>"
-            f'<p><a href="/">Back to Gridlane</a></p></body></html>'
+            '<p><a href="/">Back to your workloads</a></p></section></main></body></html>'
         ).encode()
         kind = b"text/html; charset=utf-8"
     else:

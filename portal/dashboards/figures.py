@@ -80,9 +80,11 @@ def use_against_quota(
          "line": {"color": OK, "dash": "dash", "width": 2}},
     ]  # fmt: skip
     if any(v is not None for v in limits):
+        # A value with no neighbour (a fresh site's first hour with a quota) draws no line: a marker shows it.
         data.append(
-            {"type": "scatter", "mode": "lines", "name": "Limit", "x": x, "y": limits, "connectgaps": False,
-             "line": {"color": BAD, "dash": "dot", "width": 2}}
+            {"type": "scatter", "mode": "lines+markers", "name": "Limit", "x": x, "y": limits, "connectgaps": False,
+             "line": {"color": BAD, "dash": "dot", "width": 2},
+             "marker": {"color": BAD, "size": _alone_markers(limits)}}
         )  # fmt: skip
     tops: list[list[float | None]] = []
     if granted is not None and any(granted):
@@ -110,6 +112,16 @@ def use_against_quota(
             tops.append(top)
     layout = chart_layout("GPUs in use against reservation and limit", "GPUs")
     return {"data": data, "layout": _hourly(layout, hours, used, reserved, limits, *tops)}
+
+
+def _alone_markers(values: Sequence[float | None]) -> list[int]:
+    """Marker sizes: 7 for a value whose neighbours are both missing (a line needs two points), else 0."""
+    n = len(values)
+
+    def missing(i: int) -> bool:
+        return i < 0 or i >= n or values[i] is None
+
+    return [7 if v is not None and missing(i - 1) and missing(i + 1) else 0 for i, v in enumerate(values)]
 
 
 _TINT = {OK: "rgba(29, 122, 70, 0.15)", BAD: "rgba(180, 35, 24, 0.12)"}

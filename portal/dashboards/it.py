@@ -14,6 +14,7 @@ from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from fabrics.base import Resources
+from portal import words
 from portal.burst.models import Instance
 from portal.dashboards import figures
 from portal.dashboards.data import WINDOWS
@@ -54,6 +55,16 @@ class FabricRow:
     fabric: Fabric
     gpus_in_use: float
     fresh: bool = False  # the fabric's last answer is recent enough for the scheduler to plan with
+    cpus_in_use: float = 0.0
+    memory_gb_in_use: float = 0.0
+
+    @property
+    def cpus(self) -> float:
+        return self.fabric.cpus_milli / 1000
+
+    @property
+    def memory_gb(self) -> float:
+        return self.fabric.memory_mib / 1024
 
     @property
     def gpus(self) -> float:
@@ -92,16 +103,25 @@ class FabricRow:
 
 
 def fabric_rows() -> list[FabricRow]:
-    """Declared and observed capacity, GPUs held by active work, health: two queries."""
+    """Declared and observed capacity, GPUs, CPUs and memory held by active work, health: two queries."""
     now = timezone.now()
-    held = dict(
-        Workload.objects.filter(state__in=ACTIVE, fabric__isnull=False)
+    held = {
+        fabric_id: (g or 0, c or 0, m or 0)
+        for fabric_id, g, c, m in Workload.objects.filter(state__in=ACTIVE, fabric__isnull=False)
         .values("fabric_id")
-        .annotate(held=Sum(F("gpus_milli") * F("nodes")))
-        .values_list("fabric_id", "held")
-    )
+        .annotate(
+            g=Sum(F("gpus_milli") * F("nodes")),
+            c=Sum(F("cpus_milli") * F("nodes")),
+            m=Sum(F("memory_mib") * F("nodes")),
+        )
+        .values_list("fabric_id", "g", "c", "m")
+    }
     fabrics = Fabric.objects.select_related("kueue_sync").order_by("name")
-    return [FabricRow(f, (held.get(f.pk) or 0) / 1000, fresh(f, now)) for f in fabrics]
+    rows = []
+    for f in fabrics:
+        g, c, m = held.get(f.pk, (0, 0, 0))
+        rows.append(FabricRow(f, g / 1000, fresh(f, now), cpus_in_use=c / 1000, memory_gb_in_use=m / 1024))
+    return rows
 
 
 @dataclass(frozen=True)
@@ -160,8 +180,8 @@ class BuyOrBurst:
         if burst is None or buy is None:
             return ""  # the numbers are shown; a comparison needs both prices
         if buy < burst:
-            return f"buy: {self.gpus_to_buy} GPUs at {buy} a month cost less than bursting at {burst} a month"
-        return f"burst: {burst} a month costs less than {self.gpus_to_buy} GPUs bought at {buy} a month"
+            return f"buy: {words.gpus(self.gpus_to_buy)} at {buy} a month cost less than bursting at {burst} a month"
+        return f"burst: {burst} a month costs less than {words.gpus(self.gpus_to_buy)} bought at {buy} a month"
 
 
 def capacity_plan(window: str, now: datetime) -> list[FlavorPlan]:
@@ -204,7 +224,7 @@ def capacity_plan(window: str, now: datetime) -> list[FlavorPlan]:
         u, p, cap = used[flavor], pending[flavor], capacity[flavor]
         over = [max(0.0, a + b - cap) for a, b in zip(u, p, strict=True)]
         short = sum(1 for o in over if o > 0)
-        title = f"{flavor}: demand against {cap:g} GPUs"
+        title = f"{flavor}: demand against {words.gpus(cap)}"
         fig = figures.demand_against_capacity(hours, u, p, cap, title)
         choice = BuyOrBurst(sum(over), math.ceil(percentile(over, 0.95)), spend[flavor], held[flavor], days, price)
         plans.append(FlavorPlan(flavor, cap, short, len(hours), fig, choice))

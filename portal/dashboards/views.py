@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import F
+from django.db.models import F, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -21,7 +21,7 @@ from portal import access
 from portal.dashboards import data, it
 from portal.dashboards.forms import DecisionForm, GrantForm
 from portal.queues import grants
-from portal.queues.models import QuotaGrant
+from portal.queues.models import Fabric, QuotaGrant
 from portal.usage import idle_now, report
 from portal.usage.rollup import IDLE_BELOW
 
@@ -213,6 +213,11 @@ def team_chargeback(request: HttpRequest, slug: str) -> HttpResponse:
             "csv_query": f"from={period.start:%Y-%m-%d}&to={period.end:%Y-%m-%d}",
             "idle_rule_percent": IDLE_BELOW,
             "idle_window_minutes": settings.GRIDLANE_IDLE_WINDOW_MINUTES,
+            "currency": settings.GRIDLANE_CURRENCY,
+            # Without any price, every cost is 0: the page says "no price set" rather than a cost of 0.00.
+            "priced": Fabric.objects.filter(
+                Q(gpu_hour_price__gt=0) | Q(cpu_hour_price__gt=0) | Q(memory_gb_hour_price__gt=0)
+            ).exists(),
         }
     return render(request, "dashboards/chargeback.html", context, status=400 if error else 200)
 

@@ -200,7 +200,7 @@ class QuotaForm(forms.ModelForm[Quota]):
         if group is not None and member_cap is not None and gpu_cap is not None and gpu_cap < member_cap:
             self.add_error(
                 "gpu_limit",
-                f"Below what each member of {group.name} may hold ({Decimal(member_cap) / 1000:g} GPUs): "
+                f"Below what each member of {group.name} may hold ({words.gpus(Decimal(member_cap) / 1000)}): "
                 "lower the team's member cap first.",
             )
             return data

@@ -13,6 +13,7 @@ from django.utils import timezone
 from fabrics import native
 from fabrics.base import FabricConfig, Resources, TemplateError
 from fabrics.registry import KINDS, fabric_class
+from portal import words
 from portal.accounts.models import ResourceGroup
 
 
@@ -330,22 +331,22 @@ def nesting_errors(
                 or 0
             )
             if sisters + reservation > above.gpu_reservation_milli:
+                reserves = words.gpus(from_milli(above.gpu_reservation_milli))
                 errors["reservation"] = (
-                    f"The department {parent.name} reserves {from_milli(above.gpu_reservation_milli)} GPUs here, "
+                    f"The department {parent.name} reserves {reserves} here, "
                     f"{from_milli(sisters)} of them for its other teams: a team's reservation comes out of its "
                     "department's."
                 )
             if above.gpu_limit_milli is not None and (limit is None or limit > above.gpu_limit_milli):
-                errors["limit"] = (
-                    f"Above the department {parent.name}'s limit here ({from_milli(above.gpu_limit_milli)} GPUs)."
-                )
+                most = words.gpus(from_milli(above.gpu_limit_milli))
+                errors["limit"] = f"Above the department {parent.name}'s limit here ({most})."
     below = Quota.objects.filter(where, group__parent=group)
     if below.exists():
         teams = below.aggregate(total=models.Sum("gpu_reservation_milli"), most=models.Max("gpu_limit_milli"))
         if (teams["total"] or 0) > reservation:
             errors.setdefault(
                 "reservation",
-                f"Its teams reserve {from_milli(teams['total'])} GPUs here between them: the department's "
+                f"Its teams reserve {words.gpus(from_milli(teams['total']))} here between them: the department's "
                 "reservation holds theirs.",
             )
         unlimited = below.filter(gpu_limit_milli__isnull=True).exists()
@@ -411,7 +412,8 @@ class QuotaGrant(models.Model):
         indexes: ClassVar[list[Any]] = [models.Index(fields=["state", "ends_at"], name="grant_state_ends")]
 
     def __str__(self) -> str:
-        return f"{self.team} on {self.fabric}: +{from_milli(self.gpus_milli)} GPUs from {self.starts_at:%Y-%m-%d %H:%M}"
+        more = words.gpus(from_milli(self.gpus_milli))
+        return f"{self.team} on {self.fabric}: +{more} from {self.starts_at:%Y-%m-%d %H:%M}"
 
     @property
     def gpus(self) -> Decimal:
@@ -434,7 +436,7 @@ class QuotaGrant(models.Model):
         if self.gpus_milli is not None and self.gpus_milli < 1:
             errors["gpus_milli"] = "Ask for more than 0 GPUs."
         elif self.gpus_milli and self.fabric_id is not None and self.gpus_milli > self.fabric.gpus_milli:
-            errors["gpus_milli"] = f"{self.fabric} holds {from_milli(self.fabric.gpus_milli)} GPUs in all."
+            errors["gpus_milli"] = f"{self.fabric} holds {words.gpus(from_milli(self.fabric.gpus_milli))} in all."
         if self.starts_at is not None and self.ends_at is not None:
             if self.ends_at <= self.starts_at:
                 errors["ends_at"] = "It must end after it starts."

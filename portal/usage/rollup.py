@@ -39,9 +39,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Avg, IntegerField, Q, Value
+from django.db.models import Avg, IntegerField, Min, Q, Value
 from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, TruncDay
 
+from portal.accounts.models import AuditEvent
 from portal.counters import counts
 from portal.queues.models import Quota
 from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample, UsageTeamRollup
@@ -155,12 +156,14 @@ def compute(
     start: datetime,
     until: datetime,
     window: timedelta = timedelta(minutes=30),
+    since: dict[int, datetime] | None = None,
 ) -> tuple[dict[tuple[int, int, datetime], Cell], dict[tuple[int, int, datetime], Cell]]:
     """Pure: the team-queue-hour cells and the team-member-hour cells for the hours from `start` to `until`
     (`by_fabric` gives the team-fabric-hour cells of the same spans).
 
     `utilisation` maps (workload id, idle window start) to the average GPU utilisation of its samples in
-    that window (no key: no data); `reservations` maps a team to its GPU reservation in GPUs.
+    that window (no key: no data); `reservations` maps a team to its GPU reservation in GPUs, held from
+    `since[team]` on where known (reservation_since): no reserved hours before its quota existed.
     """
     cells: defaultdict[tuple[int, int, datetime], Cell] = defaultdict(Cell)
     members: defaultdict[tuple[int, int, datetime], Cell] = defaultdict(Cell)
@@ -188,9 +191,15 @@ def compute(
             if s.started_at is not None and hour <= s.started_at < hour + HOUR:
                 cells[key].waits.append(max(0.0, (s.started_at - s.submitted_at).total_seconds()))
     for (group_id, _, hour), cell in cells.items():
-        length = (min(hour + HOUR, until) - hour).total_seconds() / 3600
-        cell.reserved_gpu_hours = reservations.get(group_id, 0.0) * max(0.0, length)
+        held = _held_hours(hour, until, (since or {}).get(group_id))
+        cell.reserved_gpu_hours = reservations.get(group_id, 0.0) * held
     return dict(cells), dict(members)
+
+
+def _held_hours(hour: datetime, until: datetime, since: datetime | None) -> float:
+    """The part of the hour (up to `until`) in hours from `since` on (None: the whole of it)."""
+    begins = hour if since is None else max(hour, since)
+    return max(0.0, (min(hour + HOUR, until) - begins).total_seconds() / 3600)
 
 
 def _classify(cells: Iterable[Cell], gpu_hours: float, price: float, average: float | None) -> None:
@@ -235,7 +244,11 @@ class TeamHour:
 
 
 def by_team(
-    cells: dict[tuple[int, int, datetime], Cell], reservations: dict[int, float], start: datetime, until: datetime
+    cells: dict[tuple[int, int, datetime], Cell],
+    reservations: dict[int, float],
+    start: datetime,
+    until: datetime,
+    since: dict[int, datetime] | None = None,
 ) -> dict[tuple[int, datetime], TeamHour]:
     """Pure: per team and hour from `start` to `until`, its reservation and the GPU-hours its queues' cells held.
     Every hour of a team with a reservation is there, with or without cells; hours of no length (`until` on the
@@ -243,11 +256,11 @@ def by_team(
     teams: defaultdict[tuple[int, datetime], TeamHour] = defaultdict(TeamHour)
     for (group_id, _, hour), cell in cells.items():
         teams[(group_id, hour)].gpu_hours += cell.gpu_hours
-    lengths = {hour: (min(hour + HOUR, until) - hour).total_seconds() / 3600 for hour in hours_between(start, until)}
-    for hour, length in lengths.items():
+    for hour in hours_between(start, until):
         for group_id, gpus in reservations.items():
-            if gpus > 0 and length > 0:
-                teams[(group_id, hour)].reserved_gpu_hours = gpus * length
+            held = _held_hours(hour, until, (since or {}).get(group_id))
+            if gpus > 0 and held > 0:
+                teams[(group_id, hour)].reserved_gpu_hours = gpus * held
     return dict(teams)
 
 
@@ -297,7 +310,8 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
         "group_id", "gpu_reservation_milli"
     ):
         reservations[group_id] += reserved_milli / 1000
-    cells, members = compute(spans, utilisation, reservations, start, until, window)
+    since = reservation_since()
+    cells, members = compute(spans, utilisation, reservations, start, until, window, since)
     rows = [
         UsageRollup(
             group_id=group_id,
@@ -348,7 +362,7 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
     team_rows = [
         UsageTeamRollup(group_id=group_id, hour=hour, reserved_gpu_hours=t.reserved_gpu_hours, gpu_hours=t.gpu_hours,
                         unused_reservation_gpu_hours=t.unused_reservation_gpu_hours)
-        for (group_id, hour), t in by_team(cells, reservations, start, until).items()
+        for (group_id, hour), t in by_team(cells, reservations, start, until, since).items()
     ]  # fmt: skip
     if team_rows:
         UsageTeamRollup.objects.bulk_create(
@@ -358,6 +372,25 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
             update_fields=["reserved_gpu_hours", "gpu_hours", "unused_reservation_gpu_hours"],
         )
     return len(rows)
+
+
+def reservation_since() -> dict[int, datetime]:
+    """When each team's GPU reservation began to be held: the first record of the creation of its reserving
+    quotas in the audit log (two queries). A team with a reserving quota the log does not know (older than
+    the log) is left out: its reservation counts in every hour, as before the log began."""
+    quotas = list(
+        Quota.objects.filter(fabric__isnull=False, gpu_reservation_milli__gt=0).select_related("group", "fabric")
+    )
+    created = dict(
+        AuditEvent.objects.filter(action="quota.created", target__in={str(q) for q in quotas})
+        .values("target")
+        .annotate(first=Min("at"))
+        .values_list("target", "first")
+    )
+    firsts: defaultdict[int, list[datetime | None]] = defaultdict(list)
+    for q in quotas:
+        firsts[q.group_id].append(created.get(str(q)))
+    return {team: min(d for d in at if d is not None) for team, at in firsts.items() if all(at)}
 
 
 def averages(

@@ -6,9 +6,11 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 from django import forms
-from django.db.models import Prefetch, Q
+from django.db.models import Exists, Prefetch, Q
 
+from fabrics import native as fabric_native
 from portal import access, words
+from portal.accounts.models import Membership
 from portal.queues.models import DEFAULT_TIER, PriorityTier, Profile, QueueTarget
 from portal.workloads import gpu_types
 from portal.workloads.guide import QueueGuide, queue_guide
@@ -82,13 +84,21 @@ class SubmitForm(forms.Form):
         self.profiles = self._offer_profiles() if self.profile_fields else {}
 
     def _offer_tiers(self, user: Any, teams: set[int], it: bool) -> None:
-        """The priority tiers any of the user's teams may use (IT: every tier), in IT's order (one query); which
-        of them the chosen team may use is the services' check."""
-        found = (
-            PriorityTier.objects.all()
-            if it
-            else PriorityTier.objects.filter(Q(open_to_all=True) | Q(allowed_groups__in=teams)).distinct()
-        )
+        """The priority tiers any of the user's teams may use (IT: every tier), leads-only ones only where the
+        user leads such a team, in IT's order (one query); which of them the chosen team may use is the
+        services' check."""
+        if it:
+            found = PriorityTier.objects.all()
+        else:
+            # A tier for leads only is offered to those who lead a team that may use it, never to members.
+            leads = access.lead_group_ids(user)
+            lead_somewhere = Exists(Membership.objects.filter(user=user, role=Membership.Role.LEAD))
+            found = PriorityTier.objects.filter(
+                Q(leads_only=False, open_to_all=True)
+                | Q(leads_only=False, allowed_groups__in=teams)
+                | Q(lead_somewhere, leads_only=True, open_to_all=True)
+                | Q(leads_only=True, allowed_groups__in=leads)
+            ).distinct()
         field = self.fields["priority"]
         assert isinstance(field, forms.ChoiceField)  # noqa: S101 (declared by the subclass)
         field.choices = [(t.slug, f"{t.name} (team leads)" if t.leads_only else t.name) for t in found]
@@ -270,6 +280,13 @@ class BatchScriptForm(SubmitForm):
     )
     array = forms.CharField(max_length=200, required=False, help_text="An array, e.g. 0-99%10 (or --array in it).")
 
+    def script_queues(self) -> list[str]:
+        """Names of the offered queues that take sbatch or qsub scripts (an enabled Slurm or PBS target), for
+        the page to say where a script can go; empty when none does."""
+        return [
+            q.name for q in self.queue_objects if any(t.fabric.kind in fabric_native.KINDS for t in q.targets.all())
+        ]
+
     def clean_script_file(self) -> str:
         """The uploaded script's text: UTF-8, at most SCRIPT_UPLOAD_BYTES ("" when none was given)."""
         upload = self.cleaned_data.get("script_file")
@@ -362,6 +379,21 @@ VM_SIZES = {
 }
 
 
+def _sizes_that_fit(queues: list[Any]) -> dict[str, tuple[str, Decimal, Decimal, Decimal]]:
+    """The built-in sizes one of the queues' enabled fabrics can hold (all of them where no fabric is known;
+    the smallest where none fits, so that the form still offers one and the submit says why it cannot run)."""
+    fabrics = [t.fabric for q in queues for t in q.targets.all() if t.fabric.enabled]
+    if not fabrics:
+        return dict(VM_SIZES)
+    fit = {
+        k: v
+        for k, v in VM_SIZES.items()
+        if any(v[1] * 1000 <= f.gpus_milli and v[2] * 1000 <= f.cpus_milli and v[3] * 1024 <= f.memory_mib
+               for f in fabrics)
+    }  # fmt: skip
+    return fit or dict(list(VM_SIZES.items())[:1])
+
+
 class VMForm(SubmitForm):
     """A VM or bare-metal lease: a size, some hours, and the SSH public key it lets in."""
 
@@ -403,8 +435,14 @@ class VMForm(SubmitForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # IT's VM profiles, where it has defined some, are the sizes on offer; else the built-in ones.
-        self.sizes = {k: (label, g, c, m) for k, (label, g, c, m) in VM_SIZES.items()}
+        self.sizes = _sizes_that_fit(self.queue_objects)
         self.profiles = offered_profiles(self.kinds, self.queue_objects)
+        if not self.profiles and len(self.sizes) < len(VM_SIZES):
+            size = self.fields["size"]
+            assert isinstance(size, forms.ChoiceField)  # noqa: S101 (declared above)
+            size.choices = [(k, v[0]) for k, v in self.sizes.items()]
+            if self.initial.get("size") not in self.sizes:
+                self.initial["size"] = next(iter(self.sizes))
         if self.profiles:
             self.sizes = {
                 k: (f"{p.name} ({p.summary()})", p.gpus, p.cpus, p.memory_gb) for k, p in self.profiles.items()

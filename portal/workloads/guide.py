@@ -34,19 +34,29 @@ class QueueGuide:
 
 
 def queue_guide(user: Any, queues: Sequence[Queue]) -> list[QueueGuide]:
-    """Four queries: the GPUs in use per fabric, the person's teams, their quotas and what each holds per
-    fabric (the queues come with their targets and teams, prefetched by the form)."""
+    """Four queries: the GPUs in use per fabric, the person's teams (with the GPUs their temporary grants add
+    now on each fabric), their quotas and what each holds per fabric (the queues come with their targets and
+    teams, prefetched by the form). A grant raises the team's limit on its fabric as the submit's check does."""
     if not queues:
         return []
     fabrics_of = _fabrics_of(queues)
     fabric_ids = {f.pk for fs in fabrics_of.values() for f in fs}
-    in_use = dict(
-        Workload.objects.filter(state__in=ACTIVE, fabric_id__in=fabric_ids)
+    in_use = {
+        fabric_id: (g or 0, c or 0, m or 0)
+        for fabric_id, g, c, m in Workload.objects.filter(state__in=ACTIVE, fabric_id__in=fabric_ids)
         .values("fabric_id")
-        .annotate(g=Sum(F("gpus_milli") * F("nodes")))
-        .values_list("fabric_id", "g")
+        .annotate(
+            g=Sum(F("gpus_milli") * F("nodes")),
+            c=Sum(F("cpus_milli") * F("nodes")),
+            m=Sum(F("memory_mib") * F("nodes")),
+        )
+        .values_list("fabric_id", "g", "c", "m")
+    }
+    teams = list(
+        ResourceGroup.objects.filter(pk__in=access.member_group_ids(user))
+        .annotate(**limits.grant_columns(fabric_ids, "pk"))
+        .prefetch_related("quotas")
     )
-    teams = list(ResourceGroup.objects.filter(pk__in=access.member_group_ids(user)).prefetch_related("quotas"))
     team_use: defaultdict[tuple[int, int], int] = defaultdict(int)
     for group_id, fabric_id, g in (
         Workload.objects.filter(state__in=ACTIVE, group__in=teams)
@@ -69,9 +79,7 @@ def queue_guide(user: Any, queues: Sequence[Queue]) -> list[QueueGuide]:
                 largest=_largest(fabrics),
                 free=_free(fabrics, in_use),
                 headroom=[
-                    _headroom(t.name, fabrics, list(t.quotas.all()), team_use, t.pk)
-                    for t in teams
-                    if t.pk in allowed[q.pk]
+                    _headroom(t, fabrics, list(t.quotas.all()), team_use) for t in teams if t.pk in allowed[q.pk]
                 ],
                 warning="" if fabrics else "No fabric serves this queue yet: work sent here cannot run. Ask IT.",
             )
@@ -100,28 +108,36 @@ def _largest(fabrics: list[Fabric]) -> str:
     )
 
 
-def _free(fabrics: list[Fabric], in_use: dict[int, int]) -> str:
+def _free(fabrics: list[Fabric], in_use: dict[int, tuple[int, int, int]]) -> str:
+    """GPUs free now over the queue's fabrics, and CPUs and memory beside them (often what runs out first)."""
     if not fabrics:
         return ""
+    none = (0, 0, 0)
     total = sum(f.gpus_milli for f in fabrics)
-    free = sum(max(0, f.gpus_milli - (in_use.get(f.pk) or 0)) for f in fabrics)
-    return f"{words.number(free / 1000)} of {words.gpus(total / 1000)} free now"
+    free = sum(max(0, f.gpus_milli - in_use.get(f.pk, none)[0]) for f in fabrics)
+    cpus = sum(max(0, f.cpus_milli - in_use.get(f.pk, none)[1]) for f in fabrics)
+    mib = sum(max(0, f.memory_mib - in_use.get(f.pk, none)[2]) for f in fabrics)
+    return (
+        f"{words.number(free / 1000)} of {words.gpus(total / 1000)} free now, "
+        f"with {words.cpus(cpus / 1000)} and {words.number(mib / 1024, 0)} GB memory"
+    )
 
 
-def _headroom(
-    name: str, fabrics: list[Fabric], quotas: list[Quota], use: dict[tuple[int, int], int], group_id: int
-) -> str:
-    """A team's room on a queue: the most more it may start on one of the queue's fabrics now."""
-    total_use = sum(g for (gid, _), g in use.items() if gid == group_id)
+def _headroom(team: ResourceGroup, fabrics: list[Fabric], quotas: list[Quota], use: dict[tuple[int, int], int]) -> str:
+    """A team's room on a queue: the most more it may start on one of the queue's fabrics now, its temporary
+    grants there included (each raises the cap on its fabric, as portal.workloads.limits.cap_read does)."""
+    total_use = sum(g for (gid, _), g in use.items() if gid == team.pk)
     overall = next((q.gpu_limit_milli for q in quotas if q.fabric_id is None), None)
     rooms = []
     for fabric in fabrics:
         cap = limits.cap_on(fabric, quotas).gpus_milli
         if cap < limits.NO_CAP:
-            here = total_use if overall is not None and cap == overall else use.get((group_id, fabric.pk), 0)
-            rooms.append((cap - here, cap))
-    in_use = f"{name}: {words.gpus(total_use / 1000)} in use"
+            here = total_use if overall is not None and cap == overall else use.get((team.pk, fabric.pk), 0)
+            granted = limits.granted_on(team, fabric.pk)
+            rooms.append((cap + granted - here, cap, granted))
+    in_use = f"{team.name}: {words.gpus(total_use / 1000)} in use"
     if not rooms:
         return f"{in_use}; no team limit here"
-    room, cap = max(rooms)
-    return f"{in_use}, limit {words.gpus(cap / 1000)}: room for {words.gpus(max(0, room) / 1000)} more"
+    room, cap, granted = max(rooms)
+    extra = f" + {words.number(granted / 1000)} granted" if granted else ""
+    return f"{in_use}, limit {words.gpus(cap / 1000)}{extra}: room for {words.gpus(max(0, room) / 1000)} more"

@@ -65,16 +65,31 @@ def cap_columns(fabric_ids: Iterable[int], group_ref: str, now: datetime | None 
         for _, limit in LIMITS:
             columns[_column(fabric_id, limit)] = Subquery(quota.values(limit)[:1])
         if fabric_id is not None:
-            granted = QuotaGrant.objects.filter(
-                team=OuterRef(group_ref),
-                fabric_id=fabric_id,
-                state=QuotaGrant.State.APPROVED,
-                starts_at__lte=now,
-                ends_at__gt=now,
-            )
-            total = granted.order_by().values("team").annotate(n=Sum("gpus_milli")).values("n")[:1]
-            columns[_column(fabric_id, "granted")] = Subquery(total)
+            columns[_column(fabric_id, "granted")] = _granted(fabric_id, group_ref, now)
     return columns
+
+
+def _granted(fabric_id: int, group_ref: str, now: datetime) -> Subquery:
+    granted = QuotaGrant.objects.filter(
+        team=OuterRef(group_ref),
+        fabric_id=fabric_id,
+        state=QuotaGrant.State.APPROVED,
+        starts_at__lte=now,
+        ends_at__gt=now,
+    )
+    return Subquery(granted.order_by().values("team").annotate(n=Sum("gpus_milli")).values("n")[:1])
+
+
+def grant_columns(fabric_ids: Iterable[int], group_ref: str, now: datetime | None = None) -> dict[str, Subquery]:
+    """Only the GPUs a team's temporary grants add on each of these fabrics at `now` (read with granted_on)."""
+    now = now or timezone.now()
+    return {_column(f, "granted"): _granted(f, group_ref, now) for f in dict.fromkeys(fabric_ids)}
+
+
+def granted_on(team: Any, fabric_id: int) -> int:
+    """Milli-GPUs the team's grants add on the fabric now, from the columns cap_columns or grant_columns
+    annotated it with (0 when none)."""
+    return int(getattr(team, _column(fabric_id, "granted"), None) or 0)
 
 
 def cap_read(team: Any, fabric_id: int) -> Cap:

@@ -17,7 +17,7 @@ from fabrics import native
 from fabrics.base import Resources
 from fabrics.kubernetes import manifest
 from fabrics.slurm.directives import DirectiveError, Directives
-from portal import access
+from portal import access, words
 from portal.queues.models import Queue, QueueTarget
 
 KIND_WORDS = {"slurm": "sbatch", "pbs": "qsub", "": "batch", "kubernetes": "Kubernetes"}
@@ -46,13 +46,15 @@ def queues_taking(user: Any, kind: str, work: str) -> list[str]:
     """Names of the queues this user may use that take scripts of this kind as this kind of work (for an error
     message)."""
     kinds = (kind,) if kind else native.KINDS
-    return list(
+    # The kinds of work are a JSON list: read in Python, as every database (SQLite included) can give them.
+    found = (
         access.usable_queues(user)
-        .filter(targets__fabric__kind__in=kinds, targets__fabric__enabled=True, kinds__contains=[work])
+        .filter(targets__fabric__kind__in=kinds, targets__fabric__enabled=True)
         .distinct()
         .order_by("name")
-        .values_list("name", flat=True)[:10]
+        .values_list("name", "kinds")
     )
+    return [name for name, works in found if isinstance(works, list) and work in works][:10]
 
 
 def check(
@@ -169,7 +171,7 @@ def check_limits(n: Native, queue: Queue, errors: dict[str, list[str]], gpus: in
     field = field_of(n)
     if n.per_node.gpus_milli > gpus * 1000:
         at = _line(n, "gpus-per-node", "gres", "gpus-per-task", "gpus", "resource")
-        errors.setdefault(field, []).append(f"{at}at most {gpus} GPUs per node.")
+        errors.setdefault(field, []).append(f"{at}at most {words.gpus(gpus)} per node.")
     if n.per_node.cpus_milli > cpus * 1000:
         at = _line(n, "cpus-per-task", "ntasks-per-node", "ntasks", "resource")
         errors.setdefault(field, []).append(f"{at}at most {cpus} CPUs per node.")

@@ -1,11 +1,12 @@
 from django.urls import path
 
-from portal.workloads import views
+from portal.workloads import listing, views
 
 app_name = "workloads"
 urlpatterns = [
     path("", views.workload_list, name="list"),
     path("workloads/new/", views.workload_new, name="new"),
+    path("workloads/cancel/", listing.cancel_many, name="cancel_many"),
     path("workloads/new/script/", views.script_new, name="new_script"),
     path("notebooks/new/", views.notebook_new, name="new_notebook"),
     path("leases/new/", views.vm_new, name="new_vm"),

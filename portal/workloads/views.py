@@ -21,7 +21,7 @@ from portal import access
 from portal.accounts import ratelimit
 from portal.agents.models import LeaseKey
 from portal.connect import sharing
-from portal.workloads import logs, notebook_endpoint, services
+from portal.workloads import listing, logs, notebook_endpoint, services
 from portal.workloads.forms import (
     FORM_OF_KIND,
     BatchScriptForm,
@@ -53,6 +53,8 @@ def workload_list(request: HttpRequest) -> HttpResponse:
     workloads = access.visible_workloads(request.user).filter(array_parent__isnull=True)
     if scope != "team":
         workloads = workloads.filter(owner_id=request.user.pk)
+    chosen = listing.filters_of(request)
+    workloads = listing.apply(workloads, chosen)
     version = _version(workloads)
     if _partial(request) and request.GET.get("v") == version:
         return HttpResponse(status=204)  # nothing changed: htmx keeps what it shows (see base.html)
@@ -63,6 +65,7 @@ def workload_list(request: HttpRequest) -> HttpResponse:
     )
     sessions = [w for w in rows if w.interactive and w.state not in FINISHED]
     context = {"workloads": rows, "sessions": sessions, "scope": scope, "version": version}
+    context |= listing.context(request, scope, chosen)
     template = "workloads/_live.html" if _partial(request) else "workloads/list.html"
     return render(request, template, context)
 

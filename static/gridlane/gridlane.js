@@ -41,3 +41,54 @@ function applyProfiles() {
 }
 document.addEventListener("DOMContentLoaded", applyProfiles);
 document.addEventListener("htmx:afterSwap", applyProfiles);
+
+// A request htmx sent that failed (the server's 5xx, a refusal other than a form's 422, or no answer at all)
+// swaps nothing (see the htmx-config in base.html): say so where the person acted, at the top of the form
+// (else of the page), with the request id the server's logs carry, so that Submit never seems to do nothing.
+function showRequestError(elt, text) {
+  var where = (elt && elt.closest && elt.closest("form")) || document.getElementById("main") || document.body;
+  var note = where.querySelector(":scope > .request-error");
+  if (!note) {
+    note = document.createElement("p");
+    note.className = "flash error request-error";
+    note.setAttribute("role", "alert");
+    note.setAttribute("tabindex", "-1");
+    where.insertBefore(note, where.firstChild);
+  }
+  note.textContent = text;
+  if (where.tagName === "FORM") note.focus();
+}
+document.addEventListener("htmx:responseError", function (event) {
+  var xhr = event.detail.xhr;
+  var id = xhr.getResponseHeader("X-Request-ID");
+  var said = (xhr.responseText || "").trim();
+  var text;
+  if (xhr.status >= 500) {
+    text = "Something went wrong on Gridlane's side (error " + xhr.status + ") and this may not have been done. " +
+      "Check, then try again in a moment; if it happens again, give IT the request id " + (id || "shown in the server's log") + ".";
+  } else {
+    // A refusal that says why in a line of plain text (e.g. 403 "You may not cancel this workload.").
+    text = said && said.length < 300 && said.indexOf("<") < 0 ? said : "Gridlane refused this request (error " + xhr.status + ").";
+    if (id) text += " (request id " + id + ")";
+  }
+  showRequestError(event.detail.elt, text);
+});
+document.addEventListener("htmx:sendError", function (event) {
+  showRequestError(event.detail.elt, "Gridlane did not answer: check your connection and try again.");
+});
+
+// Times the server writes in UTC (<time class="local">, see the `local` filter) in the viewer's own time zone;
+// the UTC time stays on hover. Every other <time> gets its UTC time on hover too.
+function localTimes(root) {
+  (root || document).querySelectorAll("time[datetime]").forEach(function (el) {
+    var when = new Date(el.getAttribute("datetime"));
+    if (isNaN(when)) return;
+    if (!el.title) el.title = when.toISOString().slice(0, 16).replace("T", " ") + " UTC";
+    if (!el.classList.contains("local") || el.dataset.shown) return;
+    var options = el.dataset.form === "long" ? { dateStyle: "medium", timeStyle: "short" } : { timeStyle: "short" };
+    el.textContent = when.toLocaleString([], options);
+    el.dataset.shown = "1";
+  });
+}
+document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
+document.addEventListener("htmx:afterSwap", function (event) { localTimes(event.detail.elt.parentNode || document); });

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -265,3 +266,37 @@ def test_the_audit_log_folds_routine_events_and_filters_by_actor_team_and_object
     assert ("quota.created", "") in shown(team="vision")  # the seed's quota "Vision on local"
     assert shown(q="fraud-run") == {("workload.cancelled", "charlie")}
     assert shown(kind="workload") == {("workload.cancelled", "alice"), ("workload.cancelled", "charlie")}
+
+
+def test_profile_changes_in_the_admin_are_recorded(it_client, it_admin):
+    from portal.queues.models import Profile
+
+    data: dict[str, Any] = {"name": "Small GPU", "description": "", "kinds": '["training"]', "gpus": "1", "cpus": "4",
+            "memory_gb": "16", "hours": "", "order": "0", "enabled": "on"}  # fmt: skip
+    page = it_client.get("/admin/queues/profile/add/")
+    assert page.status_code == 200
+    form = page.context["adminform"].form
+    data = {k: v for k, v in data.items() if k in form.fields}  # the form's own fields only
+    kinds = form.fields["kinds"]
+    if hasattr(kinds, "choices"):
+        data["kinds"] = ["training"]
+    response = it_client.post("/admin/queues/profile/add/", data)
+    assert response.status_code == 302, response.context["adminform"].form.errors if response.context else response
+    profile = Profile.objects.get(name="Small GPU")
+    event = AuditEvent.objects.get(action="profile.created")
+    assert (event.actor, event.target) == (it_admin, str(profile))
+    change(it_client, f"/admin/queues/profile/{profile.pk}/change/", gpus="2")
+    changed = AuditEvent.objects.get(action="profile.changed")
+    assert changed.actor == it_admin
+    assert "gpus" in json.dumps(changed.detail)
+
+
+def test_the_actor_filter_names_each_actor_once(it_client, it_admin, alice):
+    for _ in range(3):
+        it_client.force_login(alice)
+    it_client.force_login(it_admin)
+    page = it_client.get("/admin/accounts/auditevent/", {"routine": "shown"})
+    [actor_filter] = [f for f in page.context["cl"].filter_specs if getattr(f, "parameter_name", "") == "actor"]
+    names = [value for value, _ in actor_filter.lookup_choices]
+    assert names.count("alice") == 1
+    assert names == sorted(set(names))

@@ -43,7 +43,7 @@ def test_an_agent_pool_with_no_agent_online_admits_nothing_until_one_comes_onlin
     assert pool.observed_detail == "online agent hosts: none"
     work.refresh_from_db()
     assert (work.state, work.pending_reason_code) == (State.PENDING, reasons.NO_CAPACITY)
-    assert "needs 1 GPUs, 1 CPUs, 4 GB; free now 0 GPUs, 0 CPUs, 0 GB" in work.pending_reason
+    assert "needs 1 GPU, 1 CPU, 4 GB; free now 0 GPUs, 0 CPUs, 0 GB" in work.pending_reason
 
     with time_machine.travel(timezone.now() + timedelta(seconds=31), tick=True):
         register(hosts["token"], "host-1", gpus=2, cpus=16, memory_mib=64 * 1024)

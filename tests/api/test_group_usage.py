@@ -48,6 +48,9 @@ def month(cast: dict[str, Any], submit: Any) -> None:
 def seed_month(cast: dict[str, Any], submit: Any) -> None:
     """Vision: alice's 2 GPUs on hpc ($2.50/GPU-hour) two hours, sampled at 20 % the first hour only; bob's
     GPU on cloud ($4) one hour at 90 %. Fraud: charlie's 8 GPUs on hpc, never to be seen by vision."""
+    from tests.usage.test_rollup import quotas_from_long_ago
+
+    quotas_from_long_ago()
     hpc = Fabric.objects.create(
         name="hpc", kind="slurm", gpus_milli=64000, cpus_milli=64000, memory_mib=256000, gpu_hour_price=Decimal("2.5")
     )

@@ -41,7 +41,7 @@ def test_submit_show_ls_logs_and_cancel(gridlane):
     workload = Workload.objects.get(pk=wid)
     assert (workload.command, workload.queue.slug, workload.name) == ("echo hi", "train", "hello")
 
-    shown = json.loads(gridlane("show", wid).stdout)
+    shown = json.loads(gridlane("show", "--json", wid).stdout)
     assert (shown["id"], shown["state"]) == (wid, "pending")
     listed = gridlane("ls", "--mine").stdout
     assert wid in listed

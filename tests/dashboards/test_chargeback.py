@@ -12,7 +12,7 @@ import pytest
 import time_machine
 
 from portal.accounts.models import ResourceGroup
-from portal.queues.models import Queue
+from portal.queues.models import Fabric, Queue
 from portal.usage import rollup
 from portal.usage.models import UsageRollup
 from tests.api.test_group_usage import HOUR, T0, seed_month
@@ -126,3 +126,14 @@ def test_the_team_dashboard_links_its_leads_and_it_to_the_chargeback(month, clie
         client.force_login(user)
         page = client.get("/teams/vision/").content.decode()
         assert ('href="/teams/vision/chargeback/"' in page) is linked, user
+
+
+def test_the_cost_is_in_the_sites_currency_or_says_no_price_is_set(month, client, bob, settings):
+    settings.GRIDLANE_CURRENCY = "EUR"
+    _, page = page_of(client, bob)
+    assert "<dt>Cost (EUR)</dt>" in page
+    assert "no price set" not in page
+    Fabric.objects.update(gpu_hour_price=0, cpu_hour_price=0, memory_gb_hour_price=0)
+    _, page = page_of(client, bob)
+    assert '<dd class="cost"><span class="hint">no price set</span></dd>' in page
+    assert 'id="no-price"' in page

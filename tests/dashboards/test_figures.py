@@ -20,6 +20,15 @@ def test_use_is_drawn_against_the_reservation_and_a_flat_limit():
     json.dumps(fig)  # it must reach the page as JSON
 
 
+def test_a_fresh_sites_limit_in_its_first_hour_alone_is_drawn_as_a_marker():
+    fig = figures.use_against_quota(HOURS, [0.0, 0.0, 1.0], [0.0, 0.0, 4.0], [None, None, 6.0])
+    limit = next(t for t in fig["data"] if t["name"] == "Limit")
+    assert "markers" in limit["mode"]
+    assert limit["marker"]["size"] == [0, 0, 7]  # a single point: a line alone would draw nothing
+    flat = next(t for t in figures.use_against_quota(HOURS, [0, 0, 0], [0, 0, 0], 6.0)["data"] if t["name"] == "Limit")
+    assert flat["marker"]["size"] == [0, 0, 0]  # a line of points needs no markers
+
+
 def test_no_limit_draws_no_limit_line():
     fig = figures.use_against_quota(HOURS, [0, 0, 0], [0, 0, 0], None)
     assert [t["name"] for t in fig["data"]] == ["In use", "Reservation"]

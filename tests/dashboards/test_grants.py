@@ -144,3 +144,13 @@ def test_the_dashboard_reads_its_grants_in_one_query_however_many(client, alice,
         grant(start=timedelta(days=day * 2 - 18), hours=24, reason=f"g{day}")
     with django_assert_max_num_queries(len(one.captured_queries)):
         assert c.get("/teams/vision/?window=30d").status_code == 200
+
+
+def test_the_now_tiles_and_the_forms_count_a_grant_in_force(client, alice, cast):
+    grant(gpus=2)
+    page = client_for(client, alice).get("/teams/vision/").content.decode()
+    panel = page[page.index('id="now-panel"') : page.index("</dl>", page.index('id="now-panel"'))]
+    assert '<dd class="reservation">6 GPUs <span class="hint">4 + 2 granted</span>' in panel
+    assert '<dd class="limit">8 GPUs <span class="hint">6 + 2 granted</span>' in panel
+    form = client_for(client, alice).get("/workloads/new/").content.decode()
+    assert "Vision: 0 GPUs in use, limit 6 GPUs + 2 granted: room for 8 GPUs more" in form

@@ -31,7 +31,7 @@ def test_the_fabrics_page_shows_declared_and_observed_capacity(client, it_admin,
         page = client.get("/it/fabrics/").content.decode()
     assert "GPUs declared" in page
     assert "GPUs observed" in page
-    assert "<td>8</td>" in page
+    assert '<td>8 <span class="hint">16 CPUs, 64 GB</span></td>' in page  # CPUs and memory beside GPUs
     assert re.search(r'<td>3\s*<span class="hint">12 CPUs, 32 GB;', page)
     assert "3 of 8 GPUs up" in page
     assert "stale" not in page
@@ -69,8 +69,19 @@ def test_the_fabrics_page_shows_capacity_and_gpus_held(client, it_admin, alice, 
     Workload.objects.filter(pk=w.pk).update(state=State.RUNNING, fabric=Fabric.objects.get(name="local"))
     (row,) = it.fabric_rows()
     assert (row.gpus, row.gpus_in_use, row.use_percent) == (8.0, 2.0, 25.0)
+    assert (row.cpus_in_use, row.memory_gb_in_use) == (1.0, 4.0)
     client.force_login(it_admin)
-    assert "local" in client.get("/it/fabrics/", HTTP_HX_REQUEST="true").content.decode()
+    page = client.get("/it/fabrics/", HTTP_HX_REQUEST="true").content.decode()
+    assert "local" in page
+    assert '25 %</meter> 2 GPUs <span class="hint">1 CPU, 4 GB</span></td>' in page  # with units
+
+
+def test_one_gpu_is_said_in_the_singular():
+    from portal.queues.models import QuotaGrant
+
+    grant = QuotaGrant(team=ResourceGroup(name="Vision"), fabric=Fabric(name="local"), gpus_milli=1000,
+                       starts_at=timezone.now())  # fmt: skip
+    assert ": +1 GPU from " in str(grant)
 
 
 def test_capacity_planning_says_buy_or_burst_when_demand_passes_capacity(client, it_admin, cast,

@@ -594,7 +594,7 @@ def test_every_reason_gives_the_numbers_in_plain_words() -> None:
     assert reason.message == "Your team is at its limit on dgx: 4 GPUs of its limit of 4 in use, this needs 2 more."
     waiting = decide(snapshot([fabric(POOL, 2)], gpu_jobs(VISION, 1, 4, nodes=1))).waiting[0]
     assert waiting.reason.message == (
-        "pool can never hold this: it has 2 GPUs, 1000 CPUs, 9765.62 GB in all, this needs 4 GPUs, 1 CPUs, 1 GB."
+        "pool can never hold this: it has 2 GPUs, 1000 CPUs, 9765.62 GB in all, this needs 4 GPUs, 1 CPU, 1 GB."
     )
 
 
@@ -602,7 +602,7 @@ def test_work_on_a_pool_whose_nodes_are_down_says_how_much_is_free() -> None:
     running = running_on(POOL, gpu_jobs(FRAUD, 3, name="before"))  # started when more nodes were up
     waiting = decide(snapshot([fabric(POOL, 2, declared_gpus=8)], gpu_jobs(VISION, 1, 1), running)).waiting[0]
     assert waiting.reason.message == (
-        "Waiting for capacity on pool: needs 1 GPUs, 1 CPUs, 1 GB; free now 0 GPUs, 997 CPUs, 9762.62 GB."
+        "Waiting for capacity on pool: needs 1 GPU, 1 CPU, 1 GB; free now 0 GPUs, 997 CPUs, 9762.62 GB."
     )
 
 

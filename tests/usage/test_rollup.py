@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from hypothesis import given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
@@ -148,6 +149,7 @@ def test_the_step_samples_running_work_and_writes_rollups_per_team_queue_and_mem
     UsageSample.objects.create(workload=lazy, at=now - timedelta(seconds=30), gpus_milli=1000, gpu_utilisation=5)
     UsageSample.objects.create(workload=busy, at=now - timedelta(seconds=30), gpus_milli=2000, gpu_utilisation=95)
 
+    quotas_from_long_ago()
     rollup.step(now)
 
     assert UsageSample.objects.filter(at=now).count() == 0  # each has a sample from the last minute
@@ -397,7 +399,8 @@ def test_the_step_keeps_a_row_for_every_reserved_hour_even_when_nothing_ran(cast
     from portal.usage.models import UsageTeamRollup
 
     idle_team = ResourceGroup.objects.create(slug="idle-team", name="Idle team")
-    Quota.objects.create(group=idle_team, fabric=Fabric.objects.get(name="local"), gpu_reservation_milli=2000)
+    with time_machine.travel(T0 - HOUR, tick=False):  # the quota exists before the hours rolled up
+        Quota.objects.create(group=idle_team, fabric=Fabric.objects.get(name="local"), gpu_reservation_milli=2000)
     rollup.roll_up(T0, T0 + 2 * HOUR)
     rows = UsageTeamRollup.objects.filter(group=idle_team).order_by("hour")
     assert [(r.hour, r.reserved_gpu_hours, r.gpu_hours, r.unused_reservation_gpu_hours) for r in rows] == [
@@ -405,3 +408,24 @@ def test_the_step_keeps_a_row_for_every_reserved_hour_even_when_nothing_ran(cast
         (T0 + HOUR, 2.0, 0.0, 2.0),
     ]
     assert not UsageRollup.objects.filter(group=idle_team).exists()
+
+
+def quotas_from_long_ago():
+    """The cast's quotas, made by the seed just now, as if made long before the hours a test rolls up (a
+    reservation counts only from its quota's creation)."""
+    from portal.accounts.models import AuditEvent
+
+    AuditEvent.objects.filter(action="quota.created").update(at=datetime(2020, 1, 1, tzinfo=UTC))
+
+
+def test_no_hour_is_reserved_before_the_quota_existed_and_its_first_hour_only_from_then(cast):
+    from portal.accounts.models import ResourceGroup
+    from portal.queues.models import Fabric, Quota
+    from portal.usage.models import UsageTeamRollup
+
+    team = ResourceGroup.objects.create(slug="new-team", name="New team")
+    with time_machine.travel(T0 + HOUR + timedelta(minutes=30), tick=False):
+        Quota.objects.create(group=team, fabric=Fabric.objects.get(name="local"), gpu_reservation_milli=2000)
+    rollup.roll_up(T0, T0 + 3 * HOUR)
+    rows = UsageTeamRollup.objects.filter(group=team).order_by("hour")
+    assert [(r.hour, r.reserved_gpu_hours) for r in rows] == [(T0 + HOUR, 1.0), (T0 + 2 * HOUR, 2.0)]

@@ -101,7 +101,7 @@ def test_the_form_shows_each_queues_limits_free_capacity_and_the_teams_headroom(
     assert "training run, batch job" in guide
     assert "default 1 h, at most 1 d" in guide
     assert "8 GPUs, 16 CPUs, 64 GB on one node" in guide
-    assert "6 of 8 GPUs free now" in guide
+    assert "6 of 8 GPUs free now, with 15 CPUs and 60 GB memory" in guide  # CPUs and memory beside GPUs
     assert "Vision: 2 GPUs in use, limit 6 GPUs: room for 4 GPUs more" in guide
     assert "Notebooks" not in guide  # the training form offers the queues for training and batch work
 
@@ -289,3 +289,68 @@ def test_waiting_work_shows_its_place_in_line_and_an_estimated_start(alice_clien
     assert "Next in line on Training and batch; expected to start around" in page
     listing = alice_client.get("/").content.decode()
     assert "2nd in line on Training and batch, around" in listing
+
+
+def test_my_workloads_filters_by_state_and_queue_and_cancels_in_a_row_or_several_at_once(
+    alice_client, alice, bob, submit
+):
+    waiting = submit(alice, name="waiting-one")
+    other = submit(alice, name="waiting-two")
+    done = submit(alice, name="done-one")
+    Workload.objects.filter(pk=done.pk).update(state=State.SUCCEEDED)
+    teammate = submit(bob, name="bobs")
+    page = alice_client.get("/?show=active").content.decode()
+    assert "waiting-one" in page
+    assert "done-one" not in page
+    assert 'form="cancel-many"' in page
+    assert "done-one" in alice_client.get("/?show=finished").content.decode()
+    assert "waiting-one" not in alice_client.get("/?show=finished").content.decode()
+    assert "waiting-one" not in alice_client.get("/?queue=notebooks").content.decode()
+    assert "waiting-one" in alice_client.get("/?show=nonsense&queue=nonsense").content.decode()  # ignored
+    # One row's Cancel, then two at once; a teammate's work she may not cancel is left as it is.
+    response = alice_client.post("/workloads/cancel/", {"ids": [str(waiting.pk)], "back": "scope=mine&show=active"})
+    assert response.status_code == 302
+    assert response["Location"] == "/?scope=mine&show=active"
+    ids = [str(other.pk), str(teammate.pk), str(done.pk), "not-a-uuid"]
+    alice_client.post("/workloads/cancel/", {"ids": ids, "back": ""})
+    states = dict(Workload.objects.values_list("name", "state"))
+    assert states == {
+        "waiting-one": "cancelled",
+        "waiting-two": "cancelled",
+        "done-one": "succeeded",
+        "bobs": "pending",
+    }
+    said = [str(m) for m in alice_client.get("/").context["messages"]]
+    assert "Cancelled 1 workload. 1 you may not cancel (another member's) were left as they are." in said
+
+
+def test_the_workload_page_says_how_long_it_waited_and_ran_and_offers_clone_and_relaunch(alice_client, alice, submit):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    w = submit(alice, name="timed")
+    start = timezone.now() - timedelta(hours=2)
+    Workload.objects.filter(pk=w.pk).update(
+        state=State.SUCCEEDED, submitted_at=start - timedelta(minutes=3), started_at=start,
+        finished_at=start + timedelta(minutes=90), exit_code=0,
+    )  # fmt: skip
+    page = alice_client.get(f"/workloads/{w.pk}/").content.decode()
+    assert '<dd id="waited-for">3 min</dd>' in page
+    assert '<dt>Ran for</dt><dd id="ran-for">1 h 30 min</dd>' in page
+    assert f'id="clone" href="/workloads/new/?from={w.pk}"' in page
+    assert f'action="/workloads/{w.pk}/relaunch/"' in page
+
+
+def test_a_utc_time_is_written_for_the_viewers_time_zone():
+    from datetime import UTC, datetime
+
+    from portal.workloads.templatetags.words import local
+
+    at = datetime(2026, 12, 6, 3, 5, tzinfo=UTC)
+    assert local(at) == (
+        '<time class="local" data-form="short" datetime="2026-12-06T03:05:00+00:00" '
+        'title="2026-12-06 03:05 UTC">03:05 UTC</time>'
+    )
+    assert ">2026-12-06 03:05 UTC</time>" in local(at, "long")
+    assert local(None) == ""

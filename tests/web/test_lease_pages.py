@@ -113,3 +113,18 @@ def test_the_workload_page_takes_a_fixed_number_of_queries(alice_client, alice, 
     # session, user, workload with its relations, events
     with django_assert_num_queries(4):
         alice_client.get(w.get_absolute_url(), **HTMX)
+
+
+def test_the_lease_form_offers_only_the_sizes_a_fabric_behind_its_queues_can_hold(alice_client):
+    from portal.accounts.models import ResourceGroup
+    from portal.queues.models import Fabric, Queue, QueueTarget
+
+    boxes = Queue.objects.create(slug="boxes", name="Boxes", kinds=["vm"])
+    boxes.allowed_groups.add(*ResourceGroup.objects.all())
+    QueueTarget.objects.create(queue=boxes, fabric=Fabric.objects.get(name="local"))  # 8 GPUs, 16 CPUs, 64 GB
+    page = alice_client.get("/leases/new/").content.decode()
+    start = page.index('name="size"')
+    sizes = page[start : page.index("</select>", start)]
+    assert 'value="small"' in sizes
+    for too_big in ("medium", "large", "full"):
+        assert f'value="{too_big}"' not in sizes

@@ -76,3 +76,19 @@ def test_an_upload_that_cannot_be_a_script_is_refused_and_nothing_is_submitted(a
     assert response.status_code == 422
     assert says in response.content.decode()
     assert not Workload.objects.exists()
+
+
+def test_the_page_says_which_queues_take_scripts(alice_client):
+    page = alice_client.get("/workloads/new/script/").content.decode()
+    assert "Queues that take scripts: HPC." in page
+
+
+def test_the_page_says_when_no_queue_takes_scripts_and_a_script_there_is_refused_by_name(client, alice):
+    client.force_login(alice)  # the demo alone: its queues run on the local fabric
+    page = client.get("/workloads/new/script/").content.decode()
+    assert "No queue you may use takes batch scripts yet" in page
+    script = "#!/bin/bash\n#SBATCH --gpus-per-node=1\nsrun hostname\n"
+    data = {"queue": "train", "kind": "batch", "script": script, "priority": "normal"}
+    response = client.post("/workloads/new/script/", data, **HTMX)
+    assert response.status_code == 422
+    assert "runs no sbatch scripts; no queue you may use takes them" in response.content.decode()

@@ -14,6 +14,7 @@ from django.utils import timezone
 from portal.accounts.models import AuditEvent
 from portal.queues.models import Fabric
 from portal.worker import tasks
+from tests.conftest import TRAINING_FORM
 
 
 def test_every_response_names_its_request_and_keeps_the_proxys_id(client):
@@ -50,6 +51,23 @@ def test_a_server_error_is_logged_with_its_request_id_and_answered_in_json(api_a
     [record] = [r for r in caplog.records if r.name == "django.request"]
     assert record.request_id == "req-0123456789"
     assert record.exc_info is not None
+
+
+def test_a_server_error_on_a_page_shows_its_request_id(client, alice, monkeypatch):
+    from portal.workloads import views
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(views, "_submit", broken)
+    client.force_login(alice)
+    client.raise_request_exception = False
+    response = client.post(
+        "/workloads/new/", TRAINING_FORM, HTTP_ACCEPT="text/html", HTTP_X_REQUEST_ID="req-0123456789"
+    )
+    assert response.status_code == 500
+    assert response["X-Request-ID"] == "req-0123456789"
+    assert '<code class="request-id">req-0123456789</code>' in response.content.decode()
 
 
 def test_forwarded_headers_count_only_from_a_trusted_proxy(alice, settings):

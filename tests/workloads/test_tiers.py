@@ -75,13 +75,18 @@ def test_a_tier_for_several_teams_is_offered_to_each(api_as, alice, gold):
     assert answer.status_code == 201, answer.content
 
 
-def test_the_form_offers_the_tiers_of_the_users_teams_in_its_order(client, alice, charlie, gold):
+def test_the_form_offers_the_tiers_of_the_users_teams_in_its_order(client, alice, bob, charlie, gold):
     client.force_login(alice)
     page = client.get("/workloads/new/").content.decode()
     start = page.index('<select name="priority"')
     options = page[start : page.index("</select>", start)]
-    assert [o for o in ("low", "normal", "high", "gold") if f'value="{o}"' in options] == ["low", "normal", "high"]
-    assert "High (team leads)" in options
+    # high is for team leads: a member is not offered it (the submit would refuse it), her lead is.
+    assert [o for o in ("low", "normal", "high", "gold") if f'value="{o}"' in options] == ["low", "normal"]
+    client.force_login(bob)
+    page = client.get("/workloads/new/").content.decode()
+    start = page.index('<select name="priority"')
+    assert "High (team leads)" in page[start : page.index("</select>", start)]
+    client.force_login(alice)
     response = client.post("/workloads/new/", TRAINING_FORM | {"priority": "gold"}, **HTMX)
     assert response.status_code == 422
     assert not Workload.objects.exists()

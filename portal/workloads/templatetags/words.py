@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from django import template
 from django.utils import timezone
+from django.utils.html import format_html
 
 from portal import words
 
@@ -19,6 +20,26 @@ register.filter("cpus", words.cpus)
 register.filter("hours", words.hours)
 register.filter("kind_label", words.kind_label)
 register.filter("ordinal", words.ordinal)
+
+
+@register.filter
+def local(when: datetime | None, form: str = "short") -> str:
+    """A time as UTC in the page ("14:05 UTC", or "2026-12-06 14:05 UTC" for form "long"), in a <time> that
+    gridlane.js shows in the viewer's own time zone, with the UTC time on hover; "" for None."""
+    if when is None:
+        return ""
+    utc = timezone.localtime(when, UTC)
+    text = f"{utc:%Y-%m-%d %H:%M} UTC" if form == "long" else f"{utc:%H:%M} UTC"
+    return format_html(
+        '<time class="local" data-form="{}" datetime="{}" title="{} UTC">{}</time>',
+        form, utc.isoformat(), f"{utc:%Y-%m-%d %H:%M}", text,
+    )  # fmt: skip
+
+
+@register.filter
+def plus(value: float | int | None, more: float | int | None) -> float | None:
+    """`value` and `more` added (None stays None: no limit raised is still no limit)."""
+    return None if value is None else float(value) + float(more or 0)
 
 
 @register.filter
