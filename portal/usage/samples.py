@@ -3,8 +3,9 @@
 At dispatch a job on Slurm, PBS or the local fabric gets a samples URL, the interval
 (GRIDLANE_SAMPLE_SECONDS) and the workload's secret: the one its notebook callback uses
 (portal.workloads.notebook_endpoint), derived from the run id, so an earlier attempt's job or another
-workload's cannot speak for this one. A native script (the user's own, byte for byte) gets none: its
-environment travels on sbatch's command line, and no sampler runs in it.
+workload's cannot speak for this one. A native script (the user's own, byte for byte) gets none: once its
+job runs, the worker starts the sampler as a step inside the job's allocation, on every node, as the job's
+owner (portal.worker.samplers, fabrics.slurm.sampling), with the same URL and secret.
 
 A report is nvidia-smi's output as printed, one reading (`{"nvidia_smi": "..."}`, taken as it arrives) or
 several (`{"readings": [{"age": <seconds before the post>, "nvidia_smi": "..."}, ...]}`): the sampler reads
@@ -12,7 +13,8 @@ every GRIDLANE_SAMPLE_SECONDS and posts GRIDLANE_SAMPLE_BATCH readings at a time
 when the job ends), so that 2,000 GPUs sampled every 30 s cost the portal a post every 150 ms, not every 15 ms
 (`make bench BENCH=samples`). Ages, not clocks: the portal dates each reading from its own clock, so a node's
 clock cannot misdate it. `check_sample` reads a report strictly (fabrics.sampler.parse); `do_sample` keeps
-one UsageSample per reading, while the workload starts or runs, no two of a workload closer than
+one UsageSample per reading (and one UsageGpuSample per GPU of it), while the workload starts or runs, no two
+of a workload's node closer than
 GRIDLANE_SAMPLE_MIN_INTERVAL_S (a sampler gone wild floods nothing: the excess is refused and counted), none
 older than `max_age()` (later than the rollups look back: they would never count it) and none before the
 workload was admitted. A sample keeps the average utilisation over the GPUs that report one (None where none
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +37,7 @@ from django.db.models import Q
 
 from fabrics.sampler import MAX_READINGS, SAMPLE_BATCH_ENV, SAMPLE_SECONDS_ENV, SAMPLES_URL_ENV, Reading, parse
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
-from portal.usage.models import UsageSample
+from portal.usage.models import UsageGpuSample, UsageSample, UsageTurn
 from portal.worker import stats
 from portal.workloads import notebook_endpoint
 from portal.workloads.models import Workload, run_id_of
@@ -47,11 +50,27 @@ log = logging.getLogger("gridlane.usage")
 SAMPLED_FABRICS = frozenset({"slurm", "pbs", "local"})  # agents report their own; Kubernetes has DCGM
 INSERT = (
     f"INSERT INTO {UsageSample._meta.db_table} "  # noqa: S608 (the model's own table)
-    "(workload_id, at, source, gpus_milli, gpu_utilisation, gpu_memory_mib) VALUES (%s, %s, %s, %s, %s, %s)"
+    "(workload_id, at, source, gpus_milli, gpu_utilisation, gpu_memory_mib, node, gpus_read, gpus_idle) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
+IDLE_BELOW = 80.0  # percent: a GPU read below it is idle in that reading (portal.usage.rollup's threshold)
 REPORTING = (State.DISPATCHING, State.RUNNING)  # the job may run before sync has seen it start
-FIELDS = frozenset({"nvidia_smi", "readings"})
-ITEM_FIELDS = frozenset({"age", "nvidia_smi"})
+FIELDS = frozenset({"nvidia_smi", "readings", "node"})
+ITEM_FIELDS = frozenset({"age", "nvidia_smi", "node"})
+NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # a host's short name, as the sampler sends it
+GPU_INSERT = (
+    f"INSERT INTO {UsageGpuSample._meta.db_table} "  # noqa: S608 (the model's own table)
+    "(workload_id, at, node, gpu, utilisation, memory_mib) VALUES (%s, %s, %s, %s, %s, %s)"
+)
+TURN_TAKE = (  # the node's first reading: its turn row, while the workload starts or runs
+    f"INSERT INTO {UsageTurn._meta.db_table} (workload_id, node, last_at) "  # noqa: S608 (the models' own tables)
+    f"SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM {Workload._meta.db_table} WHERE id = %s AND state IN (%s, %s)) "
+    "ON CONFLICT (workload_id, node) DO NOTHING"
+)
+TURN_MOVE = (  # a later reading: the turn moves on only from the value read (two reports racing: one wins)
+    f"UPDATE {UsageTurn._meta.db_table} SET last_at = %s WHERE workload_id = %s AND node = %s AND last_at = %s "  # noqa: S608
+    f"AND EXISTS (SELECT 1 FROM {Workload._meta.db_table} WHERE id = %s AND state IN (%s, %s))"
+)
 MAX_AGE_FIELD = 86_400  # an age past a day is nonsense; one past max_age() is read, and not kept
 
 
@@ -68,7 +87,8 @@ class TooSoon(Exception):
 
 
 def sampled(w: Workload) -> bool:
-    """A workload whose job runs the sampler: placed on Slurm, PBS or the local fabric, from Gridlane's script."""
+    """A workload whose job runs the sampler from Gridlane's own script: placed on Slurm, PBS or the local fabric.
+    A native script is sampled from outside it instead, once its job runs (portal.worker.samplers)."""
     return w.fabric is not None and w.fabric.kind in SAMPLED_FABRICS and not w.script
 
 
@@ -83,6 +103,17 @@ def job_env(w: Workload, paths: Paths | None = None) -> dict[str, str]:
         SAMPLE_SECONDS_ENV: f"{settings.GRIDLANE_SAMPLE_SECONDS:g}",
         SAMPLE_BATCH_ENV: str(settings.GRIDLANE_SAMPLE_BATCH),
         ENDPOINT_SECRET_ENV: secret(w.run_id),
+    }
+
+
+def native_env(w: Workload) -> dict[str, str]:
+    """What a native job's sampler step gets on its command line (portal.worker.samplers): where to post, how
+    often to read, how many readings a post takes; never the secret, which travels on its stdin."""
+    url = settings.GRIDLANE_PUBLIC_URL + path_of("api:workload-samples", w.pk)
+    return {
+        SAMPLES_URL_ENV: url,
+        SAMPLE_SECONDS_ENV: f"{settings.GRIDLANE_SAMPLE_SECONDS:g}",
+        SAMPLE_BATCH_ENV: str(settings.GRIDLANE_SAMPLE_BATCH),
     }
 
 
@@ -118,11 +149,15 @@ def max_age() -> timedelta:
 
 
 def check_sample(data: Any) -> tuple[list[Taken] | None, dict[str, Any]]:
-    """The readings in a report body, each with its age in seconds, or the errors per field (per reading, by
-    its index, under "readings")."""
+    """The readings in a report body, each with its age in seconds and its node, or the errors per field (per
+    reading, by its index, under "readings"). One post speaks for one node: its readings name the same one (or
+    none, "": a single-node job's sampler of an earlier version)."""
     if not isinstance(data, dict):
         return None, {"detail": ['Send a JSON object: {"nvidia_smi": "..."} or {"readings": [...]}.']}
     errors: dict[str, Any] = {str(name)[:50]: ["Unknown field."] for name in sorted(set(data) - FIELDS, key=str)}
+    node, wrong_node = _node(data.get("node", ""))
+    if wrong_node:
+        errors["node"] = wrong_node
     if ("nvidia_smi" in data) == ("readings" in data):
         errors["detail"] = ['Send either "nvidia_smi" (one reading, taken now) or "readings".']
         return None, errors
@@ -130,32 +165,43 @@ def check_sample(data: Any) -> tuple[list[Taken] | None, dict[str, Any]]:
         gpus, wrong = _reading(data["nvidia_smi"])
         if wrong:
             errors["nvidia_smi"] = wrong
-        return (None, errors) if errors else ([Taken(0, gpus)], {})
+        return (None, errors) if errors else ([Taken(0, gpus, node)], {})
     listed = data["readings"]
     if not isinstance(listed, list) or not 0 < len(listed) <= MAX_READINGS:
         errors["readings"] = [f'A list of 1 to {MAX_READINGS} readings: {{"age": seconds, "nvidia_smi": "..."}}.']
         return None, errors
     taken, per_item = [], {}
     for index, item in enumerate(listed):
-        one, wrong_fields = _item(item)
+        one, wrong_fields = _item(item, node)
         if wrong_fields:
             per_item[str(index)] = wrong_fields
         elif one is not None:
             taken.append(one)
     if per_item:
         errors["readings"] = per_item
+    elif len({t.node for t in taken}) > 1:
+        errors["node"] = ["One node per post: its readings name different nodes."]
     return (None, errors) if errors else (taken, {})
 
 
 @dataclass(frozen=True)
 class Taken:
-    """One reading of the node's GPUs, `age` seconds before it was posted."""
+    """One reading of the node's GPUs (the job's, as its sampler reads them), `age` seconds before it was posted."""
 
     age: int
     gpus: list[Reading]
+    node: str = ""
 
 
-def _item(item: Any) -> tuple[Taken | None, dict[str, list[str]]]:
+def _node(value: Any) -> tuple[str, list[str]]:
+    if value == "":
+        return "", []
+    if not isinstance(value, str) or not NODE.match(value):
+        return "", ["A node's short host name: letters, digits, '.', '_' and '-', at most 64."]
+    return value, []
+
+
+def _item(item: Any, node: str) -> tuple[Taken | None, dict[str, list[str]]]:
     if not isinstance(item, dict):
         return None, {"detail": ['A reading: {"age": seconds, "nvidia_smi": "..."}.']}
     wrong: dict[str, list[str]] = {str(k)[:50]: ["Unknown field."] for k in sorted(set(item) - ITEM_FIELDS, key=str)}
@@ -165,7 +211,10 @@ def _item(item: Any) -> tuple[Taken | None, dict[str, list[str]]]:
     gpus, bad = _reading(item.get("nvidia_smi"))
     if bad:
         wrong["nvidia_smi"] = bad
-    return (None, wrong) if wrong or not isinstance(age, int) else (Taken(age, gpus), {})
+    own, bad_node = _node(item.get("node", node))
+    if bad_node:
+        wrong["node"] = bad_node
+    return (None, wrong) if wrong or not isinstance(age, int) else (Taken(age, gpus, own), {})
 
 
 def _reading(text: Any) -> tuple[list[Reading], list[str]]:
@@ -178,18 +227,24 @@ def _reading(text: Any) -> tuple[list[Reading], list[str]]:
 
 
 def do_sample(w: Sampled, taken: list[Taken], now: datetime) -> int:
-    """Keep the readings of the workload's GPUs (dated `now` less their age) that are due: no two closer than
-    the minimum interval, none before the last one kept, none older than `max_age()` or from before the
-    workload was admitted. Returns how many were kept (0: all too old); Refused when the workload takes none
-    now, TooSoon when every reading is too close to the last one kept. Two queries when any is kept, in one
-    transaction: a conditional update of the workload's row takes the turn (two reports racing cannot both
-    get it; the loser is answered 429 and its sampler sends its readings again), and one insert."""
+    """Keep the readings of the workload's GPUs on one node (dated `now` less their age) that are due: no two of
+    the node closer than the minimum interval, none before the node's last one kept, none older than `max_age()`
+    or from before the workload was admitted. Returns how many were kept (0: all too old); Refused when the
+    workload takes none now, TooSoon when every reading is too close to the node's last one kept.
+
+    Each node has its own turn (UsageTurn), so the nodes of a job, reading at the same moment, never crowd each
+    other out. Four queries when any is kept, the last three in one transaction: the node's turn read; the turn
+    taken with a conditional write (two reports racing cannot both get it; the loser is answered 429 and its
+    sampler sends its readings again), only while the workload starts or runs; the readings (UsageSample, one per
+    reading, with how many of its GPUs read idle); and their GPUs (UsageGpuSample, one per GPU)."""
     if w.state not in REPORTING:
         raise Refused("The workload neither starts nor runs; it takes no samples now.")
+    node = taken[0].node if taken else ""
+    turn = UsageTurn.objects.filter(workload_id=w.pk, node=node).values_list("last_at", flat=True).first()
     interval = timedelta(seconds=settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S)
     oldest = max(now - max_age(), w.admitted_at or now - max_age())
     kept: list[tuple[datetime, list[Reading]]] = []
-    last, too_soon = w.last_sample_at, False
+    last, too_soon = turn, False
     for t in sorted(taken, key=lambda t: -t.age):
         at = now - timedelta(seconds=t.age)
         if at < oldest:
@@ -200,40 +255,51 @@ def do_sample(w: Sampled, taken: list[Taken], now: datetime) -> int:
         kept.append((at, t.gpus))
         last = at
     if not kept:
-        if too_soon and w.last_sample_at is not None:
-            raise TooSoon(max(1, math.ceil((w.last_sample_at + interval - now).total_seconds())))
+        if too_soon and turn is not None:
+            raise TooSoon(max(1, math.ceil((turn + interval - now).total_seconds())))
         return 0
     with transaction.atomic(savepoint=False):
-        took = (
-            Workload.objects.filter(pk=w.pk, state__in=REPORTING, last_sample_at=w.last_sample_at)
-            if w.last_sample_at is not None
-            else Workload.objects.filter(pk=w.pk, state__in=REPORTING, last_sample_at__isnull=True)
-        ).update(last_sample_at=kept[-1][0])
+        took = _take_turn(w, node, turn, kept[-1][0])
         if took:
-            _insert(w, kept)
+            _insert(w, node, kept)
     if not took:  # another report took the turn, or the workload ended since it was read
         raise TooSoon(max(1, math.ceil(interval.total_seconds())))
     return len(kept)
 
 
-def _insert(w: Sampled, kept: list[tuple[datetime, list[Reading]]]) -> None:
-    """The samples in one statement, written out: the ORM's bulk_create spends more on ten model instances than
-    the database spends on the insert, and this is the path every sampler of a site takes."""
+def _take_turn(w: Sampled, node: str, turn: datetime | None, last: datetime) -> bool:
+    pk = UsageTurn._meta.get_field("workload").get_db_prep_value(w.pk, connection)
+    at = connection.ops.adapt_datetimefield_value(last)
+    states = [s.value for s in REPORTING]
+    with connection.cursor() as cursor:
+        if turn is None:
+            cursor.execute(TURN_TAKE, [pk, node, at, pk, *states])
+        else:
+            cursor.execute(TURN_MOVE, [at, pk, node, connection.ops.adapt_datetimefield_value(turn), pk, *states])
+        return bool(cursor.rowcount == 1)
+
+
+def _insert(w: Sampled, node: str, kept: list[tuple[datetime, list[Reading]]]) -> None:
+    """The samples in one statement and their GPUs in another, written out: the ORM's bulk_create spends more on
+    ten model instances than the database spends on the insert, and this is the path every sampler of a site
+    takes. A GPU is idle in a reading when it reads below IDLE_BELOW; one that reads no utilisation (a MIG
+    instance without NVML's answer) is neither idle nor busy: it counts in neither gpus_read nor gpus_idle."""
     workload = UsageSample._meta.get_field("workload").get_db_prep_value(w.pk, connection)
-    rows = []
+    rows, gpu_rows = [], []
     for at, gpus in kept:
         known = [r.utilisation for r in gpus if r.utilisation is not None]
         memory = [r.memory_mib for r in gpus if r.memory_mib is not None]
+        when = connection.ops.adapt_datetimefield_value(at)
         rows.append((
-            workload,
-            connection.ops.adapt_datetimefield_value(at),
-            UsageSample.Source.JOB.value,
-            w.gpus_milli,
-            sum(known) / len(known) if known else None,
-            sum(memory) if memory else None,
+            workload, when, UsageSample.Source.JOB.value, w.gpus_milli,
+            sum(known) / len(known) if known else None, sum(memory) if memory else None,
+            node, len(known) if known else None, sum(1 for u in known if u < IDLE_BELOW) if known else None,
         ))  # fmt: skip
+        gpu_rows += [(workload, when, node, r.index, r.utilisation, r.memory_mib) for r in gpus]
     with connection.cursor() as cursor:
         cursor.executemany(INSERT, rows)
+        if gpu_rows:
+            cursor.executemany(GPU_INSERT, gpu_rows)
 
 
 def from_fabric(w: Workload, utilisation: float, now: datetime) -> bool:
