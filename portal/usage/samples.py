@@ -53,7 +53,7 @@ INSERT = (
     "(workload_id, at, source, gpus_milli, gpu_utilisation, gpu_memory_mib, node, gpus_read, gpus_idle) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
-IDLE_BELOW = 80.0  # percent: a GPU read below it is idle in that reading (portal.usage.rollup's threshold)
+IDLE_BELOW = 80.0  # percent: the seed's threshold; a GPU (or a window's average) below it is idle
 REPORTING = (State.DISPATCHING, State.RUNNING)  # the job may run before sync has seen it start
 FIELDS = frozenset({"nvidia_smi", "readings", "node"})
 ITEM_FIELDS = frozenset({"age", "nvidia_smi", "node"})
