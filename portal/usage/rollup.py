@@ -48,7 +48,8 @@ from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, 
 
 from portal.queues.models import Quota
 from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample, UsageTeamRollup
-from portal.usage.samples import IDLE_BELOW, max_age
+from portal.usage.samples import IDLE_BELOW as IDLE_BELOW  # the one threshold, read from here by the pages
+from portal.usage.samples import max_age
 from portal.worker import stats
 from portal.worker.models import WorkerStats
 from portal.workloads.models import Workload
