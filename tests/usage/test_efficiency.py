@@ -139,3 +139,8 @@ def test_with_sampler_adds_no_query(week_job, django_assert_num_queries):
     with django_assert_num_queries(1):
         w = with_sampler(Workload.objects.filter(pk=week_job.pk)).get()
     assert w.sampler_started is None
+
+
+def test_the_workload_page_links_its_owner_to_the_efficiency_page(week_job, client, alice, bob):
+    client.force_login(alice)
+    assert f"/workloads/{week_job.pk}/efficiency/" in client.get(f"/workloads/{week_job.pk}/").content.decode()
