@@ -16,9 +16,11 @@ it beside job.sh and stops it when job.sh ends.
 
 from __future__ import annotations
 
+import inspect
 import shlex
 from dataclasses import dataclass
 
+from fabrics import cputime
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
 
 SECRET_ENV = ENDPOINT_SECRET_ENV  # the workload's secret: the one its notebook callback reports with
@@ -39,11 +41,15 @@ MAX_NODE = 64  # characters of a node's name kept
 # at a time with their ages (the first at once, the rest when the job's shell ends). A 404 means the secret no
 # longer speaks for the workload (a later run took over), a 409 that it no longer runs: it stops. A 400 drops
 # the readings; anything else (429, a portal away) keeps them for the next post, the newest MAX_READINGS.
+# With each reading goes the job's CPU time on the node (fabrics.cputime, whose source leads the script), so that
+# a job's CPUs are judged too, a CPU-only job's included; a GPU job without nvidia-smi ends at once, saying so.
 # It reads only the job's GPUs (`job_gpus`: the step's, else the job's, else CUDA_VISIBLE_DEVICES; all the node
 # shows where none of them says) and names its node. Beside Gridlane's own script it ends with the job's shell
 # (GL_WATCH); as a step of a native job (fabrics.slurm.sampling) it has no shell to watch and ends with the
 # job's allocation, and its secret comes on stdin rather than on a command line.
-SAMPLER = f"""\
+SAMPLER = (
+    inspect.getsource(cputime)
+    + f"""\
 import json, os, shutil, socket, subprocess, sys, time, urllib.error, urllib.request
 watch = int(os.environ.get("{WATCH_ENV}") or 0)
 every = max(1.0, float(os.environ.get("{SAMPLE_SECONDS_ENV}") or 30))
@@ -51,9 +57,8 @@ batch = max(1, int(os.environ.get("{SAMPLE_BATCH_ENV}") or 1))
 node = socket.gethostname().split(".")[0][:{MAX_NODE}]
 smi = shutil.which("nvidia-smi", path=os.pathsep.join(
     p for p in (os.environ.get("{TOOLS_ENV}"), os.environ.get("PATH", os.defpath)) if p))
-if smi is None:
-    print("gridlane-sampler: no nvidia-smi on " + node, file=sys.stderr)
-    sys.exit(3)
+job_id = os.environ.get("SLURM_JOB_ID", "")
+own_step = "" if watch else os.environ.get("SLURM_STEP_ID", "")
 def job_gpus():
     for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"):
         value = os.environ.get(name, "").strip()
@@ -61,6 +66,12 @@ def job_gpus():
             return {{int(part) for part in value.split(",")}}
     return None
 gpus = job_gpus()
+if smi is None and gpus:
+    print("gridlane-sampler: no nvidia-smi on " + node + " to read the job's GPUs", file=sys.stderr)
+    sys.exit(3)
+if smi is None and job_cpu_seconds(job_id, own_step) is None:
+    print("gridlane-sampler: nothing to read on " + node + ": no nvidia-smi, no CPU time of the job", file=sys.stderr)
+    sys.exit(3)
 def mine(text):
     if gpus is None:
         return text
@@ -82,7 +93,7 @@ def alive():
     return True
 def send():
     now = time.monotonic()
-    readings = [{{"age": int(now - at), "node": node, "nvidia_smi": text}} for at, text in kept]
+    readings = [dict(reading, age=int(now - at), node=node) for at, reading in kept]
     request = urllib.request.Request(url, data=json.dumps({{"readings": readings}}).encode(), method="POST",
                                      headers=headers)
     try:
@@ -101,13 +112,24 @@ due, posted = time.monotonic(), 0
 while alive():
     if time.monotonic() >= due:
         due = time.monotonic() + every
+        reading = {{}}
         try:
-            out = subprocess.run([smi, *{QUERY!r}], stdin=subprocess.DEVNULL, capture_output=True, timeout=20).stdout
-            text = mine(out[:{MAX_BODY}].decode("utf-8", "replace"))
-            if text:
-                kept.append((time.monotonic(), text))
+            cpu = job_cpu_seconds(job_id, own_step)
+            if cpu is not None:
+                reading["cpu_seconds"] = round(cpu, 3)
         except Exception:
             pass
+        try:
+            if smi is not None:
+                out = subprocess.run([smi, *{QUERY!r}], stdin=subprocess.DEVNULL, capture_output=True,
+                                     timeout=20).stdout
+                text = mine(out[:{MAX_BODY}].decode("utf-8", "replace"))
+                if text:
+                    reading["nvidia_smi"] = text
+        except Exception:
+            pass
+        if reading:
+            kept.append((time.monotonic(), reading))
         if kept and (posted == 0 or len(kept) >= batch):
             send()
             posted += 1
@@ -115,6 +137,7 @@ while alive():
 if kept:
     send()
 """
+)
 
 # Slurm and PBS scripts: fixed text, nothing of the user's in it. The double fork detaches the sampler from
 # the job's shell; $$ is still that shell's pid inside ( ... ), and `exec` in the template keeps it.

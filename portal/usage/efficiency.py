@@ -24,7 +24,7 @@ from django.db.models import Avg, Case, F, FloatField, IntegerField, Max, OuterR
 from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, TruncDay
 
 from portal.usage.models import SamplerStart, UsageGpuSample, UsageSample
-from portal.usage.samples import IDLE_BELOW
+from portal.usage.samples import CPU_IDLE_BELOW, IDLE_BELOW
 from portal.workloads.models import Workload, WorkloadEvent
 
 MAX_WINDOWS = 2 * 24 * 31  # a month of half-hour windows drawn at most; a longer run shows its last month
@@ -53,11 +53,15 @@ class Window:
 
     @property
     def idle(self) -> bool | None:
-        """Idle by the seed's rule (GPU by GPU where known); None: no GPU reading."""
+        """Idle by the seed's rule: GPUs (one by one where known: most of them) and CPUs under their thresholds.
+        A CPU-only job is judged on its CPUs. None: nothing read."""
+        cpus_idle = None if self.cpu_utilisation is None else self.cpu_utilisation < CPU_IDLE_BELOW
+        if cpus_idle is False:
+            return False
         if self.gpu_utilisation is None:
-            return None
+            return cpus_idle
         if self.idle_share is not None:
-            return self.idle_share >= 0.5  # most of its GPUs idle
+            return self.idle_share >= 0.5
         return self.gpu_utilisation < IDLE_BELOW
 
 

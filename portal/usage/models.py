@@ -63,6 +63,7 @@ class UsageTurn(models.Model):
     workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="+")
     node = models.CharField(max_length=64, blank=True, default="")
     last_at = models.DateTimeField()
+    cpu_seconds = models.FloatField(null=True, blank=True, help_text="The job's CPU time on the node at the last.")
 
     class Meta:
         constraints: ClassVar[list[Any]] = [

@@ -15,7 +15,9 @@ Per team, queue and hour:
   GPU-hours are idle. Where its samples say GPU by GPU (a sampler's readings: gpus_read, gpus_idle), each
   GPU is judged on its own: the idle share of the window is the average over its readings of the part of
   their GPUs that read below 80 %, and that share of its GPU-hours is idle (a job holding 8 GPUs and using 2
-  has 6 idle, however busy the 2 are). Every rollup (team-queue, member, fabric, team) counts the same way.
+  has 6 idle, however busy the 2 are). A window whose CPUs worked (the job's CPU utilisation, where its sampler
+  read it, at or above 10 %) has no idle GPU-hours: idle is GPUs and CPUs under their thresholds.
+  Every rollup (team-queue, member, fabric, team) counts the same way.
   Where the window has samples, used_gpu_hours are the GPU-hours x the average
   utilisation (utilisation-weighted). Where it has none (a fabric that reports nothing, a node without
   nvidia-smi, a gap) the GPU-hours are unknown: never busy, never idle. So gpu_hours = known + unknown,
@@ -48,8 +50,8 @@ from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, 
 
 from portal.queues.models import Quota
 from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample, UsageTeamRollup
+from portal.usage.samples import CPU_IDLE_BELOW, max_age
 from portal.usage.samples import IDLE_BELOW as IDLE_BELOW  # the one threshold, read from here by the pages
-from portal.usage.samples import max_age
 from portal.worker import stats
 from portal.worker.models import WorkerStats
 from portal.workloads.models import Workload
@@ -406,12 +408,14 @@ def figures(
     )
     found: dict[tuple[str, datetime], float] = {}
     shares: dict[tuple[str, datetime], float] = {}
-    for workload_id, day, slot_number, average, share in rows.annotate(
-        average=Avg("gpu_utilisation"), share=Avg(per_gpu)
-    ).values_list("workload_id", "day", "slot", "average", "share"):
+    for workload_id, day, slot_number, average, share, cpu in rows.annotate(
+        average=Avg("gpu_utilisation"), share=Avg(per_gpu), cpu=Avg("cpu_utilisation")
+    ).values_list("workload_id", "day", "slot", "average", "share", "cpu"):
         key = (str(workload_id), day + int(slot_number) * window)
         found[key] = float(average)
-        if share is not None:
+        if cpu is not None and cpu >= CPU_IDLE_BELOW:
+            shares[key] = 0.0  # its CPUs worked: none of its GPUs counts idle (idle is GPUs and CPUs)
+        elif share is not None:
             shares[key] = float(share)
     return found, shares
 

@@ -50,25 +50,29 @@ log = logging.getLogger("gridlane.usage")
 SAMPLED_FABRICS = frozenset({"slurm", "pbs", "local"})  # agents report their own; Kubernetes has DCGM
 INSERT = (
     f"INSERT INTO {UsageSample._meta.db_table} "  # noqa: S608 (the model's own table)
-    "(workload_id, at, source, gpus_milli, gpu_utilisation, gpu_memory_mib, node, gpus_read, gpus_idle) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "(workload_id, at, source, gpus_milli, gpu_utilisation, gpu_memory_mib, node, gpus_read, gpus_idle, "
+    "cpu_utilisation) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 IDLE_BELOW = 80.0  # percent: the seed's threshold; a GPU (or a window's average) below it is idle
+CPU_IDLE_BELOW = 10.0  # percent of the CPUs held: idle is GPUs *and* CPUs under their thresholds (the seed's rule)
 REPORTING = (State.DISPATCHING, State.RUNNING)  # the job may run before sync has seen it start
-FIELDS = frozenset({"nvidia_smi", "readings", "node"})
-ITEM_FIELDS = frozenset({"age", "nvidia_smi", "node"})
+FIELDS = frozenset({"nvidia_smi", "readings", "node", "cpu_seconds"})
+ITEM_FIELDS = frozenset({"age", "nvidia_smi", "node", "cpu_seconds"})
+MAX_CPU_SECONDS = 1e12  # more than any job's CPU time (a thousand cores for thirty years)
 NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # a host's short name, as the sampler sends it
 GPU_INSERT = (
     f"INSERT INTO {UsageGpuSample._meta.db_table} "  # noqa: S608 (the model's own table)
     "(workload_id, at, node, gpu, utilisation, memory_mib) VALUES (%s, %s, %s, %s, %s, %s)"
 )
 TURN_TAKE = (  # the node's first reading: its turn row, while the workload starts or runs
-    f"INSERT INTO {UsageTurn._meta.db_table} (workload_id, node, last_at) "  # noqa: S608 (the models' own tables)
-    f"SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM {Workload._meta.db_table} WHERE id = %s AND state IN (%s, %s)) "
+    f"INSERT INTO {UsageTurn._meta.db_table} (workload_id, node, last_at, cpu_seconds) "  # noqa: S608 (the models' own tables)
+    "SELECT %s, %s, %s, CAST(%s AS DOUBLE PRECISION) "
+    f"WHERE EXISTS (SELECT 1 FROM {Workload._meta.db_table} WHERE id = %s AND state IN (%s, %s)) "
     "ON CONFLICT (workload_id, node) DO NOTHING"
 )
 TURN_MOVE = (  # a later reading: the turn moves on only from the value read (two reports racing: one wins)
-    f"UPDATE {UsageTurn._meta.db_table} SET last_at = %s WHERE workload_id = %s AND node = %s AND last_at = %s "  # noqa: S608
+    f"UPDATE {UsageTurn._meta.db_table} SET last_at = %s, cpu_seconds = %s "  # noqa: S608 (the models' own tables)
+    "WHERE workload_id = %s AND node = %s AND last_at = %s "
     f"AND EXISTS (SELECT 1 FROM {Workload._meta.db_table} WHERE id = %s AND state IN (%s, %s))"
 )
 MAX_AGE_FIELD = 86_400  # an age past a day is nonsense; one past max_age() is read, and not kept
@@ -126,6 +130,7 @@ class Sampled:
     last_sample_at: datetime | None
     admitted_at: datetime | None
     gpus_milli: int
+    cpus_milli: int = 0  # per node
 
 
 def sampled_by(pk: UUID, authorization: str) -> Sampled | None:
@@ -133,14 +138,14 @@ def sampled_by(pk: UUID, authorization: str) -> Sampled | None:
     alike), with only the columns a sample needs: the web path's one read."""
     row = (
         Workload.objects.filter(pk=pk)
-        .values_list("attempt", "state", "last_sample_at", "admitted_at", "gpus_milli", "nodes")
+        .values_list("attempt", "state", "last_sample_at", "admitted_at", "gpus_milli", "nodes", "cpus_milli")
         .first()
     )
     attempt = row[0] if row is not None else 0
     if not notebook_endpoint.speaks_for(run_id_of(pk, attempt), authorization) or row is None:
         return None
-    _, state, last, admitted, milli, nodes = row
-    return Sampled(pk, state, last, admitted, milli * nodes)
+    _, state, last, admitted, milli, nodes, cpus = row
+    return Sampled(pk, state, last, admitted, milli * nodes, cpus)
 
 
 def max_age() -> timedelta:
@@ -165,7 +170,10 @@ def check_sample(data: Any) -> tuple[list[Taken] | None, dict[str, Any]]:
         gpus, wrong = _reading(data["nvidia_smi"])
         if wrong:
             errors["nvidia_smi"] = wrong
-        return (None, errors) if errors else ([Taken(0, gpus, node)], {})
+        cpu, wrong_cpu = _cpu(data.get("cpu_seconds"))
+        if wrong_cpu:
+            errors["cpu_seconds"] = wrong_cpu
+        return (None, errors) if errors else ([Taken(0, gpus, node, cpu)], {})
     listed = data["readings"]
     if not isinstance(listed, list) or not 0 < len(listed) <= MAX_READINGS:
         errors["readings"] = [f'A list of 1 to {MAX_READINGS} readings: {{"age": seconds, "nvidia_smi": "..."}}.']
@@ -191,6 +199,7 @@ class Taken:
     age: int
     gpus: list[Reading]
     node: str = ""
+    cpu_seconds: float | None = None  # the job's CPU time on the node so far (fabrics.cputime)
 
 
 def _node(value: Any) -> tuple[str, list[str]]:
@@ -208,13 +217,26 @@ def _item(item: Any, node: str) -> tuple[Taken | None, dict[str, list[str]]]:
     age = item.get("age")
     if isinstance(age, bool) or not isinstance(age, int) or not 0 <= age <= MAX_AGE_FIELD:
         wrong["age"] = [f"Whole seconds before the post it came with, 0 to {MAX_AGE_FIELD}."]
-    gpus, bad = _reading(item.get("nvidia_smi"))
-    if bad:
-        wrong["nvidia_smi"] = bad
+    cpu, bad_cpu = _cpu(item.get("cpu_seconds"))
+    if bad_cpu:
+        wrong["cpu_seconds"] = bad_cpu
+    gpus: list[Reading] = []
+    if "nvidia_smi" in item or cpu is None:  # a CPU-only job's reading has its CPU time and no GPU
+        gpus, bad = _reading(item.get("nvidia_smi"))
+        if bad:
+            wrong["nvidia_smi"] = bad
     own, bad_node = _node(item.get("node", node))
     if bad_node:
         wrong["node"] = bad_node
-    return (None, wrong) if wrong or not isinstance(age, int) else (Taken(age, gpus, own), {})
+    return (None, wrong) if wrong or not isinstance(age, int) else (Taken(age, gpus, own, cpu), {})
+
+
+def _cpu(value: Any) -> tuple[float | None, list[str]]:
+    if value is None:
+        return None, []
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_CPU_SECONDS:
+        return None, ["The job's CPU seconds on the node so far: a number from 0."]
+    return float(value), []
 
 
 def _reading(text: Any) -> tuple[list[Reading], list[str]]:
@@ -240,11 +262,14 @@ def do_sample(w: Sampled, taken: list[Taken], now: datetime) -> int:
     if w.state not in REPORTING:
         raise Refused("The workload neither starts nor runs; it takes no samples now.")
     node = taken[0].node if taken else ""
-    turn = UsageTurn.objects.filter(workload_id=w.pk, node=node).values_list("last_at", flat=True).first()
+    turn, turn_cpu = UsageTurn.objects.filter(workload_id=w.pk, node=node).values_list(
+        "last_at", "cpu_seconds"
+    ).first() or (None, None)
     interval = timedelta(seconds=settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S)
     oldest = max(now - max_age(), w.admitted_at or now - max_age())
-    kept: list[tuple[datetime, list[Reading]]] = []
+    kept: list[Kept] = []
     last, too_soon = turn, False
+    cpu_at, cpu = turn, turn_cpu
     for t in sorted(taken, key=lambda t: -t.age):
         at = now - timedelta(seconds=t.age)
         if at < oldest:
@@ -252,14 +277,16 @@ def do_sample(w: Sampled, taken: list[Taken], now: datetime) -> int:
         if last is not None and at < last + interval:
             too_soon = True
             continue
-        kept.append((at, t.gpus))
+        kept.append(Kept(at, t.gpus, cpu_share(cpu, cpu_at, t.cpu_seconds, at, w.cpus_milli)))
+        if t.cpu_seconds is not None:
+            cpu_at, cpu = at, t.cpu_seconds
         last = at
     if not kept:
         if too_soon and turn is not None:
             raise TooSoon(max(1, math.ceil((turn + interval - now).total_seconds())))
         return 0
     with transaction.atomic(savepoint=False):
-        took = _take_turn(w, node, turn, kept[-1][0])
+        took = _take_turn(w, node, turn, kept[-1].at, cpu)
         if took:
             _insert(w, node, kept)
     if not took:  # another report took the turn, or the workload ended since it was read
@@ -267,33 +294,52 @@ def do_sample(w: Sampled, taken: list[Taken], now: datetime) -> int:
     return len(kept)
 
 
-def _take_turn(w: Sampled, node: str, turn: datetime | None, last: datetime) -> bool:
+@dataclass(frozen=True)
+class Kept:
+    at: datetime
+    gpus: list[Reading]
+    cpu_utilisation: float | None
+
+
+def cpu_share(
+    before: float | None, before_at: datetime | None, now: float | None, at: datetime, cpus_milli: int
+) -> float | None:
+    """The job's CPU utilisation on a node between two readings of its CPU time, in percent of the CPUs it holds
+    there (0-100); None without two readings, with time that went back (its processes ended and were not counted
+    any more), or without CPUs."""
+    if before is None or before_at is None or now is None or cpus_milli <= 0 or at <= before_at or now < before:
+        return None
+    return min(100.0, 100.0 * (now - before) / ((at - before_at).total_seconds() * cpus_milli / 1000))
+
+
+def _take_turn(w: Sampled, node: str, turn: datetime | None, last: datetime, cpu: float | None = None) -> bool:
     pk = UsageTurn._meta.get_field("workload").get_db_prep_value(w.pk, connection)
     at = connection.ops.adapt_datetimefield_value(last)
     states = [s.value for s in REPORTING]
     with connection.cursor() as cursor:
         if turn is None:
-            cursor.execute(TURN_TAKE, [pk, node, at, pk, *states])
+            cursor.execute(TURN_TAKE, [pk, node, at, cpu, pk, *states])
         else:
-            cursor.execute(TURN_MOVE, [at, pk, node, connection.ops.adapt_datetimefield_value(turn), pk, *states])
+            old = connection.ops.adapt_datetimefield_value(turn)
+            cursor.execute(TURN_MOVE, [at, cpu, pk, node, old, pk, *states])
         return bool(cursor.rowcount == 1)
 
 
-def _insert(w: Sampled, node: str, kept: list[tuple[datetime, list[Reading]]]) -> None:
+def _insert(w: Sampled, node: str, kept: list[Kept]) -> None:
     """The samples in one statement and their GPUs in another, written out: the ORM's bulk_create spends more on
     ten model instances than the database spends on the insert, and this is the path every sampler of a site
     takes. A GPU is idle in a reading when it reads below IDLE_BELOW; one that reads no utilisation (a MIG
     instance without NVML's answer) is neither idle nor busy: it counts in neither gpus_read nor gpus_idle."""
     workload = UsageSample._meta.get_field("workload").get_db_prep_value(w.pk, connection)
     rows, gpu_rows = [], []
-    for at, gpus in kept:
+    for at, gpus, cpu in ((k.at, k.gpus, k.cpu_utilisation) for k in kept):
         known = [r.utilisation for r in gpus if r.utilisation is not None]
         memory = [r.memory_mib for r in gpus if r.memory_mib is not None]
         when = connection.ops.adapt_datetimefield_value(at)
         rows.append((
             workload, when, UsageSample.Source.JOB.value, w.gpus_milli,
             sum(known) / len(known) if known else None, sum(memory) if memory else None,
-            node, len(known) if known else None, sum(1 for u in known if u < IDLE_BELOW) if known else None,
+            node, len(known) if known else None, sum(1 for u in known if u < IDLE_BELOW) if known else None, cpu,
         ))  # fmt: skip
         gpu_rows += [(workload, when, node, r.index, r.utilisation, r.memory_mib) for r in gpus]
     with connection.cursor() as cursor:

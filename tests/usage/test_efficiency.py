@@ -19,6 +19,7 @@ from portal.workloads.states import State
 
 T0 = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)
 WEEK = timedelta(days=7)
+HOUR = timedelta(hours=1)
 EVERY = timedelta(minutes=10)
 BUSY = {0, 1, 2, 3, 4, 5}  # of its 8 GPUs, six work; two sit idle (and all eight on the idle day)
 
@@ -144,3 +145,17 @@ def test_with_sampler_adds_no_query(week_job, django_assert_num_queries):
 def test_the_workload_page_links_its_owner_to_the_efficiency_page(week_job, client, alice, bob):
     client.force_login(alice)
     assert f"/workloads/{week_job.pk}/efficiency/" in client.get(f"/workloads/{week_job.pk}/").content.decode()
+
+
+def test_a_cpu_only_job_is_judged_on_its_cpus(alice, submit):
+    w = submit(alice, name="cpu-only", gpus=0)
+    Workload.objects.filter(pk=w.pk).update(state=State.SUCCEEDED, started_at=T0, finished_at=T0 + timedelta(hours=1))
+    for minute in range(0, 60, 10):  # busy the first half hour, idle the second
+        busy = 95.0 if minute < 30 else 1.0
+        UsageSample.objects.create(workload_id=w.pk, at=T0 + timedelta(minutes=minute), gpus_milli=0,
+                                   cpu_utilisation=busy, source=UsageSample.Source.JOB)  # fmt: skip
+    w.refresh_from_db()
+    s = efficiency(w, T0 + timedelta(hours=2), timedelta(minutes=30)).summary()
+    assert (s["used_seconds"], s["idle_seconds"], s["unknown_seconds"]) == (1800, 1800, 0)
+    assert s["cpu_efficiency_percent"] == 48.0
+    assert s["idle_spells"] == [{"from": (T0 + timedelta(minutes=30)).isoformat(), "to": (T0 + HOUR).isoformat()}]

@@ -448,3 +448,17 @@ def test_the_step_judges_each_gpu_of_a_sampled_job_and_keeps_every_rollup_consis
     assert (member.idle_gpu_hours, by_fabric.idle_gpu_hours) == (pytest.approx(6.0), pytest.approx(6.0))
     team = UsageTeamRollup.objects.filter(group__slug="vision", hour=T0).values_list("gpu_hours", flat=True)
     assert list(team) in ([], [pytest.approx(8.0)])  # a row only for a team with a reservation: the same GPU-hours
+
+
+def test_a_window_whose_cpus_worked_has_no_idle_gpu_hours(alice, submit, settings):
+    settings.GRIDLANE_IDLE_WINDOW_MINUTES = 30
+    w = submit(alice, name="cpu-bound-preprocessing", gpus=1)
+    Workload.objects.filter(pk=w.pk).update(state=State.RUNNING, submitted_at=T0, started_at=T0)
+    for minute in range(0, 60, 5):  # GPU at 0 % all hour; CPUs busy in the first half hour only
+        UsageSample.objects.create(
+            workload=w, at=T0 + timedelta(minutes=minute), gpus_milli=1000, gpu_utilisation=0.0, gpus_read=1,
+            gpus_idle=1, cpu_utilisation=90.0 if minute < 30 else 2.0, source=UsageSample.Source.JOB,
+        )  # fmt: skip
+    rollup.roll_up(T0, T0 + HOUR)
+    row = UsageRollup.objects.get(group__slug="vision", hour=T0)
+    assert row.idle_gpu_hours == pytest.approx(0.5)  # the second half hour: GPUs and CPUs idle

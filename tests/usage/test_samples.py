@@ -313,9 +313,9 @@ def test_two_reports_racing_for_one_node_s_turn_keep_one_and_tell_the_other_to_w
     assert seen is not None
     take = samples._take_turn
 
-    def raced(w: Any, node: str, turn: Any, last: Any) -> bool:
+    def raced(w: Any, node: str, turn: Any, last: Any, cpu: Any = None) -> bool:
         assert take(w, node, turn, last - timedelta(seconds=1))  # another report of the node takes it first
-        return take(w, node, turn, last)
+        return take(w, node, turn, last, cpu)
 
     monkeypatch.setattr(samples, "_take_turn", raced)
     for turn_before in (None, T0 - timedelta(minutes=5)):  # the node's first reading, and a later one
@@ -390,3 +390,28 @@ def test_a_fabrics_own_measure_is_kept_by_sync_once_per_interval_and_never_for_w
     kept = list(UsageSample.objects.filter(workload=running, source=UsageSample.Source.FABRIC).order_by("at")
                 .values_list("gpu_utilisation", "gpus_milli"))  # fmt: skip
     assert kept == [(42.5, running.gpus_milli * running.nodes), (7.0, running.gpus_milli * running.nodes)]
+
+
+def test_the_job_s_cpu_time_on_a_node_gives_its_cpu_utilisation_and_a_cpu_only_reading_is_kept(running, settings):
+    settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S = 10
+    Workload.objects.filter(pk=running.pk).update(cpus_milli=4000, admitted_at=T0 - timedelta(hours=1))
+    readings = [
+        {"age": 60, "node": "n1", "nvidia_smi": TWO_GPUS, "cpu_seconds": 1000.0},
+        {"age": 30, "node": "n1", "nvidia_smi": TWO_GPUS, "cpu_seconds": 1060.0},  # 60 s of CPU in 30 s of 4 CPUs
+        {"age": 0, "node": "n1", "cpu_seconds": 1180},  # no GPU in this one: its CPUs only, all four busy
+    ]
+    with time_machine.travel(T0, tick=False):
+        assert post(running.pk, secret_of(running), {"readings": readings}).status_code == 204
+        later = [{"age": 0, "node": "n1", "nvidia_smi": TWO_GPUS, "cpu_seconds": 1180.0}]
+    with time_machine.travel(T0 + timedelta(seconds=30), tick=False):
+        assert post(running.pk, secret_of(running), {"readings": later}).status_code == 204  # idle since
+    kept = UsageSample.objects.filter(workload=running).order_by("at").values_list("cpu_utilisation", "gpus_read")
+    assert list(kept) == [(None, 2), (50.0, 2), (100.0, None), (0.0, 2)]
+    assert UsageTurn.objects.get(workload=running, node="n1").cpu_seconds == 1180.0
+
+
+@pytest.mark.parametrize("cpu", [-1, True, "12", 1e13])
+def test_cpu_seconds_that_are_no_time_are_refused(running, cpu):
+    answer = post(running.pk, secret_of(running), {"readings": [{"age": 0, "cpu_seconds": cpu}]})
+    assert answer.status_code == 400
+    assert "cpu_seconds" in answer.json()["errors"]["readings"]["0"]

@@ -20,7 +20,7 @@ from django.utils import timezone
 from fabrics.base import JobState
 from portal.accounts.models import ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget
-from portal.usage.models import SamplerStart, UsageGpuSample, UsageSample
+from portal.usage.models import SamplerStart, UsageGpuSample, UsageSample, UsageTurn
 from portal.worker import samplers
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -99,6 +99,8 @@ def test_a_native_two_node_job_is_sampled_on_both_nodes_for_its_gpus_only_and_en
     assert seen() == {(head, 0, 10.0), (head, 1, 20.0), (NODE2, 0, 70.0), (NODE2, 1, 80.0)}
     per_node = dict(UsageSample.objects.filter(workload=w).values_list("node", "gpu_utilisation").distinct())
     assert per_node == {head: 15.0, NODE2: 75.0}
+    # The batch script's node reads the job's CPU time there (its processes: no cgroup on this cluster).
+    wait_until(lambda: UsageTurn.objects.filter(workload=w, cpu_seconds__isnull=False).exists(), timeout=60)
     (shared_dir / "release").touch()
     status = finished(slurm, external_id, timeout=120)
     assert (status.state, status.exit_code) == (JobState.FAILED, 3)
