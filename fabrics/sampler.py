@@ -20,7 +20,7 @@ import inspect
 import shlex
 from dataclasses import dataclass
 
-from fabrics import cputime
+from fabrics import cputime, nvml
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
 
 SECRET_ENV = ENDPOINT_SECRET_ENV  # the workload's secret: the one its notebook callback reports with
@@ -41,14 +41,17 @@ MAX_NODE = 64  # characters of a node's name kept
 # at a time with their ages (the first at once, the rest when the job's shell ends). A 404 means the secret no
 # longer speaks for the workload (a later run took over), a 409 that it no longer runs: it stops. A 400 drops
 # the readings; anything else (429, a portal away) keeps them for the next post, the newest MAX_READINGS.
-# With each reading goes the job's CPU time on the node (fabrics.cputime, whose source leads the script), so that
-# a job's CPUs are judged too, a CPU-only job's included; a GPU job without nvidia-smi ends at once, saying so.
+# Its GPUs are read through NVML where the node has pynvml (fabrics.nvml: MIG slices' utilisation), else with
+# nvidia-smi. With each reading goes the job's CPU time on the node (fabrics.cputime, whose source leads the
+# script), so that a job's CPUs are judged too, a CPU-only job's included; a GPU job that can read neither NVML nor
+# nvidia-smi ends at once, saying so.
 # It reads only the job's GPUs (`job_gpus`: the step's, else the job's, else CUDA_VISIBLE_DEVICES; all the node
 # shows where none of them says) and names its node. Beside Gridlane's own script it ends with the job's shell
 # (GL_WATCH); as a step of a native job (fabrics.slurm.sampling) it has no shell to watch and ends with the
 # job's allocation, and its secret comes on stdin rather than on a command line.
 SAMPLER = (
     inspect.getsource(cputime)
+    + inspect.getsource(nvml).split("from typing import Any", 1)[1]
     + f"""\
 import json, os, shutil, socket, subprocess, sys, time, urllib.error, urllib.request
 watch = int(os.environ.get("{WATCH_ENV}") or 0)
@@ -66,7 +69,7 @@ def job_gpus():
             return {{int(part) for part in value.split(",")}}
     return None
 gpus = job_gpus()
-if smi is None and gpus:
+if smi is None and gpus and nvml_text(gpus) is None:
     print("gridlane-sampler: no nvidia-smi on " + node + " to read the job's GPUs", file=sys.stderr)
     sys.exit(3)
 if smi is None and job_cpu_seconds(job_id, own_step) is None:
@@ -120,7 +123,13 @@ while alive():
         except Exception:
             pass
         try:
-            if smi is not None:
+            through_nvml = nvml_text(gpus)
+            if through_nvml:
+                reading["nvidia_smi"] = through_nvml[:{MAX_BODY}]
+        except Exception:
+            pass
+        try:
+            if smi is not None and "nvidia_smi" not in reading:
                 out = subprocess.run([smi, *{QUERY!r}], stdin=subprocess.DEVNULL, capture_output=True,
                                      timeout=20).stdout
                 text = mine(out[:{MAX_BODY}].decode("utf-8", "replace"))
