@@ -78,3 +78,16 @@ def test_a_node_without_a_driver_reads_nothing_through_nvml():
 
     assert nvml_text(None, NoDriver()) is None
     assert nvml_text(None) is None  # the real pynvml on this machine: no driver
+
+
+def test_an_agent_s_gpus_take_nvml_s_utilisation_where_it_reads_them():
+    from fabrics.agent.gpus import Gpu, through_nvml
+
+    smi = [Gpu(0, "H100", 81559, 10, 5.0), Gpu(1, "A100 (MIG)", 81920, 100, None), Gpu(2, "A100 (MIG)", 81920, 7, None)]
+    got = through_nvml(smi, nvml_text(None, StandInNvml()))
+    assert [(g.index, g.utilisation, g.memory_used_mib) for g in got] == [
+        (0, 70.0, 1000),
+        (1, 40.0, 1001),
+        (2, None, 1002),
+    ]
+    assert through_nvml(smi, None) == smi  # no NVML: nvidia-smi's as they were
