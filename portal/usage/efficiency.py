@@ -7,7 +7,8 @@ for the job as a whole the window's average GPU utilisation, its idle share (GPU
 read GPU by GPU, portal.usage.rollup), its CPU utilisation where measured, and its peak host memory. A week of
 an 8-GPU job at 30-minute windows is 336 windows x 8 GPUs: one query for the GPUs and the windows together
 (a UNION), one for the actions taken (its events), on top of the workload's own row (with its sampler's start),
-whatever the number of samples: three in all.
+whatever the number of samples: three in all. When a workload finishes, the worker keeps its summary
+(`keep_summaries`, UsageSummary), which its page shows once its samples are pruned.
 
 Time held: from its start to its end (or now). Time used: the held time of its windows that were not idle;
 windows without samples are unknown, neither used nor idle. An idle spell is a run of idle windows. The
@@ -20,10 +21,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Case, F, FloatField, IntegerField, Max, OuterRef, Subquery, Value, When
+from django.db.models import Avg, Case, Exists, F, FloatField, IntegerField, Max, OuterRef, Subquery, Value, When
 from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, TruncDay
 
-from portal.usage.models import SamplerStart, UsageGpuSample, UsageSample
+from portal.usage.models import SamplerStart, UsageGpuSample, UsageSample, UsageSummary
 from portal.usage.samples import CPU_IDLE_BELOW, IDLE_BELOW
 from portal.workloads.models import Workload, WorkloadEvent
 
@@ -75,6 +76,7 @@ class Efficiency:
     actions: list[WorkloadEvent] = field(default_factory=list)
     sampler_started: bool | None = None
     sampler_reason: str = ""
+    kept: dict[str, Any] | None = None  # its summary, kept when it finished (UsageSummary)
 
     @property
     def ended(self) -> datetime:
@@ -123,7 +125,10 @@ class Efficiency:
         return spells
 
     def summary(self) -> dict[str, Any]:
-        """The figures as plain data (the API's answer, the CLI's table, and the page's numbers)."""
+        """The figures as plain data (the API's answer, the CLI's table, and the page's numbers); once its samples
+        are pruned, the summary kept when it finished."""
+        if self.kept is not None and not self.windows and not self.gpus:
+            return self.kept
         w = self.workload
         gpu_known = [x.gpu_utilisation for x in self.windows if x.gpu_utilisation is not None]
         cpu_known = [x.cpu_utilisation for x in self.windows if x.cpu_utilisation is not None]
@@ -185,9 +190,11 @@ def _gpu_idle(series: GpuSeries) -> bool | None:
 def with_sampler(queryset: Any) -> Any:
     """The workloads with their sampler's start (native jobs) annotated: no query of its own."""
     starts = SamplerStart.objects.filter(workload=OuterRef("pk"))
+    kept = UsageSummary.objects.filter(workload=OuterRef("pk"))
     return queryset.annotate(
         sampler_started=Subquery(starts.values("started")[:1]),
         sampler_reason=Subquery(starts.values("reason")[:1]),
+        kept_summary=Subquery(kept.values("data")[:1]),
     )
 
 
@@ -196,6 +203,7 @@ def efficiency(w: Workload, now: datetime, window: timedelta) -> Efficiency:
     found = Efficiency(w, now, window)
     found.sampler_started = getattr(w, "sampler_started", None)
     found.sampler_reason = getattr(w, "sampler_reason", None) or ""
+    found.kept = getattr(w, "kept_summary", None)
     if w.started_at is None:
         found.actions = list(w.events.order_by("at", "pk"))
         return found
@@ -262,3 +270,21 @@ def _series(w: Workload, start: datetime, until: datetime, window: timedelta) ->
 
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+MAX_KEPT_PER_CYCLE = 50
+
+
+def keep_summaries(now: datetime, window: timedelta) -> int:
+    """Keep the summary of every workload that finished in the last day and has none yet (at most
+    MAX_KEPT_PER_CYCLE a cycle: each takes two queries and an insert). Returns how many were kept."""
+    kept = UsageSummary.objects.filter(workload=OuterRef("pk"))
+    finished = list(
+        with_sampler(Workload.objects.filter(finished_at__gte=now - timedelta(days=1), started_at__isnull=False))
+        .exclude(Exists(kept))
+        .select_related("owner")
+        .order_by("finished_at")[:MAX_KEPT_PER_CYCLE]
+    )
+    rows = [UsageSummary(workload_id=w.pk, at=now, data=efficiency(w, now, window).summary()) for w in finished]
+    UsageSummary.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)

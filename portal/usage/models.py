@@ -88,6 +88,18 @@ class SamplerStart(models.Model):
         return f"{self.workload_id}: {'started' if self.started else self.reason}"
 
 
+class UsageSummary(models.Model):
+    """A finished workload's efficiency (portal.usage.efficiency.Efficiency.summary), kept when it ends: its page
+    and `gridlane stats` still say how it used what it held once its raw samples are pruned."""
+
+    workload = models.OneToOneField("workloads.Workload", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    at = models.DateTimeField()
+    data = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"{self.workload_id} summary at {self.at:%Y-%m-%d %H:%M}"
+
+
 class UsageRollup(models.Model):
     """Per team, queue and hour: what dashboards read, so that they never scan raw samples."""
 

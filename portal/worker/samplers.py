@@ -14,12 +14,13 @@ due workloads, at most MAX_PER_CYCLE a cycle (each start is one SSH round trip).
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Exists, OuterRef
 
 from fabrics.base import FabricError
-from portal.usage import samples
+from portal.usage import efficiency, samples
 from portal.usage.models import SamplerStart
 from portal.worker.connections import fabric_for
 from portal.workloads.models import Workload
@@ -49,11 +50,13 @@ def due() -> list[Workload]:
 
 
 def step(now: datetime) -> dict[str, int]:
-    """Start the sampler of every due workload; how many started and how many could not."""
+    """Start the sampler of every due workload (how many started, how many could not), and keep the summaries of
+    workloads that finished (portal.usage.efficiency.keep_summaries)."""
     counts = {"started": 0, "unknown": 0}
     for w in due():
         reason = start(w, now)
         counts["unknown" if reason else "started"] += 1
+    counts["summaries"] = efficiency.keep_summaries(now, timedelta(minutes=settings.GRIDLANE_IDLE_WINDOW_MINUTES))
     return counts
 
 

@@ -159,3 +159,27 @@ def test_a_cpu_only_job_is_judged_on_its_cpus(alice, submit):
     assert (s["used_seconds"], s["idle_seconds"], s["unknown_seconds"]) == (1800, 1800, 0)
     assert s["cpu_efficiency_percent"] == 48.0
     assert s["idle_spells"] == [{"from": (T0 + timedelta(minutes=30)).isoformat(), "to": (T0 + HOUR).isoformat()}]
+
+
+def test_a_finished_job_keeps_its_summary_once_its_samples_are_pruned(week_job, api_as, settings):
+    from portal.usage.models import UsageSummary
+    from portal.worker import samplers
+
+    settings.GRIDLANE_IDLE_WINDOW_MINUTES = 30
+    Workload.objects.filter(pk=week_job.pk).update(finished_at=T0 + WEEK + timedelta(days=20))  # ended just now
+    with time_machine.travel(T0 + WEEK + timedelta(days=20, hours=1), tick=False):
+        assert samplers.step(timezone_now())["summaries"] == 1
+        assert samplers.step(timezone_now())["summaries"] == 0  # once
+        before = api_as(week_job.owner).get(f"/api/v1/workloads/{week_job.pk}/efficiency/").json()
+        UsageSample.objects.filter(workload=week_job).delete()  # retention prunes the raw samples
+        UsageGpuSample.objects.filter(workload=week_job).delete()
+        after = api_as(week_job.owner).get(f"/api/v1/workloads/{week_job.pk}/efficiency/").json()
+    assert UsageSummary.objects.filter(workload=week_job).exists()
+    assert after == before
+    assert after["gpus_idle"] == 2
+
+
+def timezone_now() -> datetime:
+    from django.utils import timezone
+
+    return timezone.now()

