@@ -53,7 +53,7 @@ SAMPLER = (
     inspect.getsource(cputime)
     + inspect.getsource(nvml).split("from typing import Any", 1)[1]
     + f"""\
-import json, os, shutil, socket, subprocess, sys, time, urllib.error, urllib.request
+import json, os, shutil, socket, subprocess, sys, time, urllib.error, urllib.parse, urllib.request
 watch = int(os.environ.get("{WATCH_ENV}") or 0)
 every = max(1.0, float(os.environ.get("{SAMPLE_SECONDS_ENV}") or 30))
 batch = max(1, int(os.environ.get("{SAMPLE_BATCH_ENV}") or 1))
@@ -82,7 +82,7 @@ def mine(text):
                    if line.split(",")[0].strip().isdigit() and int(line.split(",")[0]) in gpus)
 secret = os.environ.get("{SECRET_ENV}") or sys.stdin.readline().strip()
 headers = {{"Content-Type": "application/json", "Authorization": "Bearer " + secret}}
-url = os.environ["{SAMPLES_URL_ENV}"]
+url = os.environ["{SAMPLES_URL_ENV}"] + "?node=" + urllib.parse.quote(node)
 kept = []
 def alive():
     if not watch:

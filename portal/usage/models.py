@@ -23,7 +23,9 @@ class UsageSample(models.Model):
     gpu_memory_mib = models.PositiveBigIntegerField(null=True, blank=True)
     cpu_utilisation = models.FloatField(null=True, blank=True, help_text="0-100 of its allocated CPUs.")
     memory_mib = models.PositiveBigIntegerField(null=True, blank=True)
-    node = models.CharField(max_length=64, blank=True, default="", help_text="The node it was read on, if said.")
+    node = models.CharField(
+        max_length=64, blank=True, default="", db_default="", help_text="The node it was read on, if said."
+    )
     gpus_read = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text="GPUs the reading covered (its UsageGpuSample rows); None: not per GPU."
     )

@@ -33,7 +33,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import OuterRef, Q, Subquery
 
 from fabrics.sampler import MAX_READINGS, SAMPLE_BATCH_ENV, SAMPLE_SECONDS_ENV, SAMPLES_URL_ENV, Reading, parse
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
@@ -131,21 +131,34 @@ class Sampled:
     admitted_at: datetime | None
     gpus_milli: int
     cpus_milli: int = 0  # per node
+    turn: tuple[str, datetime | None, float | None] | None = None  # (node, last_at, cpu_seconds), read with it
 
 
-def sampled_by(pk: UUID, authorization: str) -> Sampled | None:
+def sampled_by(pk: UUID, authorization: str, node: str | None = None) -> Sampled | None:
     """The workload whose job sent `Authorization: Bearer <secret>` (None for a wrong secret or no such workload
-    alike), with only the columns a sample needs: the web path's one read."""
-    row = (
-        Workload.objects.filter(pk=pk)
-        .values_list("attempt", "state", "last_sample_at", "admitted_at", "gpus_milli", "nodes", "cpus_milli")
-        .first()
-    )
+    alike), with only the columns a sample needs and, where the post names its node (`?node=` on its URL, as the
+    sampler sends it), that node's turn: the web path's one read."""
+    rows = Workload.objects.filter(pk=pk)
+    fields = ["attempt", "state", "last_sample_at", "admitted_at", "gpus_milli", "nodes", "cpus_milli"]
+    if node is not None:
+        turn = UsageTurn.objects.filter(workload=OuterRef("pk"), node=node)
+        rows = rows.annotate(
+            turn_at=Subquery(turn.values("last_at")[:1]), turn_cpu=Subquery(turn.values("cpu_seconds")[:1])
+        )
+        fields += ["turn_at", "turn_cpu"]
+    row = rows.values_list(*fields).first()
     attempt = row[0] if row is not None else 0
     if not notebook_endpoint.speaks_for(run_id_of(pk, attempt), authorization) or row is None:
         return None
-    _, state, last, admitted, milli, nodes, cpus = row
-    return Sampled(pk, state, last, admitted, milli * nodes, cpus)
+    _, state, last, admitted, milli, nodes, cpus, *turn_read = row
+    turn_of = (node, turn_read[0], turn_read[1]) if node is not None else None
+    return Sampled(pk, state, last, admitted, milli * nodes, cpus, turn_of)
+
+
+def node_of(request: Any) -> str | None:
+    """The node a post names on its URL (`?node=`), where it is a host's short name; else None."""
+    node = request.GET.get("node")
+    return node if isinstance(node, str) and NODE.match(node) else None
 
 
 def max_age() -> timedelta:
@@ -255,16 +268,20 @@ def do_sample(w: Sampled, taken: list[Taken], now: datetime) -> int:
     workload takes none now, TooSoon when every reading is too close to the node's last one kept.
 
     Each node has its own turn (UsageTurn), so the nodes of a job, reading at the same moment, never crowd each
-    other out. Four queries when any is kept, the last three in one transaction: the node's turn read; the turn
+    other out. Four queries when any is kept, the last three in one transaction: the node's turn read (none where
+    `sampled_by` read it with the workload: the sampler names its node on the URL); the turn
     taken with a conditional write (two reports racing cannot both get it; the loser is answered 429 and its
     sampler sends its readings again), only while the workload starts or runs; the readings (UsageSample, one per
     reading, with how many of its GPUs read idle); and their GPUs (UsageGpuSample, one per GPU)."""
     if w.state not in REPORTING:
         raise Refused("The workload neither starts nor runs; it takes no samples now.")
     node = taken[0].node if taken else ""
-    turn, turn_cpu = UsageTurn.objects.filter(workload_id=w.pk, node=node).values_list(
-        "last_at", "cpu_seconds"
-    ).first() or (None, None)
+    if w.turn is not None and w.turn[0] == node:  # read with the workload (the sampler's ?node=)
+        turn, turn_cpu = w.turn[1], w.turn[2]
+    else:
+        turn, turn_cpu = UsageTurn.objects.filter(workload_id=w.pk, node=node).values_list(
+            "last_at", "cpu_seconds"
+        ).first() or (None, None)
     interval = timedelta(seconds=settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S)
     oldest = max(now - max_age(), w.admitted_at or now - max_age())
     kept: list[Kept] = []

@@ -236,6 +236,18 @@ def test_an_accepted_sample_costs_five_queries(running, django_assert_num_querie
         assert post(running.pk, secret_of(running), {"nvidia_smi": TWO_GPUS}).status_code == 204
 
 
+def test_a_post_that_names_its_node_on_its_url_costs_four(running, django_assert_num_queries):
+    readings = [{"age": age, "node": "n1", "nvidia_smi": TWO_GPUS} for age in range(270, -1, -30)]
+    url = f"/api/v1/workloads/{running.pk}/samples/?node=n1"
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {secret_of(running)}"}
+    with django_assert_num_queries(4):  # the workload, its secret and the node's turn; take it; samples; GPUs
+        assert APIClient().post(url, {"readings": readings}, format="json", **headers).status_code == 204
+    with time_machine.travel(timedelta(minutes=1)), django_assert_num_queries(4):
+        again = [{"age": 0, "node": "n1", "nvidia_smi": TWO_GPUS}]
+        assert APIClient().post(url, {"readings": again}, format="json", **headers).status_code == 204
+    assert UsageSample.objects.filter(workload=running, node="n1").count() == 11
+
+
 def test_a_batch_of_readings_costs_five_queries_too(running, django_assert_num_queries):
     readings = [{"age": age, "nvidia_smi": TWO_GPUS} for age in range(270, -1, -30)]
     with django_assert_num_queries(5):

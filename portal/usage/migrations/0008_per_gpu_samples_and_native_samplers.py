@@ -35,7 +35,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='usagesample',
             name='node',
-            field=models.CharField(blank=True, default='', help_text='The node it was read on, if said.', max_length=64),
+            field=models.CharField(blank=True, db_default='', default='', help_text='The node it was read on, if said.', max_length=64),
         ),
         migrations.CreateModel(
             name='UsageGpuSample',
