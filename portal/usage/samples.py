@@ -53,6 +53,7 @@ INSERT = (
     "(workload_id, at, source, gpus_milli, gpu_utilisation, gpu_memory_mib, node, gpus_read, gpus_idle, "
     "cpu_utilisation) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
+ROWS_PER_INSERT = 500  # GPU rows per statement: 3,000 parameters, far below any database's limit
 IDLE_BELOW = 80.0  # percent: the seed's threshold; a GPU (or a window's average) below it is idle
 CPU_IDLE_BELOW = 10.0  # percent of the CPUs held: idle is GPUs *and* CPUs under their thresholds (the seed's rule)
 REPORTING = (State.DISPATCHING, State.RUNNING)  # the job may run before sync has seen it start
@@ -360,9 +361,15 @@ def _insert(w: Sampled, node: str, kept: list[Kept]) -> None:
         ))  # fmt: skip
         gpu_rows += [(workload, when, node, r.index, r.utilisation, r.memory_mib) for r in gpus]
     with connection.cursor() as cursor:
-        cursor.executemany(INSERT, rows)
-        if gpu_rows:
-            cursor.executemany(GPU_INSERT, gpu_rows)
+        cursor.execute(*_values(INSERT, rows))
+        for first in range(0, len(gpu_rows), ROWS_PER_INSERT):  # one statement for the usual post
+            cursor.execute(*_values(GPU_INSERT, gpu_rows[first : first + ROWS_PER_INSERT]))
+
+
+def _values(statement: str, rows: list[tuple[Any, ...]]) -> tuple[str, list[Any]]:
+    """One INSERT of all `rows` (`statement` ends with one row's VALUES (%s, ...)): one statement, not one each."""
+    head, _, one = statement.rpartition("VALUES ")
+    return head + "VALUES " + ", ".join([one] * len(rows)), [value for row in rows for value in row]
 
 
 def from_fabric(w: Workload, utilisation: float, now: datetime) -> bool:
