@@ -1,7 +1,10 @@
 """What GPU sampling costs the portal: 2,000 running GPUs, each sampled every 30 s (goal: under 5 % of one core).
 
 2,000 single-GPU workloads run (the worst case: one sampler, one secret and one post per GPU; a node of eight
-GPUs posts once for all eight). Their samplers post to gunicorn (gthread, 2 processes x 8 threads, as
+GPUs posts once for all eight). Each reading is kept as a sample and one row per GPU (UsageGpuSample), after
+its node's turn (UsageTurn, read with the workload: the sampler names its node on the URL) is taken: four
+queries a post.
+Their samplers post to gunicorn (gthread, 2 processes x 8 threads, as
 deployed) from 16 client threads, outside the measured processes. The cost is CPU time, not wall time: the
 web processes' (gunicorn's process tree) and their database backends' (PostgreSQL's own per-connection
 processes, found by application name), read from /proc before and after, over the time the posts stand for.
@@ -100,11 +103,13 @@ def _seed() -> list[tuple[str, str]]:
 
 
 def _reset() -> None:
-    """No sample yet: every workload may report again."""
-    from portal.usage.models import UsageSample
+    """No sample yet: every workload (every node's turn) may report again."""
+    from portal.usage.models import UsageGpuSample, UsageSample, UsageTurn
     from portal.workloads.models import Workload
 
     UsageSample.objects.all().delete()
+    UsageGpuSample.objects.all().delete()
+    UsageTurn.objects.all().delete()
     Workload.objects.update(last_sample_at=None)
 
 
@@ -126,7 +131,7 @@ def _post_all(url: str, secrets: list[tuple[str, str]], readings: int, seed: int
         codes = []
         for n, (pk, token) in enumerate(chunk):
             headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
-            conn.request("POST", f"/api/v1/workloads/{pk}/samples/", _body(readings, seed + n), headers)
+            conn.request("POST", f"/api/v1/workloads/{pk}/samples/?node=n1", _body(readings, seed + n), headers)
             response = conn.getresponse()
             response.read()
             codes.append(response.status)

@@ -16,9 +16,11 @@ it beside job.sh and stops it when job.sh ends.
 
 from __future__ import annotations
 
+import inspect
 import shlex
 from dataclasses import dataclass
 
+from fabrics import cputime, nvml
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
 
 SECRET_ENV = ENDPOINT_SECRET_ENV  # the workload's secret: the one its notebook callback reports with
@@ -26,29 +28,65 @@ SECRET_ENV = ENDPOINT_SECRET_ENV  # the workload's secret: the one its notebook 
 SAMPLES_URL_ENV = "GRIDLANE_SAMPLES_URL"  # where the job posts its samples
 SAMPLE_SECONDS_ENV = "GRIDLANE_SAMPLE_SECONDS"  # how often it samples
 SAMPLE_BATCH_ENV = "GRIDLANE_SAMPLE_BATCH"  # how many readings it posts at a time
+TOOLS_ENV = "GRIDLANE_GPU_TOOLS_PATH"  # folders searched for nvidia-smi before PATH (a fabric's gpu_tools_path)
 WATCH_ENV = "GL_WATCH"  # the pid of the job's shell: the sampler ends with it
 QUERY = ["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"]
 MAX_GPUS = 64  # a node with more GPUs than this is not a node
 MAX_BODY = 8192  # bytes of nvidia-smi output sent (64 lines of "63, 100, 143771" fit many times over)
 MAX_MEMORY_MIB = 4 * 1024 * 1024  # 4 TiB: no GPU holds more
 MAX_READINGS = 120  # readings a post may carry (the portal's limit too): an hour's at 30 s
+MAX_NODE = 64  # characters of a node's name kept
 
 # Run by the job with python3 (standard library only). It reads every interval and posts its readings `batch`
 # at a time with their ages (the first at once, the rest when the job's shell ends). A 404 means the secret no
 # longer speaks for the workload (a later run took over), a 409 that it no longer runs: it stops. A 400 drops
 # the readings; anything else (429, a portal away) keeps them for the next post, the newest MAX_READINGS.
-SAMPLER = f"""\
-import json, os, shutil, subprocess, sys, time, urllib.error, urllib.request
-watch = int(os.environ["{WATCH_ENV}"])
+# Its GPUs are read through NVML where the node has pynvml (fabrics.nvml: MIG slices' utilisation), else with
+# nvidia-smi. With each reading goes the job's CPU time on the node (fabrics.cputime, whose source leads the
+# script), so that a job's CPUs are judged too, a CPU-only job's included; a GPU job that can read neither NVML nor
+# nvidia-smi ends at once, saying so.
+# It reads only the job's GPUs (`job_gpus`: the step's, else the job's, else CUDA_VISIBLE_DEVICES; all the node
+# shows where none of them says) and names its node. Beside Gridlane's own script it ends with the job's shell
+# (GL_WATCH); as a step of a native job (fabrics.slurm.sampling) it has no shell to watch and ends with the
+# job's allocation, and its secret comes on stdin rather than on a command line.
+SAMPLER = (
+    inspect.getsource(cputime)
+    + inspect.getsource(nvml).split("from typing import Any", 1)[1]
+    + f"""\
+import json, os, shutil, socket, subprocess, sys, time, urllib.error, urllib.parse, urllib.request
+watch = int(os.environ.get("{WATCH_ENV}") or 0)
 every = max(1.0, float(os.environ.get("{SAMPLE_SECONDS_ENV}") or 30))
 batch = max(1, int(os.environ.get("{SAMPLE_BATCH_ENV}") or 1))
-smi = shutil.which("nvidia-smi")
-if smi is None:
-    sys.exit(0)
-headers = {{"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["{SECRET_ENV}"]}}
-url = os.environ["{SAMPLES_URL_ENV}"]
+node = socket.gethostname().split(".")[0][:{MAX_NODE}]
+smi = shutil.which("nvidia-smi", path=os.pathsep.join(
+    p for p in (os.environ.get("{TOOLS_ENV}"), os.environ.get("PATH", os.defpath)) if p))
+job_id = os.environ.get("SLURM_JOB_ID", "")
+own_step = "" if watch else os.environ.get("SLURM_STEP_ID", "")
+def job_gpus():
+    for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"):
+        value = os.environ.get(name, "").strip()
+        if value and all(part.strip().isdigit() for part in value.split(",")):
+            return {{int(part) for part in value.split(",")}}
+    return None
+gpus = job_gpus()
+if smi is None and gpus and nvml_text(gpus) is None:
+    print("gridlane-sampler: no nvidia-smi on " + node + " to read the job's GPUs", file=sys.stderr)
+    sys.exit(3)
+if smi is None and job_cpu_seconds(job_id, own_step) is None:
+    print("gridlane-sampler: nothing to read on " + node + ": no nvidia-smi, no CPU time of the job", file=sys.stderr)
+    sys.exit(3)
+def mine(text):
+    if gpus is None:
+        return text
+    return "".join(line + "\\n" for line in text.splitlines()
+                   if line.split(",")[0].strip().isdigit() and int(line.split(",")[0]) in gpus)
+secret = os.environ.get("{SECRET_ENV}") or sys.stdin.readline().strip()
+headers = {{"Content-Type": "application/json", "Authorization": "Bearer " + secret}}
+url = os.environ["{SAMPLES_URL_ENV}"] + "?node=" + urllib.parse.quote(node)
 kept = []
 def alive():
+    if not watch:
+        return True
     try:
         os.kill(watch, 0)
     except ProcessLookupError:
@@ -58,7 +96,7 @@ def alive():
     return True
 def send():
     now = time.monotonic()
-    readings = [{{"age": int(now - at), "nvidia_smi": text}} for at, text in kept]
+    readings = [dict(reading, age=int(now - at), node=node) for at, reading in kept]
     request = urllib.request.Request(url, data=json.dumps({{"readings": readings}}).encode(), method="POST",
                                      headers=headers)
     try:
@@ -77,11 +115,30 @@ due, posted = time.monotonic(), 0
 while alive():
     if time.monotonic() >= due:
         due = time.monotonic() + every
+        reading = {{}}
         try:
-            out = subprocess.run([smi, *{QUERY!r}], stdin=subprocess.DEVNULL, capture_output=True, timeout=20).stdout
-            kept.append((time.monotonic(), out[:{MAX_BODY}].decode("utf-8", "replace")))
+            cpu = job_cpu_seconds(job_id, own_step)
+            if cpu is not None:
+                reading["cpu_seconds"] = round(cpu, 3)
         except Exception:
             pass
+        try:
+            through_nvml = nvml_text(gpus)
+            if through_nvml:
+                reading["nvidia_smi"] = through_nvml[:{MAX_BODY}]
+        except Exception:
+            pass
+        try:
+            if smi is not None and "nvidia_smi" not in reading:
+                out = subprocess.run([smi, *{QUERY!r}], stdin=subprocess.DEVNULL, capture_output=True,
+                                     timeout=20).stdout
+                text = mine(out[:{MAX_BODY}].decode("utf-8", "replace"))
+                if text:
+                    reading["nvidia_smi"] = text
+        except Exception:
+            pass
+        if reading:
+            kept.append((time.monotonic(), reading))
         if kept and (posted == 0 or len(kept) >= batch):
             send()
             posted += 1
@@ -89,6 +146,7 @@ while alive():
 if kept:
     send()
 """
+)
 
 # Slurm and PBS scripts: fixed text, nothing of the user's in it. The double fork detaches the sampler from
 # the job's shell; $$ is still that shell's pid inside ( ... ), and `exec` in the template keeps it.

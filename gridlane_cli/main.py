@@ -15,7 +15,7 @@ from typing import Any
 
 from fabrics.agent import agent as agent_program
 from fabrics.agent.client import Api, ApiError
-from gridlane_cli import bundle, everyday, policy
+from gridlane_cli import bundle, everyday, policy, stats
 from gridlane_cli.config import config_path, resolve
 
 CAP_HEADER = "Gridlane-Code-Max-Bytes"  # the portal's size cap for code, on its answers about bundles
@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     everyday.add_commands(commands)  # login, ls, show, logs
     cancel = commands.add_parser("cancel", help="cancel one workload")
     cancel.add_argument("id")
+    commands.add_parser("stats", help="how one workload used what it held").add_argument("id")
     agent = commands.add_parser("agent", help="serve queues on this host (VMs, bare metal)")
     agent_program.add_arguments(agent)
     policy.add_parser(commands)
@@ -234,6 +235,11 @@ def run(args: argparse.Namespace, api: Api) -> int:
         return everyday.ls(args, api)
     elif args.command == "show":
         return everyday.show(args, api)
+    elif args.command == "stats":
+        out = api.get(f"workloads/{args.id}/efficiency/")
+        if not args.json:
+            sys.stdout.write(stats.render(out))
+            return 0
     elif args.command == "cancel":
         out = api.post(f"workloads/{args.id}/cancel/")
         if not args.json:

@@ -83,6 +83,27 @@ def access_workload(user: Any, workload_id: UUID | str) -> Workload:
         raise Http404("No such workload.") from error
 
 
+def efficiency_workloads(user: Any) -> QuerySet[Workload]:
+    """Whose efficiency (portal.usage.efficiency) a user may read: their own work; as a lead, their team's; IT:
+    everything. A member sees a teammate's work, not how well it used its GPUs."""
+    if is_it(user):
+        return visible_workloads(user)
+    mine = Q(owner_id=user.pk)
+    led = Q(group_id__in=lead_group_ids(user))
+    return visible_workloads(user).filter(mine | led)
+
+
+def access_efficiency(user: Any, workload_id: UUID | str, *, annotate: Callable[[Any], Any] = lambda q: q) -> Workload:
+    """The workload whose efficiency the user may read, in one query (`annotate` adds to it); Http404 otherwise."""
+    try:
+        found: Workload = annotate(efficiency_workloads(user).select_related("queue", "group", "owner")).get(
+            pk=workload_id
+        )
+    except (Workload.DoesNotExist, ValueError, ValidationError) as error:
+        raise Http404("No such workload.") from error
+    return found
+
+
 def connectable_workload(user: Any, workload_id: UUID | str) -> Workload | None:
     """Connect to its web server (portal.connect): the owner; a member of its team once the owner shared it.
     No one else, IT included: a server runs as its owner, with their files and terminal. None when not."""

@@ -4,6 +4,7 @@ from django.urls import include, path
 from portal import health, serving
 from portal.accounts.urls import oidc_urlpatterns
 from portal.accounts.views import admin_login_view, login_view, logout_view
+from portal.dashboards import efficiency
 from portal.metrics import metrics
 
 urlpatterns = [
@@ -11,6 +12,7 @@ urlpatterns = [
     path("api/v1/", include("portal.api.urls")),
     path("api/v1/", include("portal.policy.api_urls")),  # IT's policy API, departments, fair-share standing
     path("", include("portal.workloads.urls")),
+    path("workloads/<uuid:pk>/efficiency/", efficiency.page, name="workload-efficiency"),
     path("accounts/login/", login_view, name="login"),
     path("accounts/logout/", logout_view, name="logout"),
     path("accounts/", include("portal.accounts.urls")),

@@ -1,10 +1,15 @@
-"""GPU facts and samples from nvidia-smi; a host without it (or without GPUs) has none."""
+"""GPU facts and samples from nvidia-smi; a host without it (or without GPUs) has none. Where the host also has
+NVML (pynvml, fabrics.nvml), each GPU's utilisation and memory in use come from it: a MIG GPU's slices report
+there, not in nvidia-smi's query; one whose slices report nothing stays None (unknown, never idle)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from fabrics import nvml
+from fabrics.sampler import parse as parse_readings
 
 QUERY = ["--query-gpu=index,name,memory.total,memory.used,utilization.gpu", "--format=csv,noheader,nounits"]
 
@@ -44,7 +49,21 @@ def query(binary: str = "nvidia-smi") -> list[Gpu]:
         out = subprocess.run([path, *QUERY], capture_output=True, text=True, timeout=10, check=True)
     except (OSError, subprocess.SubprocessError):
         return []
-    return parse(out.stdout)
+    return through_nvml(parse(out.stdout), nvml.nvml_text())
+
+
+def through_nvml(gpus: list[Gpu], text: str | None) -> list[Gpu]:
+    """`gpus` with NVML's utilisation and memory in use (`text`, fabrics.nvml's lines) where it reads them."""
+    try:
+        readings = {r.index: r for r in parse_readings(text)} if text else {}
+    except ValueError:
+        return gpus
+    return [
+        replace(g, utilisation=float(r.utilisation) if r.utilisation is not None else None,
+                memory_used_mib=r.memory_mib if r.memory_mib is not None else g.memory_used_mib)
+        if (r := readings.get(g.index)) is not None else g
+        for g in gpus
+    ]  # fmt: skip
 
 
 def _int(value: str) -> int:

@@ -1,7 +1,10 @@
 """GPU utilisation of Gridlane's pods from the site's Prometheus, which scrapes NVIDIA's DCGM exporter.
 
-One instant query per sync for the whole namespace, never one per pod: `DCGM_FI_DEV_GPU_UTIL{...}`, one series
-per GPU, labelled with the pod and namespace the GPU is allocated to (the exporter's Kubernetes mapping).
+One instant query per sync for the whole namespace, never one per pod, for two series per device, labelled with
+the pod and namespace the device is allocated to (the exporter's Kubernetes mapping): the profiling metric
+`DCGM_FI_PROF_GR_ENGINE_ACTIVE` (the share of time the graphics engine was busy, 0-1), which MIG instances report
+too, and the coarse `DCGM_FI_DEV_GPU_UTIL` (percent), which they do not. Each device (its node, GPU index and
+MIG instance) counts once: by its profiling series where the exporter has profiling on, else by the coarse one.
 Prometheus renames those labels `exported_pod` and `exported_namespace` when its own target labels already use
 the names (a scrape through Kubernetes service discovery, without honor_labels): both spellings are read.
 A pod with no series has no data (None), never 0 or 100.
@@ -18,7 +21,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-METRIC = "DCGM_FI_DEV_GPU_UTIL"
+METRIC = "DCGM_FI_DEV_GPU_UTIL"  # percent; whole GPUs only
+PROFILING = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # a ratio 0-1; whole GPUs and MIG instances
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -27,9 +31,10 @@ class PrometheusError(Exception):
 
 
 def query_for(namespace: str) -> str:
-    """The PromQL: every GPU's utilisation in the namespace, under either spelling of its label."""
+    """The PromQL: both series of every device in the namespace, under either spelling of its label."""
     quoted = json.dumps(namespace)  # a PromQL string literal is JSON-compatible for these characters
-    return f"{METRIC}{{namespace={quoted}}} or {METRIC}{{exported_namespace={quoted}}}"
+    names = f'__name__=~"{PROFILING}|{METRIC}"'
+    return f"{{{names},namespace={quoted}}} or {{{names},exported_namespace={quoted}}}"
 
 
 def ask(base_url: str, namespace: str, timeout: float) -> list[Mapping[str, Any]]:
@@ -48,8 +53,10 @@ def ask(base_url: str, namespace: str, timeout: float) -> list[Mapping[str, Any]
 
 
 def by_pod(result: Sequence[Mapping[str, Any]], namespace: str) -> dict[str, float]:
-    """Mean utilisation (0-100) of each pod's GPUs in the namespace; series that cannot be read are left out."""
-    seen: defaultdict[str, list[float]] = defaultdict(list)
+    """Mean utilisation (0-100) of each pod's devices in the namespace, each by its profiling series where it has
+    one, else by its coarse one; series that cannot be read are left out."""
+    profiled: dict[tuple[str, ...], float] = {}
+    coarse: dict[tuple[str, ...], float] = {}
     for series in result:
         metric = series.get("metric") if isinstance(series, Mapping) else None
         value = series.get("value") if isinstance(series, Mapping) else None
@@ -57,13 +64,23 @@ def by_pod(result: Sequence[Mapping[str, Any]], namespace: str) -> dict[str, flo
             continue
         pod = metric.get("exported_pod") or metric.get("pod")
         where = metric.get("exported_namespace") or metric.get("namespace")
+        is_profiled = metric.get("__name__") == PROFILING
         try:
-            utilisation = float(value[1])
+            utilisation = float(value[1]) * (100 if is_profiled else 1)
         except (TypeError, ValueError):
             continue
         if not pod or where != namespace or not math.isfinite(utilisation) or not 0 <= utilisation <= 100:
             continue
-        seen[str(pod)].append(utilisation)
+        device = (
+            str(pod),
+            str(metric.get("Hostname", "")),
+            str(metric.get("gpu", "")),
+            str(metric.get("GPU_I_ID", "")),
+        )
+        (profiled if is_profiled else coarse).setdefault(device, utilisation)
+    seen: defaultdict[str, list[float]] = defaultdict(list)
+    for (pod_name, *_), share in (coarse | profiled).items():  # a device's profiling series wins
+        seen[pod_name].append(share)
     return {pod: sum(values) / len(values) for pod, values in seen.items()}
 
 

@@ -5,7 +5,7 @@ Settings (JSON, checked by `check_settings`), the SSH ones as in fabrics.ssh.set
     {"partition": "cpu", "gpu_partition": "gpu", "gpu_request": "gres", "gpu_type": "",
      "workdir": ".gridlane", "bin_dir": "", "submit_parallelism": 8, "accounting": true,
      "connect_via": "direct", "extend_time_limit": false,
-     "min_uid": 1000, "max_array_size": 1001, "max_array_tasks": 1001}
+     "min_uid": 1000, "max_array_size": 1001, "max_array_tasks": 1001, "gpu_tools_path": ""}
 
 Run as the person: a job whose spec names `run_as` (the portal's identity mapping) is submitted with
 `sudo -n -u <user> sbatch` in that user's home (fabrics.ssh.runas: the guard refuses root, unknown
@@ -28,6 +28,10 @@ Notebooks: the script starts the queue template's Jupyter with `gridlane_noteboo
 the server's host, port and token to the portal (fabrics.ssh.notebook), which passes the user's browser
 through to it (portal.connect): directly, or with `"connect_via": "ssh"` through this fabric's SSH
 connection to the login node, where the compute nodes are not routable from the portal.
+
+Native jobs' samplers: `start_sampler` adds a step to a running job (fabrics.slurm.sampling), with
+`gpu_tools_path` (folders such as /usr/local/nvidia/bin, joined by ":") searched for nvidia-smi first, where nodes
+keep nvidia-smi off the default one.
 
 Leases: a Slurm user may shorten a job's time limit but not lengthen it; an operator may. With
 `"extend_time_limit": true` (the submit account is a Slurm operator: `sacctmgr modify user <user>
@@ -71,7 +75,7 @@ from fabrics.base import (
     TemplateError,
     TierHints,
 )
-from fabrics.slurm import accounting, directives, native, parse, reasons
+from fabrics.slurm import accounting, directives, native, parse, reasons, sampling
 from fabrics.slurm import free as live
 from fabrics.slurm import render as rendering
 from fabrics.slurm.render import GPU_REQUESTS, NAME_PREFIX, TAG_PREFIX, Options, render
@@ -162,6 +166,7 @@ class SlurmFabric(Batched):
             value = settings.get(key, MAX_ARRAY_SIZE)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4_000_001:
                 raise ValueError(f"settings.{key}: Slurm's {ARRAY_LIMITS[key]}, a whole number (default 1001)")
+        sampling.check_tools_path(settings.get("gpu_tools_path", ""))
         notebook.check_connect_via(settings)
 
     def render(self, job: JobSpec) -> str:
@@ -337,6 +342,19 @@ class SlurmFabric(Batched):
                 text += "\n"
             text += "--- stderr ---\n" + err
         return text
+
+    def start_sampler(self, external_id: str, nodes: int, env: Mapping[str, str], secret: str) -> None:
+        """The GPU sampler as a step of a running job, on every node, as its owner (fabrics.slurm.sampling);
+        FabricError saying why it did not start (the job itself is never touched)."""
+        try:
+            tools = self.config.settings.get("gpu_tools_path", "")
+            step = sampling.srun_argv(self._bin("srun"), external_id, nodes, sampling.with_tools(env, tools))
+        except ValueError as error:
+            raise FabricError(str(error), retryable=False) from error
+        result = self.ssh.run(sampling.launch_argv(self._as_owner(external_id, step)), stdin=secret + "\n")
+        if not result.ok or sampling.STARTED not in result.stdout:
+            refused = runas.error(result.stderr)
+            raise refused or FabricError(sampling.reason(result.stderr, result.status), retryable=False)
 
     def capacity(self) -> Capacity:
         try:

@@ -111,7 +111,7 @@ class SampleIn(serializers.Serializer[Any]):
 @permission_classes([AllowAny])
 @parser_classes([SamplesParser])
 def samples(request: Request, pk: UUID) -> Response:
-    workload = usage_samples.sampled_by(pk, request.headers.get("Authorization", ""))
+    workload = usage_samples.sampled_by(pk, request.headers.get("Authorization", ""), usage_samples.node_of(request))
     if workload is None:
         usage_samples.count("unknown")
         raise NotFound()

@@ -3,7 +3,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
 from portal.accounts.api import MeView, TokenViewSet
-from portal.api import callbacks, code, usage
+from portal.api import callbacks, code, efficiency, usage
 from portal.api.views import QueueViewSet, WorkloadViewSet
 
 router = DefaultRouter(trailing_slash=True)
@@ -19,6 +19,7 @@ urlpatterns = [
     path("workloads/<uuid:pk>/endpoint/", callbacks.endpoint, name="workload-endpoint"),  # from a notebook's job
     path("workloads/<uuid:pk>/samples/", callbacks.samples, name="workload-samples"),  # from a job's sampler
     path("workloads/<uuid:pk>/code/", code.workload_code, name="workload-code"),  # from a job, before its command
+    path("workloads/<uuid:pk>/efficiency/", efficiency.workload_efficiency, name="workload-efficiency"),
     path("code/<str:digest>/", code.bundle, name="code-bundle"),
     path("groups/<slug:slug>/usage/", usage.group_usage, name="group-usage"),
     path("", include(router.urls)),

@@ -23,12 +23,83 @@ class UsageSample(models.Model):
     gpu_memory_mib = models.PositiveBigIntegerField(null=True, blank=True)
     cpu_utilisation = models.FloatField(null=True, blank=True, help_text="0-100 of its allocated CPUs.")
     memory_mib = models.PositiveBigIntegerField(null=True, blank=True)
+    node = models.CharField(
+        max_length=64, blank=True, default="", db_default="", help_text="The node it was read on, if said."
+    )
+    gpus_read = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="GPUs the reading covered (its UsageGpuSample rows); None: not per GPU."
+    )
+    gpus_idle = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Of those, GPUs below the idle threshold (IDLE_BELOW) in this reading."
+    )
 
     class Meta:
         indexes: ClassVar[list[Any]] = [models.Index(fields=["workload", "at"])]
 
     def __str__(self) -> str:
         return f"{self.workload_id} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class UsageGpuSample(models.Model):
+    """One GPU of one node at one reading: what its owner's efficiency page draws, GPU by GPU. Written beside the
+    reading's UsageSample (same workload, time and node), never read by the rollups."""
+
+    workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField()
+    node = models.CharField(max_length=64, blank=True, default="")
+    gpu = models.PositiveSmallIntegerField(help_text="The GPU's index on its node, as nvidia-smi numbers it.")
+    utilisation = models.FloatField(null=True, blank=True, help_text="0-100; None where the device says none (MIG).")
+    memory_mib = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        indexes: ClassVar[list[Any]] = [models.Index(fields=["workload", "at"], name="usage_gpu_workload_at")]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id} {self.node}/{self.gpu} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class UsageTurn(models.Model):
+    """The last reading kept per workload and node: each node's sampler has its own turn, so that the nodes of
+    one job, reading at the same moment, never crowd each other out (portal.usage.samples.do_sample)."""
+
+    workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="+")
+    node = models.CharField(max_length=64, blank=True, default="")
+    last_at = models.DateTimeField()
+    cpu_seconds = models.FloatField(null=True, blank=True, help_text="The job's CPU time on the node at the last.")
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["workload", "node"], name="one_usage_turn_per_workload_node")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id} {self.node}: {self.last_at:%Y-%m-%d %H:%M:%S}"
+
+
+class SamplerStart(models.Model):
+    """A native job's sampler, started by Gridlane inside its allocation (portal.usage.native): once per run, and
+    why it could not start, for the owner to read (their use then stays "unknown")."""
+
+    workload = models.OneToOneField("workloads.Workload", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    attempt = models.PositiveIntegerField(default=0, help_text="The run of the workload it was started for.")
+    at = models.DateTimeField()
+    started = models.BooleanField(default=False)
+    reason = models.CharField(max_length=300, blank=True, help_text="Why it did not start; blank when it did.")
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}: {'started' if self.started else self.reason}"
+
+
+class UsageSummary(models.Model):
+    """A finished workload's efficiency (portal.usage.efficiency.Efficiency.summary), kept when it ends: its page
+    and `gridlane stats` still say how it used what it held once its raw samples are pruned."""
+
+    workload = models.OneToOneField("workloads.Workload", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    at = models.DateTimeField()
+    data = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"{self.workload_id} summary at {self.at:%Y-%m-%d %H:%M}"
 
 
 class UsageRollup(models.Model):

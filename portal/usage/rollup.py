@@ -12,7 +12,13 @@ Per team, queue and hour:
 - idle_gpu_hours, used_gpu_hours, unknown_gpu_hours: the seed's rule. Time is cut into windows of
   GRIDLANE_IDLE_WINDOW_MINUTES (default 30; windows start at midnight UTC, so the length divides a day).
   A workload's GPUs are idle in a window when its utilisation samples there average below 80 %: those
-  GPU-hours are idle. Where the window has samples, used_gpu_hours are the GPU-hours x the average
+  GPU-hours are idle. Where its samples say GPU by GPU (a sampler's readings: gpus_read, gpus_idle), each
+  GPU is judged on its own: the idle share of the window is the average over its readings of the part of
+  their GPUs that read below 80 %, and that share of its GPU-hours is idle (a job holding 8 GPUs and using 2
+  has 6 idle, however busy the 2 are). A window whose CPUs worked (the job's CPU utilisation, where its sampler
+  read it, at or above 10 %) has no idle GPU-hours: idle is GPUs and CPUs under their thresholds.
+  Every rollup (team-queue, member, fabric, team) counts the same way.
+  Where the window has samples, used_gpu_hours are the GPU-hours x the average
   utilisation (utilisation-weighted). Where it has none (a fabric that reports nothing, a node without
   nvidia-smi, a gap) the GPU-hours are unknown: never busy, never idle. So gpu_hours = known + unknown,
   and idle_gpu_hours <= known;
@@ -39,14 +45,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Avg, IntegerField, Min, Q, Value
+from django.db.models import Avg, Case, F, FloatField, IntegerField, Min, Q, Value, When
 from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, TruncDay
 
 from portal.accounts.models import AuditEvent
 from portal.counters import counts
 from portal.queues.models import Quota
 from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample, UsageTeamRollup
-from portal.usage.samples import max_age
+from portal.usage.samples import CPU_IDLE_BELOW, max_age
+from portal.usage.samples import IDLE_BELOW as IDLE_BELOW  # the one threshold, read from here by the pages
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from portal.workloads.stats import percentile
@@ -58,7 +65,6 @@ SAMPLE_EVERY = timedelta(minutes=1)
 # Just after the hour turns, the hour before it is recomputed once more with its last minutes (at least).
 LOOK_BACK = timedelta(minutes=5)
 LAST_RUN = "rollup_at"  # a counter (portal.counters): when the last rollup step ran
-IDLE_BELOW = 80.0  # percent average GPU utilisation
 DAY = timedelta(days=1)
 # What member and fabric rollups keep of a cell.
 COST_FIELDS = [
@@ -156,15 +162,20 @@ def compute(
     start: datetime,
     until: datetime,
     window: timedelta = timedelta(minutes=30),
+    *,
     since: dict[int, datetime] | None = None,
+    idle_shares: dict[tuple[str, datetime], float] | None = None,
 ) -> tuple[dict[tuple[int, int, datetime], Cell], dict[tuple[int, int, datetime], Cell]]:
     """Pure: the team-queue-hour cells and the team-member-hour cells for the hours from `start` to `until`
     (`by_fabric` gives the team-fabric-hour cells of the same spans).
 
     `utilisation` maps (workload id, idle window start) to the average GPU utilisation of its samples in
     that window (no key: no data); `reservations` maps a team to its GPU reservation in GPUs, held from
-    `since[team]` on where known (reservation_since): no reserved hours before its quota existed.
+    `since[team]` on where known (reservation_since): no reserved hours before its quota existed; `idle_shares`
+    maps the same keys as `utilisation` to the part (0-1) of the workload's GPUs that read idle there, where its
+    samples say GPU by GPU (no key: the window's average judges all its GPUs together).
     """
+    shares = idle_shares or {}
     cells: defaultdict[tuple[int, int, datetime], Cell] = defaultdict(Cell)
     members: defaultdict[tuple[int, int, datetime], Cell] = defaultdict(Cell)
     hours = list(hours_between(start, until))
@@ -187,7 +198,8 @@ def compute(
                 for begins, low, high in windows_in(hour, window):
                     part = overlap_hours(s.started_at, ran_until, low, min(high, until)) if s.started_at else 0.0
                     if part:
-                        _classify(counted, s.gpus * part, s.price, utilisation.get((workload_id, begins)))
+                        key_w = (workload_id, begins)
+                        _classify(counted, s.gpus * part, s.price, utilisation.get(key_w), shares.get(key_w))
             if s.started_at is not None and hour <= s.started_at < hour + HOUR:
                 cells[key].waits.append(max(0.0, (s.started_at - s.submitted_at).total_seconds()))
     for (group_id, _, hour), cell in cells.items():
@@ -202,17 +214,23 @@ def _held_hours(hour: datetime, until: datetime, since: datetime | None) -> floa
     return max(0.0, (min(hour + HOUR, until) - begins).total_seconds() / 3600)
 
 
-def _classify(cells: Iterable[Cell], gpu_hours: float, price: float, average: float | None) -> None:
-    """Count GPU-hours of one idle window as unknown (no samples), or as used by their utilisation, and idle
-    below the threshold."""
+def _classify(
+    cells: Iterable[Cell], gpu_hours: float, price: float, average: float | None, idle_share: float | None = None
+) -> None:
+    """Count GPU-hours of one idle window as unknown (no samples), or as used by their utilisation, and idle:
+    the share of its GPUs judged idle one by one where known, else all of them when the average is below the
+    threshold."""
     for c in cells:
         if average is None:
             c.unknown_gpu_hours += gpu_hours
             continue
         c.used_gpu_hours += gpu_hours * average / 100
-        if average < IDLE_BELOW:
-            c.idle_gpu_hours += gpu_hours
-            c.idle_cost += gpu_hours * price
+        if idle_share is not None:
+            idle = gpu_hours * max(0.0, min(1.0, idle_share))
+        else:
+            idle = gpu_hours if average < IDLE_BELOW else 0.0
+        c.idle_gpu_hours += idle
+        c.idle_cost += idle * price
 
 
 def by_fabric(
@@ -221,11 +239,12 @@ def by_fabric(
     start: datetime,
     until: datetime,
     window: timedelta = timedelta(minutes=30),
+    idle_shares: dict[tuple[str, datetime], float] | None = None,
 ) -> dict[tuple[int, int, datetime], Cell]:
     """Pure: the team-fabric-hour cells (running time only) of the spans that were placed on a fabric; CPU-only
     work has cells too (its CPU- and GB-hours are charged)."""
     placed = [(pk, replace(s, queue_id=s.fabric_id)) for pk, s in spans if s.fabric_id is not None]
-    cells, _ = compute(placed, utilisation, {}, start, until, window)
+    cells, _ = compute(placed, utilisation, {}, start, until, window, idle_shares=idle_shares)
     for cell in cells.values():
         cell.pending_gpu_hours, cell.waits = 0.0, []
     return {key: cell for key, cell in cells.items() if cell.gpu_hours or cell.cpu_hours or cell.memory_gb_hours}
@@ -304,14 +323,14 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
     if spans is None:
         spans = [(pk, s) for pk, s, _ in _spans(start, until)]
     window = idle_window()
-    utilisation = averages(window_of(start, window), until, window)
+    utilisation, shares = figures(window_of(start, window), until, window)
     reservations: defaultdict[int, float] = defaultdict(float)
     for group_id, reserved_milli in Quota.objects.filter(fabric__isnull=False).values_list(
         "group_id", "gpu_reservation_milli"
     ):
         reservations[group_id] += reserved_milli / 1000
     since = reservation_since()
-    cells, members = compute(spans, utilisation, reservations, start, until, window, since)
+    cells, members = compute(spans, utilisation, reservations, start, until, window, since=since, idle_shares=shares)
     rows = [
         UsageRollup(
             group_id=group_id,
@@ -353,7 +372,7 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
         )
     fabric_rows = [
         UsageFabricRollup(group_id=group_id, fabric_id=fabric_id, hour=hour, **{f: getattr(c, f) for f in COST_FIELDS})
-        for (group_id, fabric_id, hour), c in by_fabric(spans, utilisation, start, until, window).items()
+        for (group_id, fabric_id, hour), c in by_fabric(spans, utilisation, start, until, window, shares).items()
     ]
     if fabric_rows:
         UsageFabricRollup.objects.bulk_create(
@@ -398,6 +417,14 @@ def averages(
 ) -> dict[tuple[str, datetime], float]:
     """The average GPU utilisation per workload (of `workloads`, else all) and idle window, of the samples that
     report one in [start, until): one query, grouped in the database (never a scan of raw samples in Python)."""
+    return figures(start, until, window, workloads)[0]
+
+
+def figures(
+    start: datetime, until: datetime, window: timedelta, workloads: list[Any] | None = None
+) -> tuple[dict[tuple[str, datetime], float], dict[tuple[str, datetime], float]]:
+    """`averages`, and beside them the idle share per workload and window where its samples say GPU by GPU (the
+    average over those samples of gpus_idle / gpus_read): one query."""
     minutes = int(window.total_seconds() // 60)
     # The window's number within its day: minutes since midnight over the window, rounded down (PostgreSQL's
     # EXTRACT gives numerics, so the division is not an integer one by itself).
@@ -407,12 +434,23 @@ def averages(
     if workloads is not None:
         samples = samples.filter(workload_id__in=workloads)
     rows = samples.annotate(day=TruncDay("at", tzinfo=UTC), slot=slot).values("workload_id", "day", "slot")
+    per_gpu = Case(
+        When(gpus_read__gt=0, then=Cast(F("gpus_idle"), FloatField()) / Cast(F("gpus_read"), FloatField())),
+        default=None,
+        output_field=FloatField(),
+    )
     found: dict[tuple[str, datetime], float] = {}
-    for workload_id, day, slot_number, average in rows.annotate(average=Avg("gpu_utilisation")).values_list(
-        "workload_id", "day", "slot", "average"
-    ):
-        found[(str(workload_id), day + int(slot_number) * window)] = float(average)
-    return found
+    shares: dict[tuple[str, datetime], float] = {}
+    for workload_id, day, slot_number, average, share, cpu in rows.annotate(
+        average=Avg("gpu_utilisation"), share=Avg(per_gpu), cpu=Avg("cpu_utilisation")
+    ).values_list("workload_id", "day", "slot", "average", "share", "cpu"):
+        key = (str(workload_id), day + int(slot_number) * window)
+        found[key] = float(average)
+        if cpu is not None and cpu >= CPU_IDLE_BELOW:
+            shares[key] = 0.0  # its CPUs worked: none of its GPUs counts idle (idle is GPUs and CPUs)
+        elif share is not None:
+            shares[key] = float(share)
+    return found, shares
 
 
 def _spans(start: datetime, until: datetime) -> Iterator[tuple[str, Span, str]]:

@@ -7,6 +7,7 @@
     rollup    hourly rollups for the dashboards, every GRIDLANE_ROLLUP_SECONDS skipped while another rolls up
     gpuidle   warn of idle GPUs, stop idle notebooks and leases, per queue    after the rollup, as often
     burst     cloud instances for work that waits for capacity, ended idle    skipped while another scales
+    samplers  start the GPU sampler inside native jobs that started to run    skipped while another starts them
     accounting  sacct's GPU-hours per team account, every GRIDLANE_ACCOUNTING_SECONDS  skipped while another asks
     kueue     Kueue queues follow quotas: on a change, every GRIDLANE_KUEUE_SYNC_SECONDS   skipped while another syncs
     retention delete raw samples, events, audit past their days, hourly      skipped while another prunes
@@ -44,6 +45,7 @@ from portal.worker import (
     kueue,
     pullback,
     retention,
+    samplers,
     snapshot,
     stats,
     sync,
@@ -91,6 +93,9 @@ def cycle(kick: bool = False) -> dict[str, Any]:
             if held:
                 summary |= {f"gpu idle {k}": v for k, v in gpu_idle.step(timezone.now()).items()}
     summary |= autoscale()
+    with cycle_lock("samplers") as held:
+        if held:
+            summary |= {f"samplers {k}": v for k, v in samplers.step(timezone.now()).items() if v}
     with cycle_lock("accounting") as held:
         if held:
             accounting.check_all(timezone.now())

@@ -36,3 +36,26 @@ def install(directory: Path, rows: Sequence[Sequence[int]]) -> Path:
     )
     script.chmod(0o755)
     return count
+
+
+PER_NODE = """\
+#!/bin/sh
+# Stand-in nvidia-smi for a cluster of several nodes: one line per GPU the node shows, by the node's name.
+[ "$*" = {query} ] || {{ echo "stand-in nvidia-smi: unexpected arguments: $*" >&2; exit 2; }}
+case $(hostname -s) in
+{cases}
+  *) echo "stand-in nvidia-smi: no GPUs for $(hostname -s)" >&2; exit 9;;
+esac
+"""
+
+
+def install_per_node(directory: Path, nodes: dict[str, Sequence[int]]) -> Path:
+    """Write `nvidia-smi` into `directory`: on node N it prints one line per utilisation in nodes[N] (GPU
+    indexes from 0, memory growing with the utilisation), the same each call. Returns the file's path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    printed = {node: "".join(f"{i}, {u}, {1024 + 100 * u}\n" for i, u in enumerate(row)) for node, row in nodes.items()}
+    cases = "\n".join(f"  {shlex.quote(node)}) printf '%s' {shlex.quote(text)};;" for node, text in printed.items())
+    script = directory / "nvidia-smi"
+    script.write_text(PER_NODE.format(query=shlex.quote(" ".join(QUERY)), cases=cases))
+    script.chmod(0o755)
+    return script

@@ -429,3 +429,61 @@ def test_no_hour_is_reserved_before_the_quota_existed_and_its_first_hour_only_fr
     rollup.roll_up(T0, T0 + 3 * HOUR)
     rows = UsageTeamRollup.objects.filter(group=team).order_by("hour")
     assert [(r.hour, r.reserved_gpu_hours) for r in rows] == [(T0 + HOUR, 1.0), (T0 + 2 * HOUR, 2.0)]
+
+
+def test_a_job_holding_eight_gpus_and_using_two_has_six_idle_however_busy_the_two_are():
+    s = Span(1, 1, 1, 8.0, T0, T0, T0 + HOUR, fabric_id=7, price=2.0)
+    busy = {("w", T0): 24.5, ("w", T0 + HALF): 24.5}  # two GPUs at 98 %: the average is below 80 % anyway
+    shares = {("w", T0): 0.75, ("w", T0 + HALF): 0.75}  # six of eight read idle
+    cells, members = compute([("w", s)], busy, {}, T0, T0 + HOUR, HALF, idle_shares=shares)
+    fabric = rollup.by_fabric([("w", s)], busy, T0, T0 + HOUR, HALF, shares)
+    for cell in (cells[(1, 1, T0)], members[(1, 1, T0)], fabric[(1, 7, T0)]):
+        assert cell.idle_gpu_hours == pytest.approx(6.0)
+        assert cell.idle_cost == pytest.approx(12.0)
+        assert cell.used_gpu_hours == pytest.approx(8 * 0.245)
+    whole, _ = compute([("w", s)], busy, {}, T0, T0 + HOUR, HALF)  # without per-GPU readings: all eight idle
+    assert whole[(1, 1, T0)].idle_gpu_hours == pytest.approx(8.0)
+
+
+def test_the_step_judges_each_gpu_of_a_sampled_job_and_keeps_every_rollup_consistent(alice, submit, settings):
+    from portal.queues.models import Fabric
+    from portal.usage.models import UsageFabricRollup, UsageTeamRollup
+
+    settings.GRIDLANE_IDLE_WINDOW_MINUTES = 30
+    fabric = Fabric.objects.create(name="hpc", kind="slurm", gpus_milli=16000, cpus_milli=64000, memory_mib=64000)
+    w = submit(alice, name="eight-gpus-two-used", gpus=4)
+    Workload.objects.filter(pk=w.pk).update(
+        state=State.RUNNING, submitted_at=T0, started_at=T0, nodes=2, fabric=fabric
+    )  # two nodes of four GPUs: eight held
+    for minute in range(0, 60, 5):  # per node: one GPU at 100 %, three at 0 %
+        for node in ("n1", "n2"):
+            UsageSample.objects.create(
+                workload=w, at=T0 + timedelta(minutes=minute), gpus_milli=8000, node=node, gpu_utilisation=25.0,
+                gpus_read=4, gpus_idle=3, source=UsageSample.Source.JOB,
+            )  # fmt: skip
+    rollup.roll_up(T0, T0 + HOUR)
+    row = UsageRollup.objects.get(group__slug="vision", hour=T0)
+    assert row.gpu_hours == pytest.approx(8.0)
+    assert row.idle_gpu_hours == pytest.approx(6.0)
+    assert row.used_gpu_hours == pytest.approx(2.0)
+    assert row.unknown_gpu_hours == 0.0
+    member = UsageMemberRollup.objects.get(user=alice, hour=T0)
+    by_fabric = UsageFabricRollup.objects.get(fabric=fabric, hour=T0)
+    assert member.idle_gpu_hours == pytest.approx(6.0)
+    assert by_fabric.idle_gpu_hours == pytest.approx(6.0)
+    team = UsageTeamRollup.objects.filter(group__slug="vision", hour=T0).values_list("gpu_hours", flat=True)
+    assert list(team) in ([], [pytest.approx(8.0)])  # a row only for a team with a reservation: the same GPU-hours
+
+
+def test_a_window_whose_cpus_worked_has_no_idle_gpu_hours(alice, submit, settings):
+    settings.GRIDLANE_IDLE_WINDOW_MINUTES = 30
+    w = submit(alice, name="cpu-bound-preprocessing", gpus=1)
+    Workload.objects.filter(pk=w.pk).update(state=State.RUNNING, submitted_at=T0, started_at=T0)
+    for minute in range(0, 60, 5):  # GPU at 0 % all hour; CPUs busy in the first half hour only
+        UsageSample.objects.create(
+            workload=w, at=T0 + timedelta(minutes=minute), gpus_milli=1000, gpu_utilisation=0.0, gpus_read=1,
+            gpus_idle=1, cpu_utilisation=90.0 if minute < 30 else 2.0, source=UsageSample.Source.JOB,
+        )  # fmt: skip
+    rollup.roll_up(T0, T0 + HOUR)
+    row = UsageRollup.objects.get(group__slug="vision", hour=T0)
+    assert row.idle_gpu_hours == pytest.approx(0.5)  # the second half hour: GPUs and CPUs idle

@@ -18,7 +18,8 @@ from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
 from portal.accounts.models import ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget
 from portal.usage import samples
-from portal.usage.models import UsageSample
+from portal.usage.models import UsageGpuSample, UsageSample, UsageTurn
+from portal.worker import samplers
 from portal.worker.models import WorkerStats
 from portal.workloads import notebook_endpoint
 from portal.workloads.models import Workload
@@ -205,10 +206,16 @@ def test_a_job_on_slurm_gets_the_samples_url_the_interval_and_its_secret(running
     }
 
 
-def test_a_native_script_an_unplaced_workload_and_an_agent_s_get_no_sampler(running, alice, submit, hpc):
-    Workload.objects.filter(pk=running.pk).update(script="#!/bin/bash\n#SBATCH --gres=gpu:1\ntrue\n")
+def test_a_native_script_is_sampled_from_outside_and_an_unplaced_workload_and_an_agent_s_get_no_sampler(
+    running, alice, submit, hpc, settings
+):
+    settings.GRIDLANE_PUBLIC_URL = "https://gridlane.example.org"
+    Workload.objects.filter(pk=running.pk).update(script="#!/bin/bash\n#SBATCH --gres=gpu:1\ntrue\n", started_at=T0)
     running.refresh_from_db()
-    assert samples.job_env(running) == {}  # the user's own script, byte for byte
+    assert samples.job_env(running) == {}  # nothing in the user's own script, byte for byte
+    assert [w.pk for w in samplers.due()] == [running.pk]  # its sampler starts inside the job once it runs
+    assert samples.native_env(running)[SAMPLES_URL_ENV].endswith(f"/api/v1/workloads/{running.pk}/samples/")
+    assert ENDPOINT_SECRET_ENV not in samples.native_env(running)  # the secret goes on the step's stdin
     pending = submit(alice, queue="hpc", kind="training")
     assert samples.job_env(pending) == {}
     hpc.kind = "agent"
@@ -223,14 +230,27 @@ def test_the_openapi_schema_names_the_samples_endpoint(client):
     assert set(schema["paths"]["/api/v1/workloads/{id}/samples/"]) == {"post"}
 
 
-def test_an_accepted_sample_costs_three_queries(running, django_assert_num_queries):
-    with django_assert_num_queries(3):  # the workload and its secret; take the turn (state and interval); the sample
+def test_an_accepted_sample_costs_five_queries(running, django_assert_num_queries):
+    # the workload and its secret; the node's turn; take it (state and interval); the sample; its GPUs
+    with django_assert_num_queries(5):
         assert post(running.pk, secret_of(running), {"nvidia_smi": TWO_GPUS}).status_code == 204
 
 
-def test_a_batch_of_readings_costs_three_queries_too(running, django_assert_num_queries):
+def test_a_post_that_names_its_node_on_its_url_costs_four(running, django_assert_num_queries):
+    readings = [{"age": age, "node": "n1", "nvidia_smi": TWO_GPUS} for age in range(270, -1, -30)]
+    url = f"/api/v1/workloads/{running.pk}/samples/?node=n1"
+    headers: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {secret_of(running)}"}
+    with django_assert_num_queries(4):  # the workload, its secret and the node's turn; take it; samples; GPUs
+        assert APIClient().post(url, {"readings": readings}, format="json", **headers).status_code == 204
+    with time_machine.travel(timedelta(minutes=1)), django_assert_num_queries(4):
+        again = [{"age": 0, "node": "n1", "nvidia_smi": TWO_GPUS}]
+        assert APIClient().post(url, {"readings": again}, format="json", **headers).status_code == 204
+    assert UsageSample.objects.filter(workload=running, node="n1").count() == 11
+
+
+def test_a_batch_of_readings_costs_five_queries_too(running, django_assert_num_queries):
     readings = [{"age": age, "nvidia_smi": TWO_GPUS} for age in range(270, -1, -30)]
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(5):
         assert post(running.pk, secret_of(running), {"readings": readings}).status_code == 204
     assert UsageSample.objects.filter(workload=running).count() == 10
 
@@ -248,7 +268,7 @@ def test_a_batch_is_dated_by_the_portal_s_clock_less_each_reading_s_age(running,
         assert post(running.pk, secret_of(running), {"readings": readings}).status_code == 204
     kept = list(UsageSample.objects.filter(workload=running).order_by("at").values_list("at", "gpu_utilisation"))
     assert kept == [(T0 - timedelta(seconds=60), 10.0), (T0 - timedelta(seconds=30), 50.0), (T0, 90.0)]
-    assert Workload.objects.get(pk=running.pk).last_sample_at == T0
+    assert UsageTurn.objects.get(workload=running, node="").last_at == T0
 
 
 def test_a_reading_older_than_the_rollups_look_back_or_than_the_admission_is_not_kept(running, settings):
@@ -300,14 +320,65 @@ def test_a_batch_that_is_empty_too_long_or_mixed_with_a_single_reading_is_refuse
     assert not UsageSample.objects.exists()
 
 
-def test_two_reports_racing_for_one_turn_keep_one_and_tell_the_other_to_wait(running):
+def test_two_reports_racing_for_one_node_s_turn_keep_one_and_tell_the_other_to_wait(running, monkeypatch):
     seen = samples.sampled_by(running.pk, f"Bearer {secret_of(running)}")
     assert seen is not None
-    reading = [samples.Taken(0, parse(TWO_GPUS))]
-    assert samples.do_sample(seen, reading, T0) == 1
-    with pytest.raises(samples.TooSoon):  # read before the first was kept: its turn is gone
-        samples.do_sample(seen, reading, T0 + timedelta(minutes=1))
-    assert UsageSample.objects.count() == 1
+    take = samples._take_turn
+
+    def raced(w: Any, node: str, turn: Any, last: Any, cpu: Any = None) -> bool:
+        assert take(w, node, turn, last - timedelta(seconds=1))  # another report of the node takes it first
+        return take(w, node, turn, last, cpu)
+
+    monkeypatch.setattr(samples, "_take_turn", raced)
+    for turn_before in (None, T0 - timedelta(minutes=5)):  # the node's first reading, and a later one
+        if turn_before is not None:
+            UsageTurn.objects.filter(workload=running, node="n1").update(last_at=turn_before)
+        with pytest.raises(samples.TooSoon):
+            samples.do_sample(seen, [samples.Taken(0, parse(TWO_GPUS), "n1")], T0)
+    assert not UsageSample.objects.exists()
+    monkeypatch.undo()
+    assert samples.do_sample(seen, [samples.Taken(0, parse(TWO_GPUS), "n2")], T0) == 1  # another node: its own turn
+
+
+def test_each_node_of_a_job_has_its_own_turn_and_its_gpus_are_kept_one_by_one(running, settings):
+    settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S = 10
+    eight = "".join(f"{i}, {u}, 2048\n" for i, u in enumerate([100, 95, 0, 0, 3, 0, 0, 1]))
+    with time_machine.travel(T0, tick=False):
+        for node in ("gpu-a", "gpu-b"):  # read at the same moment: neither crowds the other out
+            answer = post(running.pk, secret_of(running), {"readings": [{"age": 0, "node": node, "nvidia_smi": eight}]})
+            assert answer.status_code == 204
+        again = post(running.pk, secret_of(running), {"node": "gpu-a", "nvidia_smi": eight})
+    assert again.status_code == 429  # the same node within the interval
+    rows = UsageSample.objects.filter(workload=running).order_by("node")
+    assert [(r.node, r.gpus_read, r.gpus_idle) for r in rows] == [("gpu-a", 8, 6), ("gpu-b", 8, 6)]  # 8 held, 2 used
+    gpus = UsageGpuSample.objects.filter(workload=running, node="gpu-b").order_by("gpu")
+    assert [(g.gpu, g.utilisation, g.memory_mib, g.at) for g in gpus][:3] == [
+        (0, 100.0, 2048, T0), (1, 95.0, 2048, T0), (2, 0.0, 2048, T0),
+    ]  # fmt: skip
+    assert UsageGpuSample.objects.filter(workload=running).count() == 16
+
+
+def test_a_mig_instance_without_utilisation_counts_neither_idle_nor_read(running):
+    assert post(running.pk, secret_of(running), {"node": "mig-node", "nvidia_smi": MIG}).status_code == 204
+    sample = UsageSample.objects.get(workload=running)
+    assert (sample.gpus_read, sample.gpus_idle, sample.gpu_utilisation) == (None, None, None)  # unknown, never idle
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"node": "a b", "nvidia_smi": TWO_GPUS}, "node"),
+        ({"node": 7, "nvidia_smi": TWO_GPUS}, "node"),
+        ({"node": "x" * 65, "nvidia_smi": TWO_GPUS}, "node"),
+        ({"readings": [{"age": 0, "node": "a", "nvidia_smi": TWO_GPUS}, {"age": 9, "node": "b", "nvidia_smi": MIG}]},
+         "node"),
+    ],
+)  # fmt: skip
+def test_a_node_that_is_no_host_name_or_two_nodes_in_one_post_are_refused(running, body, field):
+    answer = post(running.pk, secret_of(running), body)
+    assert answer.status_code == 400
+    assert field in answer.json()["errors"]
+    assert not UsageSample.objects.exists()
 
 
 def test_a_fabrics_own_measure_is_kept_by_sync_once_per_interval_and_never_for_work_not_running(running, settings):
@@ -331,3 +402,28 @@ def test_a_fabrics_own_measure_is_kept_by_sync_once_per_interval_and_never_for_w
     kept = list(UsageSample.objects.filter(workload=running, source=UsageSample.Source.FABRIC).order_by("at")
                 .values_list("gpu_utilisation", "gpus_milli"))  # fmt: skip
     assert kept == [(42.5, running.gpus_milli * running.nodes), (7.0, running.gpus_milli * running.nodes)]
+
+
+def test_the_job_s_cpu_time_on_a_node_gives_its_cpu_utilisation_and_a_cpu_only_reading_is_kept(running, settings):
+    settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S = 10
+    Workload.objects.filter(pk=running.pk).update(cpus_milli=4000, admitted_at=T0 - timedelta(hours=1))
+    readings = [
+        {"age": 60, "node": "n1", "nvidia_smi": TWO_GPUS, "cpu_seconds": 1000.0},
+        {"age": 30, "node": "n1", "nvidia_smi": TWO_GPUS, "cpu_seconds": 1060.0},  # 60 s of CPU in 30 s of 4 CPUs
+        {"age": 0, "node": "n1", "cpu_seconds": 1180},  # no GPU in this one: its CPUs only, all four busy
+    ]
+    with time_machine.travel(T0, tick=False):
+        assert post(running.pk, secret_of(running), {"readings": readings}).status_code == 204
+        later = [{"age": 0, "node": "n1", "nvidia_smi": TWO_GPUS, "cpu_seconds": 1180.0}]
+    with time_machine.travel(T0 + timedelta(seconds=30), tick=False):
+        assert post(running.pk, secret_of(running), {"readings": later}).status_code == 204  # idle since
+    kept = UsageSample.objects.filter(workload=running).order_by("at").values_list("cpu_utilisation", "gpus_read")
+    assert list(kept) == [(None, 2), (50.0, 2), (100.0, None), (0.0, 2)]
+    assert UsageTurn.objects.get(workload=running, node="n1").cpu_seconds == 1180.0
+
+
+@pytest.mark.parametrize("cpu", [-1, True, "12", 1e13])
+def test_cpu_seconds_that_are_no_time_are_refused(running, cpu):
+    answer = post(running.pk, secret_of(running), {"readings": [{"age": 0, "cpu_seconds": cpu}]})
+    assert answer.status_code == 400
+    assert "cpu_seconds" in answer.json()["errors"]["readings"]["0"]

@@ -1,0 +1,80 @@
+"""Samplers for native jobs: a user's own script runs as written, and Gridlane samples it from outside.
+
+Once a native workload (its own sbatch script) runs, this step starts the GPU sampler inside its job's
+allocation, on every node, as the job's owner (fabrics.slurm.sampling: a step `srun --jobid --overlap`), once
+per run of the workload. A SamplerStart row is written before the fabric is asked (intent first: a worker that
+dies between the two never starts a second sampler in the same job) and says afterwards whether it started, or
+why not. A sampler that could not start leaves the job untouched and its use "unknown", with that reason.
+
+Where a fabric cannot start a process inside a running job from outside it (PBS, whose qsub has no step to add
+to a running job: on such a cluster the node's own agent samples), the reason says so. One query finds the
+due workloads, at most MAX_PER_CYCLE a cycle (each start is one SSH round trip).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef
+
+from fabrics.base import FabricError
+from portal.usage import efficiency, samples
+from portal.usage.models import SamplerStart
+from portal.worker.connections import fabric_for
+from portal.workloads.models import Workload
+from portal.workloads.notebook_endpoint import secret
+from portal.workloads.states import State
+
+log = logging.getLogger("gridlane.worker")
+
+MAX_PER_CYCLE = 20
+STARTING = "starting"
+KINDS = ("slurm", "pbs")
+NO_STEP = "{kind} cannot start a process inside a running job from outside it; GPU use stays unknown"
+
+
+def due() -> list[Workload]:
+    """Running native workloads on Slurm or PBS whose current run has no SamplerStart yet, oldest start first."""
+    started = SamplerStart.objects.filter(workload=OuterRef("pk"), attempt=OuterRef("attempt"))
+    return list(
+        Workload.objects.filter(state=State.RUNNING, fabric__kind__in=KINDS, started_at__isnull=False)
+        .exclude(script="")
+        .exclude(external_id="")
+        .filter(~Exists(started))
+        .select_related("fabric")
+        .only("pk", "attempt", "external_id", "nodes", "fabric", "started_at")
+        .order_by("started_at")[:MAX_PER_CYCLE]
+    )
+
+
+def step(now: datetime) -> dict[str, int]:
+    """Start the sampler of every due workload (how many started, how many could not), and keep the summaries of
+    workloads that finished (portal.usage.efficiency.keep_summaries)."""
+    counts = {"started": 0, "unknown": 0}
+    for w in due():
+        reason = start(w, now)
+        counts["unknown" if reason else "started"] += 1
+    counts["summaries"] = efficiency.keep_summaries(now, timedelta(minutes=settings.GRIDLANE_IDLE_WINDOW_MINUTES))
+    return counts
+
+
+def start(w: Workload, now: datetime) -> str:
+    """Start one workload's sampler; "" when it started, else why not (also kept on its SamplerStart)."""
+    SamplerStart.objects.update_or_create(
+        workload_id=w.pk, defaults={"attempt": w.attempt, "at": now, "started": False, "reason": STARTING}
+    )
+    reason = ""
+    launch = getattr(fabric_for(w.fabric), "start_sampler", None) if w.fabric is not None else None
+    if launch is None:
+        reason = NO_STEP.format(kind=w.fabric.kind.upper() if w.fabric is not None else "no fabric")
+    else:
+        try:
+            launch(w.external_id, w.nodes, samples.native_env(w), secret(w.run_id))
+        except FabricError as error:
+            reason = str(error)[:300] or "the sampler did not start"
+    SamplerStart.objects.filter(workload_id=w.pk, attempt=w.attempt).update(started=not reason, reason=reason)
+    if reason:
+        log.info("no sampler for %s (job %s): %s", w.pk, w.external_id, reason)
+    return reason
