@@ -48,3 +48,16 @@ class WaitBucket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group_id} <= {self.le}: {self.count}"
+
+
+class PodAddresses(models.Model):
+    """The IPs of a Kubernetes workload's running pods as its fabric's last poll reported them
+    (portal/worker/pods.py): the only addresses its web server may be reached on, beside IT's networks
+    (portal.workloads.server_reach)."""
+
+    workload = models.OneToOneField("workloads.Workload", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    addresses = models.JSONField(default=list)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}: {', '.join(self.addresses)}"
