@@ -155,6 +155,8 @@ class JobStatus:
     # Notebooks: when the server last saw use (kernel, terminal or API activity), by its own status API;
     # None where the fabric cannot tell, and then nothing is ever stopped for being idle.
     last_activity: datetime | None = None
+    # Kubernetes: the IPs of the job's running pods, where its web server may be reached; () elsewhere.
+    addresses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -86,12 +86,27 @@ def job_status(
         reason = (
             f"{len(waiting)} of {len(live)} pods still wait: {pending_reason(waiting, podgroup)}" if waiting else ""
         )
-        return JobStatus(JobState.RUNNING, host=host, started_at=started_at, reason=reason)
+        running = [p for p, s in zip(live, states, strict=True) if s is JobState.RUNNING]
+        return JobStatus(
+            JobState.RUNNING, host=host, started_at=started_at, reason=reason, addresses=pod_addresses(running)
+        )
     if JobState.UNDETERMINED in states:
         unknown = next(p for p, s in zip(live, states, strict=True) if s is JobState.UNDETERMINED)
         phase = (unknown.get("status") or {}).get("phase")
         return JobStatus(JobState.UNDETERMINED, reason=f"pod {unknown['metadata']['name']} is in phase {phase}")
     return JobStatus(JobState.QUEUED, reason=pending_reason(waiting, podgroup))
+
+
+def pod_addresses(pods: Sequence[Obj]) -> tuple[str, ...]:
+    """The pods' IPs (status.podIPs, else status.podIP), each once, in the pods' order; at most 64."""
+    found: dict[str, None] = {}
+    for pod in pods:
+        st = pod.get("status") or {}
+        listed = [str(entry.get("ip") or "") for entry in st.get("podIPs") or [] if isinstance(entry, dict)]
+        for ip in listed or [str(st.get("podIP") or "")]:
+            if ip:
+                found[ip] = None
+    return tuple(found)[:64]
 
 
 def finished(job: Obj) -> bool:

@@ -25,8 +25,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.api.parsers import JSONParser
+from portal.connect import server_reach
 from portal.usage import samples as usage_samples
-from portal.workloads import notebook_endpoint, server_reach
+from portal.workloads import notebook_endpoint
 
 
 class EndpointIn(serializers.Serializer[Any]):

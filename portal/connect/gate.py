@@ -7,7 +7,7 @@ Answers, in the order they are decided:
 - ABSENT: not the owner, nor a teammate it is shared with: the same 404 as a workload that does not exist;
 - STOPPED: it is not starting or running (404, saying so);
 - STARTING: it runs (or starts) but its server has not reported yet (503, try again shortly);
-- UNREACHABLE: its server is at an address the portal does not connect to (portal.workloads.server_reach);
+- UNREACHABLE: its server is at an address the portal does not connect to (portal.connect.server_reach);
 - PASS: the server, the address checked for it (connected to in place of its name), and the fabric row
   whose route reaches it.
 """
@@ -29,7 +29,8 @@ from django.http.cookie import parse_cookie
 from fabrics.base import Endpoint
 from portal import access, outbound
 from portal.api.auth import live_token
-from portal.workloads import notebook_endpoint, server_reach
+from portal.connect import server_reach
+from portal.workloads import notebook_endpoint
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 

@@ -49,7 +49,7 @@ def reachable(fabric_id: int | None, settings: Mapping[str, Any] | None, server:
 
 async def route(decision: gate.Decision) -> Endpoint:
     """`reachable` for a request the gate passed (from the event loop: a new forward opens in a thread)."""
-    server = decision.address or decision.server  # the address checked (portal.workloads.server_reach)
+    server = decision.address or decision.server  # the address checked (portal.connect.server_reach)
     if server is None:
         raise ValueError("only a decision that passes has a server to route to")
     if (decision.fabric_settings or {}).get("connect_via", "direct") != "ssh":

@@ -18,10 +18,10 @@ from django.utils import timezone
 from fabrics import jupyter
 from fabrics.base import JobStatus
 from portal import outbound
-from portal.connect import tunnel
+from portal.connect import server_reach, tunnel
 from portal.notify import outbox
 from portal.notify.models import Event
-from portal.workloads import notebook_endpoint, server_reach, services
+from portal.workloads import notebook_endpoint, services
 from portal.workloads.models import Workload
 
 

@@ -3,6 +3,11 @@ quotas, every GRIDLANE_KUEUE_SYNC_SECONDS and at the next cycle after a Quota, a
 changes (a signal marks the fabric's KueueSync due). The description is built in three queries for all fabrics;
 what differed is kept on KueueSync for IT's fabric page. Never raises: a cluster that does not answer keeps its
 error on the page and is tried again next time.
+
+A fabric with a namespace per team (`namespace_pattern`) but without Kueue ownership is kept at the same period and
+on the same signals: each team's Namespace (its labels), ServiceAccount and ResourceQuota (its limit) follow
+Gridlane's quotas (KubernetesFabric.reconcile_tenancy). Its KueueSync row keeps only the timing, the error and what
+changed (report["tenancy"]); IT's fabric page shows Kueue state for Kueue-owned fabrics alone.
 """
 
 from __future__ import annotations
@@ -26,8 +31,13 @@ log = logging.getLogger("gridlane.worker")
 SHAPES_KUEUE = frozenset({"name", "enabled", "gpu_flavor", "gpus_milli", "cpus_milli", "memory_mib", "settings"})
 
 
-def owned_fabrics() -> list[Fabric]:
-    return [f for f in Fabric.objects.filter(kind="kubernetes", enabled=True) if (f.settings or {}).get("kueue_owned")]
+def kept_fabrics() -> list[Fabric]:
+    """The enabled Kubernetes fabrics the worker keeps: Kueue-owned, or with a namespace per team."""
+    return [
+        f
+        for f in Fabric.objects.filter(kind="kubernetes", enabled=True)
+        if (f.settings or {}).get("kueue_owned") or (f.settings or {}).get("namespace_pattern")
+    ]
 
 
 def describe(fabrics: list[Fabric]) -> dict[int, tuple[list[Team], list[Department]]]:
@@ -65,9 +75,9 @@ def _amounts(quota: Quota | None) -> tuple[Resources, Limits]:
 
 
 def step(now: datetime) -> int:
-    """Reconcile each Kueue-owned fabric that is due; how many were reconciled."""
+    """Reconcile each kept fabric (Kueue-owned, or a namespace per team) that is due; how many were reconciled."""
     try:
-        fabrics = owned_fabrics()
+        fabrics = kept_fabrics()
         states = {s.fabric_id: s for s in KueueSync.objects.filter(fabric__in=fabrics)}
         every = timedelta(seconds=settings.GRIDLANE_KUEUE_SYNC_SECONDS)
         due = [
@@ -84,17 +94,26 @@ def step(now: datetime) -> int:
         KueueSync.objects.update_or_create(fabric=fabric, defaults={"due": False})
         fields: dict[str, Any] = {"reconciled_at": now}
         try:
-            adapter: Any = fabric_for(fabric)
-            report = adapter.reconcile_kueue(str(fabric.pk), *described[fabric.pk])
+            fields |= _reconcile(fabric, *described[fabric.pk])
         except Exception as error:
             log.warning("Kueue on %s: %s", fabric.name, error, exc_info=not hasattr(error, "retryable"))
             fields |= {"error": str(error)[:500]}
-        else:
-            fields |= {"error": "", "drifted": report.drifted, "report": report.as_dict()}
-            if report.drift:
-                log.warning("Kueue on %s: drifted and put back: %s", fabric.name, ", ".join(report.drifted))
         KueueSync.objects.filter(fabric=fabric).update(**fields)
     return len(due)
+
+
+def _reconcile(fabric: Fabric, teams: list[Team], departments: list[Department]) -> dict[str, Any]:
+    """One fabric put in step; the KueueSync fields that say how it stood. Raises what the cluster raised."""
+    adapter: Any = fabric_for(fabric)
+    if not (fabric.settings or {}).get("kueue_owned"):
+        changed = adapter.reconcile_tenancy(teams)  # namespaces, their labels and quotas, without Kueue
+        if changed:
+            log.info("Namespaces on %s: put in step: %s", fabric.name, ", ".join(changed))
+        return {"error": "", "drifted": [], "report": {"tenancy": changed}}
+    report = adapter.reconcile_kueue(str(fabric.pk), teams, departments)
+    if report.drift:
+        log.warning("Kueue on %s: drifted and put back: %s", fabric.name, ", ".join(report.drifted))
+    return {"error": "", "drifted": report.drifted, "report": report.as_dict()}
 
 
 def mark_due(sender: Any, instance: Any, **kwargs: Any) -> None:

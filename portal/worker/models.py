@@ -70,3 +70,16 @@ class Move(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workload_id}: {self.from_fabric_id} -> {self.to_fabric_id}"
+
+
+class PodAddresses(models.Model):
+    """The IPs of a Kubernetes workload's running pods as its fabric's last poll reported them
+    (portal/worker/pods.py): the only addresses its web server may be reached on, beside IT's networks
+    (portal.connect.server_reach)."""
+
+    workload = models.OneToOneField("workloads.Workload", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    addresses = models.JSONField(default=list)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}: {', '.join(self.addresses)}"

@@ -19,7 +19,7 @@ from portal import sql
 from portal.queues.models import Fabric as FabricRow
 from portal.queues.models import WorkloadKind
 from portal.usage import samples
-from portal.worker import idle, stats
+from portal.worker import idle, pods, stats
 from portal.worker.connections import fabric_for
 from portal.worker.health import set_health as _set_health
 from portal.workloads import notebook_endpoint, services
@@ -104,6 +104,8 @@ def _sync_fabric(row: FabricRow, live: list[Live], budget: jupyter.Budget | None
         _set_health(row, healthy=False, detail=str(error))
         return 0
     _set_health(row, healthy=True, detail="")
+    if row.kind == "kubernetes":
+        pods.record(live, statuses, timezone.now())  # where each job's server may be (server_reach)
     waiting = _waiting_on_fabric_many(live, statuses)
     workloads = stopping + _whole(row, [w.pk for w in live if w.pk not in waiting and w.pk not in found])
     changed = _record_starts(row, workloads, statuses)

@@ -7,13 +7,14 @@ import uuid
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from fabrics.base import JobState, JobStatus
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV, ENDPOINT_URL_ENV
 from portal.accounts.models import ResourceGroup
 from portal.queues.models import Fabric, Queue, QueueTarget
-from portal.worker import sync
+from portal.worker import pods, sync
 from portal.workloads import notebook_endpoint
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -238,3 +239,21 @@ def test_it_widens_where_servers_may_be_with_a_network(notebook, settings):
     settings.GRIDLANE_CONNECT_NETWORKS = ["10.9.0.0/16"]
     assert report(notebook.pk, secret_of(notebook), GOOD | {"host": "10.9.9.9"}).status_code == 204
     assert report(notebook.pk, secret_of(notebook), GOOD | {"host": "169.254.169.254"}).status_code == 400
+
+
+def test_a_kubernetes_notebook_reports_one_of_its_own_pods_addresses(notebook, hpc):
+    hpc.kind, hpc.settings = "kubernetes", {}
+    hpc.save(update_fields=["kind", "settings"])
+    Workload.objects.filter(pk=notebook.pk).update(host="")
+    pod = GOOD | {"host": "10.244.1.17"}
+    # Before the poll has seen its pods: a private address is kept, and the gate checks it on every connection.
+    assert report(notebook.pk, secret_of(notebook), pod).status_code == 204
+    assert report(notebook.pk, secret_of(notebook), GOOD | {"host": "169.254.169.254"}).status_code == 400
+    Workload.objects.filter(pk=notebook.pk).update(host="gpu-node-1")
+    assert pods.record([notebook], {"42": JobStatus(JobState.RUNNING, addresses=("10.244.1.17",))}, timezone.now())
+    assert report(notebook.pk, secret_of(notebook), pod).status_code == 204
+    for elsewhere in ("10.244.1.18", "gpu-node-1", "192.168.1.1"):  # another pod, its node, the rest of the network
+        answer = report(notebook.pk, secret_of(notebook), GOOD | {"host": elsewhere})
+        assert answer.status_code == 400, answer.content
+        assert set(answer.json()["errors"]) == {"host"}
+    assert notebook_endpoint.stored(Workload.objects.get(pk=notebook.pk)).host == "10.244.1.17"

@@ -88,3 +88,73 @@ def test_the_it_fabric_page_shows_drift(client: Any, it_admin: Any, double: ApiD
     queue = double.get("clusterqueues", "", "k8s-optics")
     assert queue is not None
     assert queue["spec"]["cohortName"] == "k8s"
+
+
+@pytest.fixture
+def teams_k8s(cast: dict[str, Any], double: ApiDouble, tmp_path: Path) -> Fabric:
+    """A fabric with a namespace per team and no Kueue ownership."""
+    kubeconfig = double.kubeconfig(tmp_path / "kubeconfig", namespace="gridlane")
+    fabric = Fabric.objects.create(
+        name="k8s", kind="kubernetes", gpu_flavor="h100", gpus_milli=16000, cpus_milli=64000, memory_mib=512 * 1024,
+        settings={"kubeconfig": str(kubeconfig), "namespace_pattern": "gl-{team}"},
+    )  # fmt: skip
+    optics = ResourceGroup.objects.create(slug="optics", name="Optics")
+    Quota.objects.create(group=optics, fabric=fabric, gpu_reservation_milli=2000, gpu_limit_milli=4000)
+    return fabric
+
+
+def hard(double: ApiDouble) -> dict[str, str]:
+    quota = double.get("resourcequotas", "gl-optics", "gridlane")
+    assert quota is not None
+    return dict(quota["spec"]["hard"])
+
+
+def test_namespaces_and_quotas_without_kueue_follow_at_the_same_period(
+    double: ApiDouble, teams_k8s: Fabric, settings: Any
+) -> None:
+    now = timezone.now()
+    assert kueue.step(now) == 1
+    assert hard(double) == {"requests.nvidia.com/gpu": "4"}
+    namespace = double.get("namespaces", "", "gl-optics")
+    assert namespace is not None
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert double.objects("clusterqueues", "") == []  # no Kueue objects on a fabric Gridlane does not own Kueue on
+    sync = KueueSync.objects.get(fabric=teams_k8s)
+    assert (sync.error, sync.report["tenancy"]) == (
+        "",
+        ["Namespace gl-optics", "ServiceAccount gridlane-job", "ResourceQuota gridlane"],
+    )
+    assert kueue.step(now + timedelta(seconds=1)) == 0  # nothing changed, not yet time
+
+    quota = Quota.objects.get(group__slug="optics", fabric=teams_k8s)
+    quota.gpu_limit_milli = 6000
+    quota.save()  # the signal marks the fabric due
+    assert kueue.step(now + timedelta(seconds=2)) == 1
+    assert hard(double) == {"requests.nvidia.com/gpu": "6"}
+
+    # A label taken off by hand is put back at the next period.
+    with double.store.lock:
+        held = double.store.get(BY_NAME["namespaces"], "", "gl-optics")
+        assert held is not None
+        held["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
+    assert kueue.step(now + timedelta(seconds=3)) == 0
+    assert kueue.step(now + timedelta(seconds=2 + settings.GRIDLANE_KUEUE_SYNC_SECONDS)) == 1
+    namespace = double.get("namespaces", "", "gl-optics")
+    assert namespace is not None
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert KueueSync.objects.get(fabric=teams_k8s).report == {"tenancy": []}
+
+
+def test_a_fabric_with_one_namespace_and_no_kueue_is_left_alone(
+    double: ApiDouble, cast: dict[str, Any], tmp_path: Path
+) -> None:
+    kubeconfig = double.kubeconfig(tmp_path / "kubeconfig", namespace="gridlane")
+    fabric = Fabric.objects.create(
+        name="k8s", kind="kubernetes", gpu_flavor="h100", gpus_milli=16000, cpus_milli=64000, memory_mib=512 * 1024,
+        settings={"kubeconfig": str(kubeconfig)},
+    )  # fmt: skip
+    optics = ResourceGroup.objects.create(slug="optics", name="Optics")
+    Quota.objects.create(group=optics, fabric=fabric, gpu_reservation_milli=2000, gpu_limit_milli=4000)
+    assert kueue.step(timezone.now()) == 0
+    assert double.get("namespaces", "", "gl-optics") is None
+    assert double.objects("resourcequotas") == []

@@ -42,6 +42,8 @@ def test_an_idle_notebook_on_kubernetes_is_warned_then_stopped_and_its_job_delet
 ) -> None:
     settings.GRIDLANE_IDLE_MINUTE_S = 0.5  # an 8-minute limit takes 4 s
     settings.GRIDLANE_NOTEBOOK_IDLE_WARNING_MINUTES = 2
+    # The stand-in for the pod's Jupyter listens on loopback, not on the pod's IP: a network IT lists lets it through.
+    settings.GRIDLANE_CONNECT_NETWORKS = ["127.0.0.1/32"]
     Queue.objects.filter(slug="k8s-notebooks").update(notebook_idle_minutes=8)
     workload = submit(alice, queue="k8s-notebooks", kind="notebook", command="", gpus=1)
     test_worker.run_until(workload, State.RUNNING)

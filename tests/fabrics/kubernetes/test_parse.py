@@ -193,3 +193,21 @@ def test_capacity_is_allocatable_minus_other_peoples_live_pods():
         detail
         == "2 of 3 nodes ready; 16 GPUs (nvidia.com/gpu) allocatable, 1 held by pods outside Gridlane, 1 by Gridlane's"
     )
+
+
+def test_a_running_jobs_status_carries_its_running_pods_addresses() -> None:
+    job = {"metadata": {"name": "gl-x"}, "spec": {}, "status": {"startTime": "2026-01-01T00:00:00Z"}}
+
+    def pod(name: str, phase: str, **status: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"nodeName": "gpu-node-1"}, "status": {"phase": phase} | status}
+
+    pods = [
+        pod("a", "Running", podIP="10.244.1.7", podIPs=[{"ip": "10.244.1.7"}, {"ip": "fd00::7"}]),
+        pod("b", "Running", podIP="10.244.1.8"),
+        pod("c", "Pending"),
+        pod("d", "Running", podIP="10.244.1.7"),
+    ]
+    status = parse.job_status(job, pods)
+    assert status.state is JobState.RUNNING
+    assert status.addresses == ("10.244.1.7", "fd00::7", "10.244.1.8")
+    assert parse.job_status(job, [pod("c", "Pending")]).addresses == ()

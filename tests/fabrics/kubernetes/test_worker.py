@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 
 import pytest
@@ -9,9 +10,11 @@ from rest_framework.test import APIClient
 
 from fabrics.base import submit_many
 from portal.accounts.models import ResourceGroup
+from portal.connect import server_reach
 from portal.queues.models import Fabric, Queue, QueueTarget
 from portal.worker import apply, connections, snapshot, tasks
 from portal.worker.dispatch import job_spec
+from portal.worker.models import PodAddresses
 from portal.workloads import services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -128,14 +131,25 @@ def test_a_notebook_reports_its_pod_and_opens_through_the_portal_and_cancel_dele
     env = {e["name"]: e.get("value") for e in created["spec"]["template"]["spec"]["containers"][0]["env"]}
     secret = env["GRIDLANE_ENDPOINT_SECRET"]
     assert env["GRIDLANE_CONNECT_PREFIX"] == f"/connect/{workload.pk}/"
+    (pod,) = double.objects("pods", NAMESPACE, f"gridlane.io/workload-id={workload.pk}")
+    own = pod["status"]["podIP"]
+    assert PodAddresses.objects.get(workload_id=workload.pk).addresses == [own]  # the poll kept it
     # What the launcher in the pod sends once Jupyter answers: the pod's IP, the port, the token it picked.
-    body = {"host": "10.244.1.17", "port": 43121, "token": "t" * 43, "path": f"/connect/{workload.pk}/"}
+    body = {"host": own, "port": 43121, "token": "t" * 43, "path": f"/connect/{workload.pk}/"}
+    elsewhere = str(ipaddress.ip_address(own) + 1)  # another pod's address on the same pod network
+    answer = APIClient().post(f"/api/v1/workloads/{workload.pk}/endpoint/", body | {"host": elsewhere},
+                              format="json", HTTP_AUTHORIZATION=f"Bearer {secret}")  # fmt: skip
+    assert answer.status_code == 400
+    assert set(answer.json()["errors"]) == {"host"}
     answer = APIClient().post(f"/api/v1/workloads/{workload.pk}/endpoint/", body, format="json",
                               HTTP_AUTHORIZATION=f"Bearer {secret}")  # fmt: skip
     assert answer.status_code == 204
     workload.refresh_from_db()
     assert workload.connect_url.endswith(f"/connect/{workload.pk}/lab")
-    assert notebook_endpoint.stored(workload).host == "10.244.1.17"
+    server = notebook_endpoint.stored(workload)
+    assert server is not None
+    assert server.host == own
+    assert server_reach.reach(workload, server).host == own
     services.do_cancel(alice, workload)
     run_until(workload, State.CANCELLED)
     assert double.objects("jobs", NAMESPACE) == []

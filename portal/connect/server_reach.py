@@ -5,9 +5,9 @@ portal.outbound's rules: only on the fabric's own nodes as Gridlane knows them, 
 The fabric's nodes as Gridlane knows them: the nodes its fabric reports its running jobs on (`Workload.host`,
 Slurm's node list expanded), the hosts of its agents, its login node (`settings.host`), and the portal host
 itself for the local fabric. A job names its server; it never names the network it may be on. A Kubernetes
-job's server is on its pod's address, which the fabric assigns from the cluster's pod network and Gridlane
-does not record: there, private addresses (RFC 1918, RFC 6598, IPv6 ULA) pass, and loopback, link-local,
-reserved and public ones do not.
+job's server is on one of its own pods' IPs, as the fabric's last poll reported them (PodAddresses, kept by
+portal/worker/pods.py), or on a network IT lists: never another pod's, a node's, or anywhere else on the pod
+network.
 
 `reach` returns the endpoint to connect to: the checked address in place of the name (a name that resolves
 elsewhere later changes nothing). For a fabric reached through its login node (`connect_via: ssh`) whose
@@ -21,20 +21,18 @@ import ipaddress
 import re
 from dataclasses import replace
 
-from django.apps import apps
 from django.conf import settings
 
 from fabrics.base import Endpoint
 from portal import outbound
+from portal.agents.models import AgentHost
+from portal.worker.models import PodAddresses
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 
 LIVE = (State.DISPATCHING, State.RUNNING, State.CANCELLING)
 NODES_KEPT = 500  # the node names of one fabric that are looked at; a cluster's running jobs rarely span more
 _LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
-_POD_NETWORKS = tuple(
-    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
-)
 _HOSTLIST = re.compile(r"([^\[\],]+)(?:\[([0-9,\-]+)\])?([^\[\],]*)")  # node[01-03,07]suffix
 
 
@@ -61,20 +59,35 @@ def hostlist(text: str) -> list[str]:
 
 
 def node_names(w: Workload) -> set[str]:
-    """The names of the workload's fabric's nodes as Gridlane knows them (lower case, no trailing dot)."""
+    """The names of the workload's fabric's nodes as Gridlane knows them (lower case, no trailing dot); none on
+    Kubernetes, where a job's server is on its own pods (pod_addresses)."""
     found = set(hostlist(w.host or ""))
     fabric = w.fabric
     if fabric is None:
         return found
+    if fabric.kind == "kubernetes":
+        return set()
     others = Workload.objects.filter(fabric_id=fabric.pk, state__in=LIVE).exclude(host="")
     for text in others.values_list("host", flat=True).distinct()[:NODES_KEPT]:
         found.update(hostlist(text))
-    agent_host = apps.get_model("agents", "AgentHost")
-    found.update(agent_host.objects.filter(fabric_id=fabric.pk).values_list("name", flat=True)[:NODES_KEPT])
+    found.update(AgentHost.objects.filter(fabric_id=fabric.pk).values_list("name", flat=True)[:NODES_KEPT])
     login = (fabric.settings or {}).get("host")
     if isinstance(login, str) and login:
         found.add(login)
     return {name.lower().rstrip(".") for name in found if name}
+
+
+def pod_addresses(w: Workload) -> list[str]:
+    """A Kubernetes workload's pods' IPs as its fabric's last poll reported them; [] before any."""
+    found = PodAddresses.objects.filter(workload_id=w.pk).values_list("addresses", flat=True).first()
+    return [str(a) for a in found or []]
+
+
+def _network(address: str) -> outbound.Network | None:
+    try:
+        return ipaddress.ip_network(address)
+    except ValueError:
+        return None
 
 
 def networks(w: Workload, names: set[str], resolver: outbound.Resolver = outbound.resolve) -> list[outbound.Network]:
@@ -84,7 +97,7 @@ def networks(w: Workload, names: set[str], resolver: outbound.Resolver = outboun
     if w.fabric is not None and w.fabric.kind == "local":
         found.extend(_LOOPBACK)
     if w.fabric is not None and w.fabric.kind == "kubernetes":
-        found.extend(_POD_NETWORKS)
+        found.extend(n for a in pod_addresses(w) if (n := _network(a)) is not None)
     for name in sorted(names):
         try:
             address = outbound.literal(name)
@@ -112,12 +125,14 @@ def reach(w: Workload, server: Endpoint, resolver: outbound.Resolver = outbound.
 
 def problem(w: Workload, server: Endpoint, resolver: outbound.Resolver = outbound.resolve) -> str:
     """Why the job may not report this server ("" when it may), for the report's `host` field. While the
-    fabric has not yet said which node the job runs on, a private address (not loopback, not link-local) is
-    kept: the connect proxy checks it again, against the node, on every connection."""
+    fabric has not yet said which node the job runs on (on Kubernetes: which IPs its pods have), a private
+    address (not loopback, not link-local) is kept: the connect proxy checks it again, against the node (the
+    pods), on every connection."""
     try:
         reach(w, server, resolver)
     except outbound.Refused as refused:
-        if not w.host:
+        kubernetes = w.fabric is not None and w.fabric.kind == "kubernetes"
+        if not w.host or (kubernetes and not pod_addresses(w)):
             try:
                 address = outbound.literal(server.host)
             except outbound.Refused:
