@@ -12,4 +12,4 @@ class WorkerConfig(AppConfig):
 
         kueue.connect()  # a quota or department change reconciles Kueue at the next cycle
         kick.register(kick.Sender(wake.kick, wake.CHANNEL))  # the workloads layer asks through it
-        requested_types.register(gpu_types.offered)  # and learns a queue's GPU types through this
+        requested_types.register(gpu_types.observed)  # and learns what each fabric was seen to have

@@ -34,10 +34,8 @@ class Start:
 
 def starts(w: Workload, now: datetime) -> list[Start]:
     """The workload's targets, soonest start first (unknown last), each with when and why."""
-    fids = list(
-        QueueTarget.objects.filter(queue_id=w.queue_id).order_by("order", "pk").values_list("fabric", flat=True)
-    )
-    rows = {f.pk: f for f in Fabric.objects.filter(pk__in=fids, enabled=True)}
+    targets = QueueTarget.objects.filter(queue_id=w.queue_id, fabric__enabled=True).select_related("fabric")
+    rows = {t.fabric_id: t.fabric for t in targets.order_by("order", "pk")}  # its targets' fabrics, one query
     rooms = {fid: answer for fid, (_, answer) in live.fresh(now, live_since(now)).items() if fid in rows}
     if not rooms:
         return []  # nothing observed: the scheduler plans with declarations, and its reason says why it waits
@@ -48,7 +46,7 @@ def starts(w: Workload, now: datetime) -> list[Start]:
         gpu_type=str(getattr(w, "gpu_type", "") or ""),
     )  # fmt: skip
     found = []
-    for order, fid in enumerate(f for f in fids if f in fabrics):
+    for order, fid in enumerate(rows):
         when, why = expected_start(snapshot, job, fid)
         if not fabrics[fid].healthy:
             when, why = None, f"{fabrics[fid].name} does not answer now"

@@ -1,4 +1,4 @@
-"""A request may name a GPU type its queue's targets have (portal/worker/gpu_types.py); the API refuses any other,
+"""A request may name a GPU type its queue's targets have (portal/workloads/gpu_types.py); the API refuses any other,
 naming the field, and the scheduler skips targets without it (scheduler/soonest.py)."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from django.utils import timezone
 from fabrics.base import Resources
 from fabrics.live import Node, from_nodes
 from portal.queues.models import Fabric, Queue
-from portal.worker import gpu_types, live, snapshot
+from portal.worker import live, snapshot
+from portal.workloads import gpu_types
 from portal.workloads.models import Workload
 
 URL = "/api/v1/workloads/"

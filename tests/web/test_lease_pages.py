@@ -110,8 +110,9 @@ def test_a_running_lease_shows_its_end_and_an_idle_warning_while_it_applies(alic
 def test_the_workload_page_takes_a_fixed_number_of_queries(alice_client, alice, submit, django_assert_num_queries):
     w = notebook(submit, alice)
     alice_client.get(w.get_absolute_url())
-    # session, user, workload with its relations, events
-    with django_assert_num_queries(4):
+    # session, user, workload with its relations, events; and, while it waits, where it would start: its
+    # targets with their fabrics, and what those were last seen to have free (portal/worker/whereto.py)
+    with django_assert_num_queries(6):
         alice_client.get(w.get_absolute_url(), **HTMX)
 
 
