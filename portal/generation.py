@@ -1,5 +1,6 @@
 """The submit generation: one number that every statement writing a table a submit's context is read from moves,
-in its own transaction (PostgreSQL statement triggers: migration workloads 0013 lists the tables). What is read
+in its own transaction (PostgreSQL statement triggers: migration workloads 0013 lists the tables; 0016 leaves
+out what the worker observes of a fabric, its capacity and health, which no kept context reads). What is read
 under one generation may be used again while the generation is still that one (portal.workloads.context, the
 worker's settled settings). The rate limit reads it beside its count (portal.accounts.ratelimit), so a submit
 learns it in a statement it sends anyway.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from uuid import UUID
 
@@ -12,14 +11,14 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.decorators import action
-from rest_framework.exceptions import AuthenticationFailed, ParseError, PermissionDenied, ValidationError
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import access
 from portal.accounts import ratelimit
-from portal.api import auth
+from portal.api import auth, single_submit
 from portal.api.serializers import (
     BulkIn,
     BulkOut,
@@ -35,7 +34,6 @@ from portal.workloads.models import Workload
 from portal.workloads.states import State
 from portal.workloads.stats import queue_figures
 
-IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
 # Every error answer: {"errors": {"field": ["message", ...]}} (see portal.api.errors).
 MESSAGES = {"type": "array", "items": {"type": "string"}}
 ERRORS = {"type": "object", "properties": {"errors": {"type": "object", "additionalProperties": MESSAGES}}}
@@ -97,13 +95,6 @@ class ExtendIn(KnownFieldsOnly, serializers.Serializer[Any]):
 
 class Pagination(LimitOffsetPagination):
     max_limit = 1000  # a client's ?limit= goes into SQL's LIMIT: unbounded, a huge one is a database error
-
-
-def _count_refused(request: Request) -> None:
-    """A submission refused before it reaches the service still counts against the rate limit: once its token is
-    confirmed (auth.confirm), so that nothing is counted for a token that may no longer be used."""
-    auth.confirm(request)
-    ratelimit.Charge.of(request.user).count()
 
 
 class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
@@ -182,47 +173,13 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
     def create(self, request: Request) -> Response:
-        """Submit a workload. Repeating a request with the same Idempotency-Key returns the first one (200)."""
-        key = request.headers.get("Idempotency-Key")
-        if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
-            raise ValidationError({"Idempotency-Key": ["Use 1-200 printable ASCII characters."]})
-        # Counted against the rate limit by the submit itself (services.submit), or here when the body is bad.
-        # A token kept unconfirmed (auth.kept) is confirmed before anything else is counted
-        # or answered: by the submit's own statement, else by looking it up again (here, or in handle_exception).
+        """Submit a workload. Repeating a request with the same Idempotency-Key returns the first one (200).
+        Parse, submit, answer: the rules of each step are portal.api.single_submit's."""
         try:
-            try:
-                data = request.data
-            except ParseError:
-                _count_refused(request)
-                raise
-            try:
-                submitted = WorkloadIn.parse(data)
-            except ValidationError:
-                _count_refused(request)
-                raise
-            try:
-                workload, created = services.submit(
-                    request.user,
-                    submitted,
-                    idempotency_key=key,
-                    charge=ratelimit.Charge.of(request.user),
-                    unconfirmed=auth.unconfirmed(request),
-                )
-            except services.Unconfirmed:
-                auth.confirm(request)
-                workload, created = services.submit(
-                    request.user, submitted, idempotency_key=key, charge=ratelimit.Charge.of(request.user)
-                )
-        except ratelimit.RateLimited as limited:
-            return Response(
-                {"errors": {"detail": [str(limited)]}}, status=429, headers={"Retry-After": str(limited.retry_after)}
-            )
-        except services.SubmitRejected as rejected:
-            raise ValidationError(rejected.errors) from rejected
-        except services.QueueForbidden as forbidden:
-            raise PermissionDenied(str(forbidden)) from forbidden
-        except services.IdempotencyConflict as conflict:
-            return Response({"errors": {"Idempotency-Key": [str(conflict)]}}, status=422)
+            parsed = single_submit.parse(request)
+            workload, created = single_submit.submit(request, parsed)
+        except single_submit.REFUSALS as refused:
+            return single_submit.refusal(refused)
         if not created:
             return self._detail(workload.pk, status.HTTP_200_OK)
         # A new workload is answered from memory: its queue, team, owner and first event came with it.

@@ -33,10 +33,10 @@ from fabrics.cloud.base import CloudError, ErrorKind, LaunchRequest, Provider, P
 from fabrics.cloud.base import Instance as CloudInstance
 from portal.agents import services as agents
 from portal.agents.models import AgentHost, Claim
-from portal.burst import enrollment
+from portal.burst import enrollment, observe
 from portal.burst.models import BurstPool, Cooldown, Decision, Instance, InstanceType
+from portal.queues import capacity
 from portal.queues.models import Fabric, Queue, QueueTarget, Quota
-from portal.worker import capacity
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
 from scheduler import burst, reasons
@@ -247,7 +247,7 @@ def reclaimed(pool: BurstPool, rec: Instance, why: str, now: datetime) -> None:
     # work to capacity that is gone (it would wait there, dispatched, and no instance would start for it).
     fabric = Fabric.objects.filter(pk=pool.fabric_id).first()
     if fabric is not None:
-        capacity.observe(fabric, now)
+        observe.now(fabric, now)
     note(pool, Decision.Action.REPLACE, f"{reason}; its work goes back in line, and an instance starts again if "
          "work still waits", rec)  # fmt: skip
 

@@ -10,13 +10,12 @@ only adds nodes for pods that wait. Its answer still shows on the IT pages and s
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db.models import Q
 
-from fabrics.base import FabricError, Resources
-from fabrics.registry import fabric_class
+from fabrics.base import FabricError
+from portal.queues.capacity import FRESH_PERIODS, fresh, live_since, period, planned, queues_work
 from portal.queues.models import Fabric as FabricRow
 from portal.worker import live
 from portal.worker.connections import fabric_for
@@ -24,15 +23,11 @@ from portal.worker.health import set_health
 
 log = logging.getLogger("gridlane.worker")
 
-# An answer older than this many observation periods is stale: planning falls back to the declaration.
-FRESH_PERIODS = 3
+# What planning reads of an observation lives a layer down (portal.queues.capacity): the burst pools read it too.
+__all__ = ["FRESH_PERIODS", "fresh", "live_since", "observe", "observe_all", "period", "planned", "queues_work"]
 
 # When each fabric was last asked, answered or not: a fabric that fails is not asked again every cycle.
 _asked: dict[int, datetime] = {}
-
-
-def period() -> timedelta:
-    return timedelta(seconds=settings.GRIDLANE_CAPACITY_SECONDS)
 
 
 def observe_all(now: datetime) -> int:
@@ -75,34 +70,3 @@ def observe(row: FabricRow, now: datetime) -> bool:
     live.keep(row.pk, answer.free, now)
     set_health(row, healthy=answer.healthy, detail="" if answer.healthy else answer.detail)
     return True
-
-
-def live_since(now: datetime) -> datetime:
-    """The oldest observation of what is free (portal/worker/live.py) that planning still reads."""
-    return now - FRESH_PERIODS * period()
-
-
-def fresh(row: FabricRow, now: datetime) -> bool:
-    """Whether the fabric's last answer is recent enough to plan with."""
-    return row.observed_at is not None and now - row.observed_at <= FRESH_PERIODS * period()
-
-
-def queues_work(kind: str) -> bool:
-    """Whether fabrics of this kind hold work that does not fit yet in a queue of their own."""
-    try:
-        return bool(getattr(fabric_class(kind), "queues_work", False))
-    except (KeyError, ValueError):
-        return False
-
-
-def planned(row: FabricRow, now: datetime) -> Resources:
-    """The capacity to plan with: the declaration, lowered per resource to a fresh answer, never raised."""
-    declared = row.capacity
-    observed = row.observed
-    if observed is None or not fresh(row, now) or queues_work(row.kind):
-        return declared
-    return Resources(
-        min(declared.gpus_milli, observed.gpus_milli),
-        min(declared.cpus_milli, observed.cpus_milli),
-        min(declared.memory_mib, observed.memory_mib),
-    )

@@ -186,6 +186,36 @@ def _read(view: View | None, name: str, fetch: Callable[[], Any]) -> Any:
     return view[name]
 
 
+# What the worker observes of a fabric (capacity, health): its writes move no generation (migration workloads 0016).
+OBSERVED = (
+    "healthy",
+    "health_detail",
+    "observed_gpus_milli",
+    "observed_cpus_milli",
+    "observed_memory_mib",
+    "observed_at",
+    "observed_detail",
+)
+
+
+def _fabrics(view: View | None) -> list[Fabric]:
+    """The enabled fabrics: the rows kept under the view's generation, with what was observed of them read afresh
+    (one statement) where they were kept, since an observation moves no generation."""
+    kept = view is not None and "fabrics" in view
+    rows: list[Fabric] = _read(
+        view, "fabrics", lambda: _FABRICS.run("enabled", lambda: Fabric.objects.filter(enabled=True))
+    )
+    if kept:
+        observed = {
+            pk: values
+            for pk, *values in Fabric.objects.filter(pk__in=[f.pk for f in rows]).values_list("pk", *OBSERVED)
+        }
+        for f in rows:
+            for name, value in zip(OBSERVED, observed.get(f.pk, ()), strict=False):
+                setattr(f, name, value)
+    return rows
+
+
 KEPT = Kept()  # the worker's: one admission at a time (the scheduling-cycle lock), and a miss costs only time
 
 
@@ -224,7 +254,7 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
     `candidates`: the slice of each team's queue and tier it considers (see pending_candidates)."""
     view = SETTLED.view()
     # Each fabric as it is now: what IT declared, lowered to what it last reported (capacity.planned).
-    rows = _read(view, "fabrics", lambda: _FABRICS.run("enabled", lambda: Fabric.objects.filter(enabled=True)))
+    rows = _fabrics(view)
     fabrics = {
         f.pk: model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity) for f in rows
     }

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework.exceptions import ValidationError
 
-from portal.api.serializers import BulkItemIn, WorkloadIn, common, request_of
+from portal.api.fast_parse import validated as common
+from portal.api.serializers import BulkItemIn, WorkloadIn, request_of
 
 # What a client may put in each field: its plain kind, and the kinds the serializer turns into it or refuses.
 texts = st.text(max_size=12) | st.sampled_from(["", "   ", "gpu-queue", " batch ", "a\x00b", "\ud800", "x" * 210])
@@ -56,8 +57,8 @@ def test_the_kept_parser_answers_as_a_new_serializer_would(first, second):
         assert kept(body, BulkItemIn) == fresh(body, BulkItemIn)
 
 
-# Bodies of the common shape (WorkloadIn's `common`), and ones a step away from it: each value plain, or of a kind
-# the serializer turns into it, or one it refuses.
+# Bodies of the common shape (fast_parse.validated takes them), and ones a step away from it: each value plain,
+# or of a kind the serializer turns into it, or one it refuses.
 plain_texts = st.text(alphabet=st.characters(max_codepoint=127), max_size=12) | st.sampled_from(
     ["gpu-queue", "a b", " padded", "trailing\t", "", "x" * 51, "x" * 201, "naïve", "a\x00b", "\ud800"]
 )

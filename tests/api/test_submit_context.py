@@ -335,3 +335,40 @@ def test_the_insert_that_counts_kicks_the_worker_only_when_it_records(api_as, al
             if note.payload == "marker":
                 break
     assert heard == [wake.ADMIT, wake.ADMIT, "marker"]
+
+
+capacity_migration = importlib.import_module(
+    "portal.workloads.migrations.0016_capacity_observations_move_no_generation"
+)
+
+
+def test_a_capacity_observation_moves_no_generation_and_what_a_context_reads_still_does(alice):
+    """The worker writes what it observes of a fabric every GRIDLANE_CAPACITY_SECONDS; no kept context reads it, so
+    it leaves the generation (and every kept context) as it was. A queue, a quota, a token or what IT declares of a
+    fabric still moves it."""
+    from portal.accounts.models import ApiToken
+
+    token = ApiToken.objects.filter(user=alice).first() or ApiToken.objects.create(user=alice, name="t", digest="d")
+    before = generation()
+    Fabric.objects.filter(name="local").update(
+        observed_gpus_milli=1000, observed_cpus_milli=1000, observed_memory_mib=1024,
+        observed_at=timezone.now(), observed_detail="2 nodes up",
+    )  # fmt: skip
+    Fabric.objects.filter(name="local").update(healthy=False, health_detail="down")
+    assert generation() == before
+    for change in (
+        lambda: Queue.objects.filter(slug="train").update(description="moved"),
+        lambda: Quota.objects.filter(group__slug="vision").update(gpu_limit_milli=1000),
+        lambda: ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now()),
+        lambda: Fabric.objects.filter(name="local").update(gpus_milli=3000),
+    ):
+        before = generation()
+        change()
+        assert generation() > before
+
+
+def test_every_column_of_a_fabric_is_declared_or_observed():
+    """A new column of queues_fabric is sorted into what moves the generation or what does not (migration 0016)."""
+    columns = {f.column for f in Fabric._meta.concrete_fields}
+    assert columns == set(capacity_migration.DECLARED) | set(capacity_migration.OBSERVED)
+    assert not set(capacity_migration.DECLARED) & set(capacity_migration.OBSERVED)

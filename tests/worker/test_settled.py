@@ -34,8 +34,8 @@ def statements(at: Any = None) -> int:
 
 def test_a_build_with_nothing_configured_changed_leaves_seven_reads_out(cast):
     first = statements()  # the generation, then what IT configures in seven reads, then the work
-    again = statements()  # the generation, then the work
-    assert again == first - 7
+    again = statements()  # the generation, what was observed of the kept fabrics (one read), then the work
+    assert again == first - 7 + 1
     assert statements() == again
 
 
@@ -49,6 +49,23 @@ def _vision() -> ResourceGroup:
 
 def _train(snap: Any) -> Any:
     return next(q for q in snap.queues.values() if q.slug == "train")
+
+
+def test_an_observation_of_a_fabric_moves_no_generation_and_the_next_build_plans_with_it(cast):
+    """The capacity step's write (and the health flag) moves no generation, so the kept rows stay kept; the build
+    reads what was observed afresh (snapshot.OBSERVED) and plans with it."""
+    build()
+    generation = context.read_generation()
+    now = timezone.now()
+    Fabric.objects.filter(name="local").update(
+        observed_gpus_milli=0, observed_cpus_milli=0, observed_memory_mib=0, observed_at=now, observed_detail="x"
+    )
+    Fabric.objects.filter(name="local").update(healthy=False, health_detail="down")
+    assert context.read_generation() == generation
+    snap = build(now)
+    assert context.read_generation() == generation
+    assert snap.fabrics[_local().pk].capacity.gpus_milli == 0
+    assert not snap.fabrics[_local().pk].healthy
 
 
 # Each change, and what the next build must show of it.

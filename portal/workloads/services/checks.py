@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from portal import access, sql, words
-from portal.code import services as code_travel
 from portal.queues import tiers
 from portal.queues.models import WorkloadKind
+from portal.workloads import code_rules as code_travel
 from portal.workloads import gpu_types, limits, native
 from portal.workloads.models import Workload
 from portal.workloads.services.entitlement import SubmitContext, submit_context
