@@ -59,7 +59,11 @@ ANY = OpenApiResponse(OpenApiTypes.OBJECT)
 class KindList(APIView):
     permission_classes = [permissions.IsAuthenticated, IsIT]
 
-    @extend_schema(summary="Every object of one kind of policy (IT)", responses={200: ANY, 403: ANY, 404: ANY})
+    @extend_schema(
+        operation_id="admin_list",
+        summary="Every object of one kind of policy (IT)",
+        responses={200: ANY, 403: ANY, 404: ANY},
+    )
     def get(self, request: Request, kind: str) -> Response:
         found = _kind(kind)
         if found is None:
@@ -67,7 +71,7 @@ class KindList(APIView):
         items = [changes.shown(found, obj) for obj in found.queryset()]
         return Response({"items": sorted(items, key=lambda i: i["key"])})
 
-    @extend_schema(summary="Create a policy object (IT)", request=OpenApiTypes.OBJECT,
+    @extend_schema(operation_id="admin_create", summary="Create a policy object (IT)", request=OpenApiTypes.OBJECT,
                    responses={201: ANY, 400: ANY, 403: ANY, 404: ANY})  # fmt: skip
     def post(self, request: Request, kind: str) -> Response:
         found = _kind(kind)
@@ -87,7 +91,9 @@ class KindList(APIView):
 class KindItem(APIView):
     permission_classes = [permissions.IsAuthenticated, IsIT]
 
-    @extend_schema(summary="One policy object (IT)", responses={200: ANY, 403: ANY, 404: ANY})
+    @extend_schema(
+        operation_id="admin_retrieve", summary="One policy object (IT)", responses={200: ANY, 403: ANY, 404: ANY}
+    )
     def get(self, request: Request, kind: str, key: str) -> Response:
         found = _kind(kind)
         obj = found.get(key) if found is not None else None
@@ -95,17 +101,22 @@ class KindItem(APIView):
             return _missing("object")
         return _answer(found, obj)
 
-    @extend_schema(summary="Change the fields given (IT)", request=OpenApiTypes.OBJECT,
+    @extend_schema(operation_id="admin_partial_update", summary="Change the fields given (IT)",
+                   request=OpenApiTypes.OBJECT,
                    responses={200: ANY, 400: ANY, 404: ANY, 409: ANY, 428: ANY})  # fmt: skip
     def patch(self, request: Request, kind: str, key: str) -> Response:
         return self._change(request, kind, key, partial=True)
 
-    @extend_schema(summary="Replace the object's fields (IT)", request=OpenApiTypes.OBJECT,
+    @extend_schema(operation_id="admin_update", summary="Replace the object's fields (IT)", request=OpenApiTypes.OBJECT,
                    responses={200: ANY, 400: ANY, 404: ANY, 409: ANY, 428: ANY})  # fmt: skip
     def put(self, request: Request, kind: str, key: str) -> Response:
         return self._change(request, kind, key, partial=False)
 
-    @extend_schema(summary="Delete the object (IT)", responses={204: None, 400: ANY, 404: ANY, 409: ANY, 428: ANY})
+    @extend_schema(
+        operation_id="admin_destroy",
+        summary="Delete the object (IT)",
+        responses={204: None, 400: ANY, 404: ANY, 409: ANY, 428: ANY},
+    )
     def delete(self, request: Request, kind: str, key: str) -> Response:
         found = _kind(kind)
         if found is None:
