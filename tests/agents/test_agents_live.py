@@ -162,6 +162,9 @@ def test_a_notebook_on_an_agent_host_reports_its_jupyter_and_opens_through_the_p
     from tests.connect.serving import session_cookie
 
     settings.GRIDLANE_PUBLIC_URL = live_server.url  # where the job reports (the agent's own server)
+    # The test's agent hosts all run on this machine, so their servers are on loopback: IT lists it, as a site
+    # lists its compute network (an agent host's name is no address the portal can resolve here).
+    settings.GRIDLANE_CONNECT_NETWORKS = ["127.0.0.0/8"]
     Queue.objects.filter(slug="gpu-a").update(kinds=["notebook", "training"])
     online_already(hosts)
     notebook = submit(alice, queue="gpu-a", kind="notebook", name="on-a-host", command="")

@@ -3,12 +3,31 @@ beside the field, and the recent messages shown with how they went."""
 
 from __future__ import annotations
 
+import socket
+
+import pytest
+
 from portal.notify.models import Notification, Preference
 from tests.browser.conftest import screenshot
 from tests.browser.test_pages_dashboard import signed_in
 
 
-def test_a_person_turns_on_notifications_and_sees_how_they_went(browser_page, gridlane, cast, submit):
+@pytest.fixture
+def hooks_host(monkeypatch, settings):
+    """hooks.example, the site's chat service, on an inner network IT lists for webhooks (nothing resolves names
+    here, and nothing is sent: no worker runs)."""
+    settings.GRIDLANE_NOTIFY_WEBHOOK_HOSTS = ["hooks.example", "10.99.0.0/16"]
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host == "hooks.example":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.99.0.7", port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def test_a_person_turns_on_notifications_and_sees_how_they_went(browser_page, gridlane, cast, submit, hooks_host):
     page = browser_page
     alice = cast["alice"]
     signed_in(page, gridlane, alice)

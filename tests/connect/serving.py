@@ -56,6 +56,9 @@ def _asgi_portal(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
         "GRIDLANE_CONNECT_DECISION_S": "0",  # each request decided afresh: tests change access between requests
         "GRIDLANE_CONNECT_TIMEOUT_S": "3",
         "GRIDLANE_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        # Every test job's server runs on this machine, whatever its fabric: IT lists loopback for them, as a
+        # site lists its compute network (which addresses pass on whose word: tests/connect/test_reach.py).
+        "GRIDLANE_CONNECT_NETWORKS": "127.0.0.0/8",
         "PYTHONPATH": str(ROOT),
     }
     log = (tmp_path_factory.mktemp("asgi") / "uvicorn.log").open("wb")
