@@ -46,7 +46,7 @@ def _seed() -> tuple[Any, Any, int]:
     now = timezone.now()
     started = now - timedelta(days=DAYS)
     w = Workload.objects.create(
-        id=uuid.uuid4(), owner=owner, group=ResourceGroup.objects.get(slug="vision"), queue=Queue.objects.first(),
+        id=uuid.uuid4(), owner=owner, group=ResourceGroup.objects.get(slug="vision"), queue=Queue.objects.all()[0],
         kind="training", name="week-long-8-gpus", command="true", gpus_milli=GPUS * 1000, cpus_milli=32000,
         memory_mib=256000, runtime_limit_s=8 * 86400, state=State.RUNNING, submitted_at=started,
         admitted_at=started, started_at=started, host=NODE,
