@@ -152,6 +152,9 @@ class JobStatus:
     # Its GPUs' mean utilisation (0-100) now, where the fabric measures it (Kubernetes with DCGM through
     # Prometheus); None where it does not: no data, never 0 or 100.
     gpu_utilisation: float | None = None
+    # Its CPUs' utilisation (0-100 of the CPUs it requested) now, where the fabric measures it (Kubernetes with
+    # cAdvisor through Prometheus); None where it does not.
+    cpu_utilisation: float | None = None
     # Notebooks: when the server last saw use (kernel, terminal or API activity), by its own status API;
     # None where the fabric cannot tell, and then nothing is ever stopped for being idle.
     last_activity: datetime | None = None

@@ -23,6 +23,7 @@ from typing import Any
 
 METRIC = "DCGM_FI_DEV_GPU_UTIL"  # percent; whole GPUs only
 PROFILING = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # a ratio 0-1; whole GPUs and MIG instances
+OTHER = "gridlane_series"  # the label that marks another reading joined to the same query (not a device)
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -37,9 +38,11 @@ def query_for(namespace: str) -> str:
     return f"{{{names},namespace={quoted}}} or {{{names},exported_namespace={quoted}}}"
 
 
-def ask(base_url: str, namespace: str, timeout: float) -> list[Mapping[str, Any]]:
-    """The query's result vector; PrometheusError when there is none in time."""
-    url = base_url.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode({"query": query_for(namespace)})
+def ask(base_url: str, namespace: str, timeout: float, also: str = "") -> list[Mapping[str, Any]]:
+    """The query's result vector (with `also`'s series, another PromQL expression joined by `or`, in the same
+    answer); PrometheusError when there is none in time."""
+    query = query_for(namespace) + (f" or {also}" if also else "")
+    url = base_url.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode({"query": query})
     try:
         with _DIRECT.open(url, timeout=timeout) as answer:
             body = json.loads(answer.read(8 * 1024 * 1024))
@@ -64,6 +67,8 @@ def by_pod(result: Sequence[Mapping[str, Any]], namespace: str) -> dict[str, flo
             continue
         pod = metric.get("exported_pod") or metric.get("pod")
         where = metric.get("exported_namespace") or metric.get("namespace")
+        if OTHER in metric:
+            continue  # another series of the same answer (fabrics.kubernetes.cadvisor's CPU)
         is_profiled = metric.get("__name__") == PROFILING
         try:
             utilisation = float(value[1]) * (100 if is_profiled else 1)

@@ -35,7 +35,7 @@ from fabrics.base import (
     Resources,
     TemplateError,
 )
-from fabrics.kubernetes import arrays, dcgm, free, home, kueue, kueue_reconcile, parse, render, teams, tenancy
+from fabrics.kubernetes import arrays, cadvisor, dcgm, free, home, kueue, kueue_reconcile, parse, render, teams, tenancy
 from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
 from fabrics.kubernetes.render import Manifests
 from fabrics.kubernetes.settings import KubeSettings
@@ -267,20 +267,32 @@ class KubernetesFabric(Batched):
         return statuses
 
     def _with_utilisation(self, statuses: dict[str, JobStatus]) -> dict[str, JobStatus]:
-        """Running jobs' GPU utilisation from the site's Prometheus (DCGM), one query for all of them; as they
-        were (no data) when the fabric names no Prometheus, or it does not answer in time."""
+        """Running jobs' GPU utilisation (DCGM) and CPU utilisation (cAdvisor) from the site's Prometheus, one
+        query for all of them; as they were (no data) when the fabric names no Prometheus, or it does not answer
+        in time."""
         running = [name for name, status in statuses.items() if status.state is JobState.RUNNING]
         if not self.settings.prometheus_url or not running:
             return statuses
         try:
-            result = dcgm.ask(self.settings.prometheus_url, self.namespace, min(5.0, self.settings.request_timeout_s))
+            result = dcgm.ask(
+                self.settings.prometheus_url,
+                self.namespace,
+                min(5.0, self.settings.request_timeout_s),
+                also=cadvisor.query_for(self.namespace),
+            )
         except dcgm.PrometheusError as error:
             log.info("%s: no GPU utilisation this time: %s", self.config.name, error)
             return statuses
         utilisation = dcgm.by_pod(result, self.namespace)
+        cores = cadvisor.by_pod(result, self.namespace)
         for name in running:
-            pods = [p["metadata"]["name"] for p in self._pods.get(name, [])]
-            statuses[name] = replace(statuses[name], gpu_utilisation=dcgm.of_job(utilisation, pods))
+            mine = self._pods.get(name, [])
+            pods = [p["metadata"]["name"] for p in mine]
+            statuses[name] = replace(
+                statuses[name],
+                gpu_utilisation=dcgm.of_job(utilisation, pods),
+                cpu_utilisation=cadvisor.of_job(cores, mine),
+            )
         return statuses
 
     def cancel(self, external_id: str) -> None:

@@ -45,9 +45,10 @@ from fabrics.base import (
     TemplateError,
     TierHints,
 )
-from fabrics.pbs import directives, native, parse
+from fabrics.pbs import directives, native, parse, sampling
 from fabrics.pbs import free as live
 from fabrics.pbs.render import FLAVORS, Options, render
+from fabrics.slurm import sampling as slurm_sampling
 from fabrics.slurm.directives import DirectiveError
 from fabrics.ssh import batch, notebook, runas
 from fabrics.ssh.scripts import PATH, TEMPLATE_NAMES, WORD, split_template
@@ -165,6 +166,7 @@ class PbsFabric(Batched):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError("settings.min_uid: the lowest uid a job may run as (system accounts sit below), e.g. 1000")
         notebook.check_connect_via(settings)
+        slurm_sampling.check_tools_path(settings.get("gpu_tools_path", ""))
 
     def render(self, job: JobSpec) -> str:
         if job.script:  # the user's own script: written as it is, Gridlane's options on qsub's command line
@@ -376,6 +378,21 @@ class PbsFabric(Batched):
                 text += "\n"
             text += "--- stderr ---\n" + err
         return text
+
+    def start_sampler(self, external_id: str, nodes: int, env: Mapping[str, str], secret: str) -> None:
+        """The GPU sampler beside a running job on every node, as its owner, where this PBS is Slurm's Torque
+        wrappers (fabrics.pbs.sampling); FabricError naming what is missing elsewhere (the job is never touched)."""
+        try:
+            tools = self.config.settings.get("gpu_tools_path", "")
+            srun = self._bin("srun")
+            step = slurm_sampling.srun_argv(srun, external_id, nodes, slurm_sampling.with_tools(env, tools))
+        except ValueError as error:
+            raise FabricError(str(error), retryable=False) from error
+        launch = slurm_sampling.launch_argv(self._as_owner(external_id, step))
+        result = self.ssh.run(sampling.probe_argv(self._bin("qsub"), srun, launch), stdin=secret + "\n")
+        if not result.ok or slurm_sampling.STARTED not in result.stdout:
+            refused = runas.error(result.stderr)
+            raise refused or FabricError(slurm_sampling.reason(result.stderr, result.status), retryable=False)
 
     def capacity(self) -> Capacity:
         """What IT declared, healthy while the PBS server answers `qstat -Q`."""

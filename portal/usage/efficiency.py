@@ -21,8 +21,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Case, Exists, F, FloatField, IntegerField, Max, OuterRef, Subquery, Value, When
-from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, TruncDay
+from django.db import connection
+from django.db.models import (
+    Avg,
+    Case,
+    DateTimeField,
+    Exists,
+    F,
+    FloatField,
+    IntegerField,
+    Max,
+    OuterRef,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast, Extract, ExtractHour, ExtractMinute, Floor, TruncDay
 
 from portal.usage.models import SamplerStart, UsageGpuSample, UsageSample, UsageSummary
 from portal.usage.samples import CPU_IDLE_BELOW, IDLE_BELOW
@@ -219,6 +233,21 @@ def _window_start(at: datetime, window: timedelta) -> datetime:
     return day + ((at - day) // window) * window
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _day_and_slot(window: timedelta) -> tuple[Any, Any]:
+    """The grouping of a row's `at` into its window: the window's day and number within the day. Where the window
+    divides a day (windows never straddle midnight) and the database is PostgreSQL, one cheap expression, the
+    window's number since the epoch (day: the epoch), instead of three time-zone conversions a row; the same
+    windows either way."""
+    seconds = int(window.total_seconds())
+    if connection.vendor == "postgresql" and seconds > 0 and 86400 % seconds == 0:
+        since_epoch = Cast(Floor(Extract("at", "epoch") / Value(float(seconds))), IntegerField())
+        return Value(EPOCH, output_field=DateTimeField()), since_epoch
+    return TruncDay("at", tzinfo=UTC), _slot(window)
+
+
 def _slot(window: timedelta) -> Any:
     minutes = int(window.total_seconds() // 60)
     since_midnight = ExtractHour("at", tzinfo=UTC) * 60 + ExtractMinute("at", tzinfo=UTC)
@@ -236,9 +265,10 @@ def _series(w: Workload, start: datetime, until: datetime, window: timedelta) ->
         output_field=FloatField(),
     )
     nothing = Value(None, output_field=FloatField())
+    day, slot = _day_and_slot(window)
     gpus = (
         UsageGpuSample.objects.filter(workload_id=w.pk, at__gte=start, at__lt=until)
-        .annotate(day=TruncDay("at", tzinfo=UTC), slot=_slot(window))
+        .annotate(day=day, slot=slot)
         .values("node", "gpu", "day", "slot")
         .annotate(a=Avg("utilisation"), b=nothing, c=nothing, peak=Max("memory_mib"))
         .values_list("node", "gpu", "day", "slot", "a", "b", "c", "peak")
@@ -246,7 +276,7 @@ def _series(w: Workload, start: datetime, until: datetime, window: timedelta) ->
     )
     whole = (
         UsageSample.objects.filter(workload_id=w.pk, at__gte=start, at__lt=until)
-        .annotate(day=TruncDay("at", tzinfo=UTC), slot=_slot(window), n=Value(""), g=Value(WHOLE))
+        .annotate(day=day, slot=slot, n=Value(""), g=Value(WHOLE))
         .values("n", "g", "day", "slot")
         .annotate(a=Avg("gpu_utilisation"), b=Avg(share), c=Avg("cpu_utilisation"), peak=Max("memory_mib"))
         .values_list("n", "g", "day", "slot", "a", "b", "c", "peak")

@@ -372,10 +372,13 @@ def _values(statement: str, rows: list[tuple[Any, ...]]) -> tuple[str, list[Any]
     return head + "VALUES " + ", ".join([one] * len(rows)), [value for row in rows for value in row]
 
 
-def from_fabric(w: Workload, utilisation: float, now: datetime) -> bool:
-    """Keep the fabric's own measure of a running workload's GPUs (Kubernetes: DCGM through Prometheus, read by
-    sync), at most one per interval like a job's; False when it is not its turn. No query when the workload in
-    hand says it is not (sync sees every running workload every cycle)."""
+def from_fabric(w: Workload, utilisation: float | None, now: datetime, cpu: float | None = None) -> bool:
+    """Keep the fabric's own measure of a running workload's GPUs and CPUs (Kubernetes: DCGM and cAdvisor
+    through Prometheus, read by sync), at most one per interval like a job's; False when it is not its turn or
+    there is nothing to keep. No query when the workload in hand says it is not (sync sees every running workload
+    every cycle). Idle is judged on both, as on Slurm: GPUs *and* CPUs under their thresholds."""
+    if utilisation is None and cpu is None:
+        return False
     interval = timedelta(seconds=settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S)
     if w.last_sample_at is not None and w.last_sample_at > now - interval:
         return False
@@ -389,7 +392,8 @@ def from_fabric(w: Workload, utilisation: float, now: datetime) -> bool:
     w.last_sample_at = now
     UsageSample.objects.create(
         workload_id=w.pk, at=now, source=UsageSample.Source.FABRIC, gpus_milli=w.gpus_milli * w.nodes,
-        gpu_utilisation=max(0.0, min(100.0, utilisation)),
+        gpu_utilisation=None if utilisation is None else max(0.0, min(100.0, utilisation)),
+        cpu_utilisation=None if cpu is None else max(0.0, min(100.0, cpu)),
     )  # fmt: skip
     return True
 

@@ -6,9 +6,10 @@ per run of the workload. A SamplerStart row is written before the fabric is aske
 dies between the two never starts a second sampler in the same job) and says afterwards whether it started, or
 why not. A sampler that could not start leaves the job untouched and its use "unknown", with that reason.
 
-Where a fabric cannot start a process inside a running job from outside it (PBS, whose qsub has no step to add
-to a running job: on such a cluster the node's own agent samples), the reason says so. One query finds the
-due workloads, at most MAX_PER_CYCLE a cycle (each start is one SSH round trip).
+PBS joins the job the same way where it is Slurm's Torque wrappers (fabrics.pbs.sampling); any other PBS cannot
+start a process inside a running job from outside it (pbsdsh works only inside the job), and its reason names
+the missing piece: Gridlane's agent on the cluster's nodes. A fabric with no way at all says so (NO_STEP).
+One query finds the due workloads, at most MAX_PER_CYCLE a cycle (each start is one SSH round trip).
 """
 
 from __future__ import annotations

@@ -173,8 +173,8 @@ def _record_ends(row: FabricRow, workloads: list[Workload], statuses: dict[str, 
         status = statuses.get(w.external_id)
         if status is None or w.state != State.RUNNING or not status.state.finished:
             continue
-        if status.gpu_utilisation is not None:
-            samples.from_fabric(w, status.gpu_utilisation, timezone.now())  # its last reading, as _follow takes it
+        if status.gpu_utilisation is not None or status.cpu_utilisation is not None:  # its last reading
+            samples.from_fabric(w, status.gpu_utilisation, timezone.now(), status.cpu_utilisation)
         new = FINAL[status.state]
         ends.append(services.End(w, new, _end_reason(row, w, status, new), status.exit_code, status.finished_at,
                                  fabric_tail(row, w, final=True), status.host or w.host))  # fmt: skip
@@ -196,8 +196,8 @@ def _follow(row: FabricRow, w: Workload, status: JobStatus, budget: jupyter.Budg
         return _follow_preempted(row, w, status)
     if status.endpoint is not None and status.endpoint != notebook_endpoint.stored(w):
         notebook_endpoint.record(w, status.endpoint)  # the local fabric's notebooks: found by its poll
-    if status.gpu_utilisation is not None and state == State.RUNNING:
-        samples.from_fabric(w, status.gpu_utilisation, timezone.now())  # Kubernetes: DCGM through Prometheus
+    if (status.gpu_utilisation is not None or status.cpu_utilisation is not None) and state == State.RUNNING:
+        samples.from_fabric(w, status.gpu_utilisation, timezone.now(), status.cpu_utilisation)  # Kubernetes
     if status.state == JobState.RUNNING and state == State.DISPATCHING:
         return _started(row, w, status)
     if status.state == JobState.RUNNING and state == State.RUNNING and w.kind == WorkloadKind.NOTEBOOK:

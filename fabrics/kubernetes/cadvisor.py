@@ -1,0 +1,90 @@
+"""CPU utilisation of Gridlane's pods from the site's Prometheus, which scrapes the kubelets' cAdvisor.
+
+Read in the same instant query as the GPUs (fabrics.kubernetes.dcgm): the rate of cAdvisor's
+`container_cpu_usage_seconds_total` between its last two scrapes in the window (`irate`: cores in use now, a
+reading of the moment like DCGM's gauges; the idle windows average the readings), summed by namespace, pod and
+container, under either spelling of the labels (`exported_*` where Prometheus's own target labels already use
+the names), each marked with the label `gridlane_series="cpu"`, which is how they are told from the DCGM series
+of the same answer. cAdvisor's pod-level series (no container) and the pause container (`POD`) are left out, so
+each container counts once.
+
+A job's CPU utilisation is the cores its reporting pods' containers use against the CPUs those pods request
+(their containers' requests, else limits, as Kubernetes defaults them), 0-100. A job none of whose pods report,
+or whose pods request no CPU, has no data (None), never 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from fabrics.kubernetes.dcgm import OTHER
+from fabrics.kubernetes.parse import quantity
+
+METRIC = "container_cpu_usage_seconds_total"
+WINDOW = "2m"  # room for two scrapes at the usual 30 s interval, and a missed one
+MARK = "cpu"  # the value of dcgm.OTHER on these series
+SKIPPED_CONTAINERS = frozenset({"", "POD"})
+
+
+def query_for(namespace: str) -> str:
+    """The PromQL: cores in use by each container in the namespace, under either spelling of its labels."""
+    quoted = json.dumps(namespace)  # a PromQL string literal is JSON-compatible for these characters
+    by = "namespace, pod, container, exported_namespace, exported_pod, exported_container"
+    plain = f"sum by ({by}) (irate({METRIC}{{namespace={quoted}}}[{WINDOW}]))"
+    exported = f"sum by ({by}) (irate({METRIC}{{exported_namespace={quoted}}}[{WINDOW}]))"
+    return f'label_replace({plain} or {exported}, "{OTHER}", "{MARK}", "", "")'
+
+
+def by_pod(result: Sequence[Mapping[str, Any]], namespace: str) -> dict[str, float]:
+    """Cores in use by each pod of the namespace (its containers summed); series without the mark (DCGM's) and
+    series that cannot be read are left out."""
+    cores: defaultdict[str, float] = defaultdict(float)
+    for series in result:
+        metric = series.get("metric") if isinstance(series, Mapping) else None
+        value = series.get("value") if isinstance(series, Mapping) else None
+        if not isinstance(metric, Mapping) or not isinstance(value, list) or len(value) != 2:
+            continue
+        pod = metric.get("exported_pod") or metric.get("pod")
+        where = metric.get("exported_namespace") or metric.get("namespace")
+        container = metric.get("exported_container", metric.get("container", ""))
+        try:
+            used = float(value[1])
+        except (TypeError, ValueError):
+            continue
+        if metric.get(OTHER) != MARK or not pod or where != namespace or container in SKIPPED_CONTAINERS:
+            continue
+        if not math.isfinite(used) or used < 0:
+            continue
+        cores[str(pod)] += used
+    return dict(cores)
+
+
+def requested_cores(pod: Mapping[str, Any]) -> float:
+    """The CPUs a pod requests: its containers' requests, each else its limit (0 where neither says)."""
+    total = Decimal(0)
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        amount = (resources.get("requests") or {}).get("cpu") or (resources.get("limits") or {}).get("cpu") or 0
+        try:
+            total += quantity(amount)
+        except (InvalidOperation, ValueError, TypeError):
+            continue
+    return float(total)
+
+
+def of_job(cores: Mapping[str, float], pods: Sequence[Mapping[str, Any]]) -> float | None:
+    """A job's CPU utilisation (0-100): the cores its reporting pods use against the CPUs they request."""
+    used, requested = 0.0, 0.0
+    for pod in pods:
+        name = (pod.get("metadata") or {}).get("name", "")
+        if name in cores:
+            used += cores[name]
+            requested += requested_cores(pod)
+    if requested <= 0:
+        return None
+    return min(100.0, 100.0 * used / requested)
