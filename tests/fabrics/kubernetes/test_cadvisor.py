@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from fabrics.base import JobState
-from fabrics.kubernetes import cadvisor
+from fabrics.kubernetes import cadvisor, dcgm
 from tests.conftest import wait_until
 from tests.deploy.helpers import free_port
 from tests.fabrics.kubernetes.conftest import NAMESPACE, connect, spec
 from tests.fabrics.kubernetes.test_dcgm import _ready, queries_served
 from tests.fabrics.kubernetes.test_fabric import status_when
 
-CPU = cadvisor.OTHER
+CPU = dcgm.OTHER
 T0 = 1_700_000_000.0  # the counters' zero; a sample at time t reads cores * (t - T0)
 
 # As the kubelet's /metrics/cadvisor writes them: the pod-level cgroup (container ""), the pause container

@@ -90,6 +90,7 @@ def test_a_pbs_whose_qsub_is_not_slurm_s_keeps_the_use_unknown_naming_the_agent(
     w = running_native(pbs, alice, submit, pbs.config.settings, request, shared_dir)
     (shared_dir / "qsub").write_text("#!/bin/sh\necho 'OpenPBS qsub'\n")  # another PBS's qsub, no srun beside it
     (shared_dir / "qsub").chmod(0o755)
+    assert w.fabric_id is not None
     Fabric.objects.filter(pk=w.fabric_id).update(settings=pbs.config.settings | {"bin_dir": str(shared_dir)})
     assert samplers.step(timezone.now()) | {"summaries": 0} == {"started": 0, "unknown": 1, "summaries": 0}
     start = SamplerStart.objects.get(workload=w)
