@@ -15,14 +15,13 @@ or whose pods request no CPU, has no data (None), never 0.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from fabrics.kubernetes.dcgm import OTHER
+from fabrics.kubernetes.dcgm import OTHER, Namespaces, matcher, names_of
 from fabrics.kubernetes.parse import quantity
 
 METRIC = "container_cpu_usage_seconds_total"
@@ -31,18 +30,18 @@ MARK = "cpu"  # the value of dcgm.OTHER on these series
 SKIPPED_CONTAINERS = frozenset({"", "POD"})
 
 
-def query_for(namespace: str) -> str:
-    """The PromQL: cores in use by each container in the namespace, under either spelling of its labels."""
-    quoted = json.dumps(namespace)  # a PromQL string literal is JSON-compatible for these characters
+def query_for(namespaces: Namespaces) -> str:
+    """The PromQL: cores in use by each container in the namespaces, under either spelling of its labels."""
     by = "namespace, pod, container, exported_namespace, exported_pod, exported_container"
-    plain = f"sum by ({by}) (irate({METRIC}{{namespace={quoted}}}[{WINDOW}]))"
-    exported = f"sum by ({by}) (irate({METRIC}{{exported_namespace={quoted}}}[{WINDOW}]))"
+    plain = f"sum by ({by}) (irate({METRIC}{{{matcher('namespace', namespaces)}}}[{WINDOW}]))"
+    exported = f"sum by ({by}) (irate({METRIC}{{{matcher('exported_namespace', namespaces)}}}[{WINDOW}]))"
     return f'label_replace({plain} or {exported}, "{OTHER}", "{MARK}", "", "")'
 
 
-def by_pod(result: Sequence[Mapping[str, Any]], namespace: str) -> dict[str, float]:
-    """Cores in use by each pod of the namespace (its containers summed); series without the mark (DCGM's) and
+def by_pod(result: Sequence[Mapping[str, Any]], namespaces: Namespaces) -> dict[str, float]:
+    """Cores in use by each pod of the namespaces (its containers summed); series without the mark (DCGM's) and
     series that cannot be read are left out."""
+    within = set(names_of(namespaces))
     cores: defaultdict[str, float] = defaultdict(float)
     for series in result:
         metric = series.get("metric") if isinstance(series, Mapping) else None
@@ -56,7 +55,7 @@ def by_pod(result: Sequence[Mapping[str, Any]], namespace: str) -> dict[str, flo
             used = float(value[1])
         except (TypeError, ValueError):
             continue
-        if metric.get(OTHER) != MARK or not pod or where != namespace or container in SKIPPED_CONTAINERS:
+        if metric.get(OTHER) != MARK or not pod or where not in within or container in SKIPPED_CONTAINERS:
             continue
         if not math.isfinite(used) or used < 0:
             continue

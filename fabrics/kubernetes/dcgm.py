@@ -1,6 +1,7 @@
 """GPU utilisation of Gridlane's pods from the site's Prometheus, which scrapes NVIDIA's DCGM exporter.
 
-One instant query per sync for the whole namespace, never one per pod, for two series per device, labelled with
+One instant query per sync for the namespaces Gridlane's running pods are in (the fabric's one namespace, or
+each team's: fabrics.kubernetes.tenancy), never one per pod, for two series per device, labelled with
 the pod and namespace the device is allocated to (the exporter's Kubernetes mapping): the profiling metric
 `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (the share of time the graphics engine was busy, 0-1), which MIG instances report
 too, and the coarse `DCGM_FI_DEV_GPU_UTIL` (percent), which they do not. Each device (its node, GPU index and
@@ -14,34 +15,49 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 METRIC = "DCGM_FI_DEV_GPU_UTIL"  # percent; whole GPUs only
 PROFILING = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # a ratio 0-1; whole GPUs and MIG instances
 OTHER = "gridlane_series"  # the label that marks another reading joined to the same query (not a device)
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")  # a namespace's name: a literal in a PromQL regex
+
+Namespaces = str | Collection[str]
+
+
+def names_of(namespaces: Namespaces) -> list[str]:
+    """The namespaces asked about, sorted: one name or several; a name that is no DNS label is left out."""
+    names = {namespaces} if isinstance(namespaces, str) else set(namespaces)
+    return sorted(n for n in names if DNS_LABEL.fullmatch(n))
+
+
+def matcher(label: str, namespaces: Namespaces) -> str:
+    """A PromQL label matcher for these namespaces: `label="a"`, or `label=~"a|b"` (DNS labels need no escape)."""
+    names = names_of(namespaces) or ["-"]  # "-" is no namespace's name: a matcher that matches nothing
+    return f"{label}={json.dumps(names[0])}" if len(names) == 1 else f'{label}=~"{"|".join(names)}"'
 
 
 class PrometheusError(Exception):
     """Prometheus did not answer, or not with a vector: no data this time."""
 
 
-def query_for(namespace: str) -> str:
-    """The PromQL: both series of every device in the namespace, under either spelling of its label."""
-    quoted = json.dumps(namespace)  # a PromQL string literal is JSON-compatible for these characters
+def query_for(namespaces: Namespaces) -> str:
+    """The PromQL: both series of every device in the namespaces, under either spelling of its label."""
     names = f'__name__=~"{PROFILING}|{METRIC}"'
-    return f"{{{names},namespace={quoted}}} or {{{names},exported_namespace={quoted}}}"
+    return f"{{{names},{matcher('namespace', namespaces)}}} or {{{names},{matcher('exported_namespace', namespaces)}}}"
 
 
-def ask(base_url: str, namespace: str, timeout: float, also: str = "") -> list[Mapping[str, Any]]:
+def ask(base_url: str, namespaces: Namespaces, timeout: float, also: str = "") -> list[Mapping[str, Any]]:
     """The query's result vector (with `also`'s series, another PromQL expression joined by `or`, in the same
     answer); PrometheusError when there is none in time."""
-    query = query_for(namespace) + (f" or {also}" if also else "")
+    query = query_for(namespaces) + (f" or {also}" if also else "")
     url = base_url.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode({"query": query})
     try:
         with _DIRECT.open(url, timeout=timeout) as answer:
@@ -55,9 +71,11 @@ def ask(base_url: str, namespace: str, timeout: float, also: str = "") -> list[M
     return list(data["result"])
 
 
-def by_pod(result: Sequence[Mapping[str, Any]], namespace: str) -> dict[str, float]:
-    """Mean utilisation (0-100) of each pod's devices in the namespace, each by its profiling series where it has
-    one, else by its coarse one; series that cannot be read are left out."""
+def by_pod(result: Sequence[Mapping[str, Any]], namespaces: Namespaces) -> dict[str, float]:
+    """Mean utilisation (0-100) of each pod's devices in the namespaces, each by its profiling series where it has
+    one, else by its coarse one; series that cannot be read are left out. Gridlane's pods are named after their
+    workload's Job, so a pod's name is its key whichever namespace it is in."""
+    within = set(names_of(namespaces))
     profiled: dict[tuple[str, ...], float] = {}
     coarse: dict[tuple[str, ...], float] = {}
     for series in result:
@@ -74,7 +92,7 @@ def by_pod(result: Sequence[Mapping[str, Any]], namespace: str) -> dict[str, flo
             utilisation = float(value[1]) * (100 if is_profiled else 1)
         except (TypeError, ValueError):
             continue
-        if not pod or where != namespace or not math.isfinite(utilisation) or not 0 <= utilisation <= 100:
+        if not pod or where not in within or not math.isfinite(utilisation) or not 0 <= utilisation <= 100:
             continue
         device = (
             str(pod),

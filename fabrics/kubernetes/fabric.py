@@ -273,18 +273,22 @@ class KubernetesFabric(Batched):
         running = [name for name, status in statuses.items() if status.state is JobState.RUNNING]
         if not self.settings.prometheus_url or not running:
             return statuses
+        # The fabric's namespace and each team's that a running job's pods are in (a namespace per team).
+        where = {self.namespace} | {
+            str(p["metadata"].get("namespace") or self.namespace) for name in running for p in self._pods.get(name, [])
+        }
         try:
             result = dcgm.ask(
                 self.settings.prometheus_url,
-                self.namespace,
+                where,
                 min(5.0, self.settings.request_timeout_s),
-                also=cadvisor.query_for(self.namespace),
+                also=cadvisor.query_for(where),
             )
         except dcgm.PrometheusError as error:
             log.info("%s: no GPU utilisation this time: %s", self.config.name, error)
             return statuses
-        utilisation = dcgm.by_pod(result, self.namespace)
-        cores = cadvisor.by_pod(result, self.namespace)
+        utilisation = dcgm.by_pod(result, where)
+        cores = cadvisor.by_pod(result, where)
         for name in running:
             mine = self._pods.get(name, [])
             pods = [p["metadata"]["name"] for p in mine]
