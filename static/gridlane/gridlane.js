@@ -92,3 +92,10 @@ function localTimes(root) {
 }
 document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
 document.addEventListener("htmx:afterSwap", function (event) { localTimes(event.detail.elt.parentNode || document); });
+
+// A page answered to a POST that a browser cannot open again (a refused Relaunch) names the address it stands
+// for; the address bar shows that one, so a reload or a bookmark opens the same form.
+document.addEventListener("DOMContentLoaded", function () {
+  var page = document.querySelector("[data-address]");
+  if (page && window.history && history.replaceState) history.replaceState(null, "", page.dataset.address);
+});
