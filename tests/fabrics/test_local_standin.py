@@ -70,3 +70,27 @@ def test_the_team_dashboard_and_chargeback_say_the_numbers_are_simulated_in_demo
         page = client.get(url)
         assert page.status_code == 200, url
         assert ('id="simulated-gpus"' in page.content.decode()) is demo, url
+
+
+@pytest.mark.usefixtures("local_jobs")
+def test_the_worker_keeps_the_stand_in_as_the_fabrics_reading_of_a_running_demo_job(alice, submit, settings):
+    from portal.usage.models import UsageSample
+    from portal.worker import connections, tasks
+    from portal.workloads.models import Workload
+    from portal.workloads.states import State
+    from tests.conftest import wait_until
+
+    settings.DEMO = True
+    connections.forget_all()  # the fabric is built again with demo mode's settings
+    workload = submit(alice, command="sleep 300", gpus=1)
+
+    def sampled() -> bool:
+        tasks.cycle()
+        return UsageSample.objects.filter(workload=workload, source=UsageSample.Source.FABRIC).exists()
+
+    wait_until(sampled, timeout=30, every=0.1)
+    sample = UsageSample.objects.get(workload=workload, source=UsageSample.Source.FABRIC)
+    assert sample.gpus_milli == 1000
+    assert sample.gpu_utilisation is not None
+    assert 0 <= sample.gpu_utilisation <= 100
+    assert Workload.objects.get(pk=workload.pk).state == State.RUNNING  # the job itself: stopped by local_jobs
