@@ -99,3 +99,18 @@ document.addEventListener("DOMContentLoaded", function () {
   var page = document.querySelector("[data-address]");
   if (page && window.history && history.replaceState) history.replaceState(null, "", page.dataset.address);
 });
+
+// Phones: the sections sit behind a Menu button that opens them as a list, every one in view (without this
+// script they stay a scrolling line, as the style sheet lays them out).
+document.addEventListener("DOMContentLoaded", function () {
+  var toggle = document.querySelector(".menu-toggle");
+  var top = document.querySelector("header.top");
+  if (!toggle || !top) return;
+  toggle.hidden = false;
+  top.classList.add("has-menu");
+  toggle.addEventListener("click", function () {
+    var open = toggle.getAttribute("aria-expanded") !== "true";
+    toggle.setAttribute("aria-expanded", String(open));
+    top.classList.toggle("menu-open", open);
+  });
+});
