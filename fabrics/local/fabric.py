@@ -26,6 +26,7 @@ from uuid import UUID
 import fabrics
 from fabrics import jupyter, templating, travel
 from fabrics.base import Capacity, Endpoint, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
+from fabrics.local import standin
 from fabrics.local.supervisor import DEADLINE, group_alive, signal_group, write_atomic
 
 # Every value becomes one shell-quoted word, so the command reaches bash -c as data. The name
@@ -336,7 +337,10 @@ class LocalFabric:
         started_at = _parse_time(started["started_at"])
         if _supervisor_alive(int(started["pid"]), jobdir):
             server = jobdir if (jobdir / "notebook.json").exists() else None
-            return JobStatus(JobState.RUNNING, host=_hostname(), started_at=started_at), server
+            running = JobStatus(JobState.RUNNING, host=_hostname(), started_at=started_at)
+            if self.config.settings.get(standin.SETTING):  # the demo only: see fabrics/local/standin.py
+                running = replace(running, gpu_utilisation=standin.utilisation(external_id, datetime.now(UTC)))
+            return running, server
         result = _read_json(jobdir / "result.json")  # it may have finished since the first look
         if result is not None:
             return _finished(result), None

@@ -21,8 +21,8 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal import access
-from portal.agents import services
+from portal import access, known_fields
+from portal.agents import fields, services
 from portal.agents.models import AgentHost, Claim, LeaseKey
 from portal.queues.models import Fabric
 
@@ -38,10 +38,13 @@ def _fabric(request: Request) -> Fabric:
     return fabric
 
 
-def _body(request: Request) -> Mapping[str, Any]:
-    """The JSON object sent; 400 for any other JSON (a list, a string, null)."""
+def _body(request: Request, known: frozenset[str] | None = None) -> Mapping[str, Any]:
+    """The JSON object sent; 400 for any other JSON (a list, a string, null) and, given the fields the endpoint
+    takes (`known`), for a body naming any other field."""
     if not isinstance(request.data, Mapping):
         raise ValidationError({"detail": ["Send a JSON object."]})
+    if known is not None:
+        fields.refuse(request.data, known)
     return request.data
 
 
@@ -62,7 +65,7 @@ def _claim(fabric: Fabric, run_id: str) -> Claim:
 @api_view(["POST"])
 def register(request: Request) -> Response:
     fabric = _fabric(request)
-    name = str(_body(request).get("host", "")).strip()
+    name = str(_body(request, fields.REGISTER).get("host", "")).strip()
     if not name or len(name) > 200:
         raise ValidationError({"host": ["Give the host's name (1-200 characters)."]})
     queues = _body(request).get("queues") or []
@@ -86,6 +89,7 @@ def register(request: Request) -> Response:
 @api_view(["POST"])
 def heartbeat(request: Request) -> Response:
     fabric = _fabric(request)
+    _body(request, fields.HEARTBEAT)
     host = _host(request, fabric)
     if host.state == AgentHost.HostState.LOST:
         # Its work was given up on; it must register again before it gets more.
@@ -107,6 +111,7 @@ def claim(request: Request) -> Response:
     With `max` (1-MAX_CLAIMS: the agent's free slots) the answer is `{"claims": [...]}`, up to that many taken
     at once; without it, one claim as the object itself (what agents before batching expect)."""
     fabric = _fabric(request)
+    _body(request, fields.CLAIM)
     host = _host(request, fabric)
     if host.state == AgentHost.HostState.LOST:
         return Response({"errors": {"host": ["This host was marked lost; register again."]}}, status=409)
@@ -140,7 +145,7 @@ def claim(request: Request) -> Response:
 def status(request: Request, run_id: str) -> Response:
     fabric = _fabric(request)
     c = _claim(fabric, run_id)
-    state = str(_body(request).get("state", ""))
+    state = str(_body(request, fields.STATUS).get("state", ""))
     if state not in services.FINISHED_STATES:
         raise ValidationError({"state": [f"Choose one of: {', '.join(sorted(services.FINISHED_STATES))}."]})
     exit_code = _body(request).get("exit_code")
@@ -161,11 +166,11 @@ def ends(request: Request) -> Response:
     its index and nothing is recorded. Runs this fabric does not know (or another fabric's) are answered in
     `unknown` and left alone."""
     fabric = _fabric(request)
-    runs = _body(request).get("runs")
+    runs = _body(request, fields.ENDS).get("runs")
     if not isinstance(runs, list) or not 1 <= len(runs) <= MAX_ENDS:
         raise ValidationError({"runs": [f"Give a list of 1 to {MAX_ENDS} runs."]})
     checked: list[tuple[UUID, str, int | None, str, list[dict[str, Any]]]] = []
-    errors: dict[str, dict[str, list[str]]] = {}
+    errors: dict[str, dict[str, Any]] = {}
     for index, run in enumerate(runs):
         found = _end_errors(run)
         if found:
@@ -186,11 +191,14 @@ def ends(request: Request) -> Response:
                      "unknown": sorted(str(r) for r, *_ in checked if r not in claims)})  # fmt: skip
 
 
-def _end_errors(run: Any) -> dict[str, list[str]]:
+def _end_errors(run: Any) -> dict[str, Any]:
     """What is wrong with one item of `ends`, by field; {} when nothing is."""
     if not isinstance(run, Mapping):
         return {"run": ["Give an object."]}
-    errors: dict[str, list[str]] = {}
+    errors: dict[str, Any] = dict(known_fields.unknown_errors(run, fields.END))
+    unknown_in_samples = fields.item_errors(run.get("samples"), fields.SAMPLE)
+    if unknown_in_samples:
+        errors["samples"] = unknown_in_samples
     try:
         UUID(str(run.get("run_id", "")))
     except ValueError:
@@ -213,7 +221,7 @@ def _end_errors(run: Any) -> dict[str, list[str]]:
 def log(request: Request, run_id: str) -> Response:
     fabric = _fabric(request)
     c = _claim(fabric, run_id)
-    chunk = _body(request).get("chunk", "")
+    chunk = _body(request, fields.LOG).get("chunk", "")
     if not isinstance(chunk, str):
         raise ValidationError({"chunk": ["Give the text to append."]})
     services.append_log(c, chunk)
@@ -226,6 +234,7 @@ def log(request: Request, run_id: str) -> Response:
 def usage(request: Request, run_id: str) -> Response:
     fabric = _fabric(request)
     c = _claim(fabric, run_id)
+    fields.refuse(_body(request), fields.USAGE, {"samples": fields.SAMPLE})
     samples = _body(request).get("samples", [])
     if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
         raise ValidationError({"samples": ["Give a list of samples."]})
@@ -245,7 +254,7 @@ def lease_key(request: Request, workload_id: str) -> Response:
         raise PermissionDenied("Only the owner, a team lead or IT may set the lease's key.")
     if workload.kind != "vm":
         raise ValidationError({"public_key": ["Only VM leases take an SSH key."]})
-    key = str(_body(request).get("public_key", "")).strip()
+    key = str(_body(request, fields.LEASE_KEY).get("public_key", "")).strip()
     parts = key.split()
     if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")) or "\n" in key or len(key) > 8000:
         raise ValidationError({"public_key": ["Give one OpenSSH public key line."]})

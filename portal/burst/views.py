@@ -15,7 +15,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal import access
+from portal import access, known_fields
+from portal.agents import fields as agent_fields
 from portal.burst import enrollment, pages
 
 
@@ -28,6 +29,9 @@ def enroll(request: Request) -> Response:
     """A burst instance's boot script trades its one-time token for its agent's own: 403 once spent or expired."""
     if not isinstance(request.data, Mapping):
         return Response({"errors": {"detail": ["Send a JSON object."]}}, status=400)
+    unknown = known_fields.unknown_errors(request.data, agent_fields.ENROLL)
+    if unknown:
+        return Response({"errors": unknown}, status=400)
     token, host = request.data.get("token"), request.data.get("host")
     if not isinstance(token, str) or not isinstance(host, str) or not token or not host:
         return Response({"errors": {"token": ["Give the enrollment token and this host's name."]}}, status=400)

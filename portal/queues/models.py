@@ -117,6 +117,8 @@ class Fabric(models.Model):
         resolved = dict(self.settings or {})
         if self.kind == "local":
             resolved.setdefault("root", str(settings.GRIDLANE_LOCAL_FABRIC_ROOT / self.name))
+            # Stand-in GPU readings (fabrics/local/standin.py) in demo mode only, whatever is stored.
+            resolved["simulated_gpus"] = bool(settings.DEMO and resolved.get("simulated_gpus"))
         # What the fabric needs to know of the model's own fields (flavor -> GPU resource name, fractions).
         resolved.setdefault("gpu_flavor", self.gpu_flavor)
         resolved.setdefault("gpu_sharing", self.gpu_sharing)

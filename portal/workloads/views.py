@@ -135,7 +135,9 @@ def workload_relaunch(request: HttpRequest, pk: UUID) -> HttpResponse:
     data = {k: str(v) if isinstance(v, Decimal) else v for k, v in data.items()}
     form = form_class(data, user=request.user)
     title = f"Relaunch {source.name}"
-    return _new(request, form, title, action=f"{source.clone_url()}")
+    # Refused: the form comes back, and the address bar shows the clone form's address (what a reload or a
+    # bookmark can open), never the relaunch URL that only takes a POST.
+    return _new(request, form, title, action=f"{source.clone_url()}", url=source.clone_url())
 
 
 def _submit(user: Any, form: TrainingForm | BatchScriptForm | NotebookForm | VMForm) -> Any:
@@ -159,9 +161,12 @@ def _new(
     form: TrainingForm | BatchScriptForm | NotebookForm | VMForm,
     title: str,
     action: str = "",
+    url: str = "",
 ) -> HttpResponse:
-    """A submit page: the full page, or the form alone (with its errors) when htmx posts."""
-    page = {"form": form, "title": title, "action": action or request.path, "guide": form.guide()}
+    """A submit page: the full page, or the form alone (with its errors) when htmx posts. `url`: the address the
+    browser shows for the page (when the request's own is one a browser cannot open again). A submit that
+    went through leads to the new workload's page, by a redirect (htmx: HX-Redirect, its address pushed)."""
+    page = {"form": form, "title": title, "action": action or request.path, "guide": form.guide(), "url": url}
     if request.method == "POST":
         try:
             ratelimit.check_submit(request.user)

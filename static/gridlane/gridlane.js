@@ -92,3 +92,25 @@ function localTimes(root) {
 }
 document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
 document.addEventListener("htmx:afterSwap", function (event) { localTimes(event.detail.elt.parentNode || document); });
+
+// A page answered to a POST that a browser cannot open again (a refused Relaunch) names the address it stands
+// for; the address bar shows that one, so a reload or a bookmark opens the same form.
+document.addEventListener("DOMContentLoaded", function () {
+  var page = document.querySelector("[data-address]");
+  if (page && window.history && history.replaceState) history.replaceState(null, "", page.dataset.address);
+});
+
+// Phones: the sections sit behind a Menu button that opens them as a list, every one in view (without this
+// script they stay a scrolling line, as the style sheet lays them out).
+document.addEventListener("DOMContentLoaded", function () {
+  var toggle = document.querySelector(".menu-toggle");
+  var top = document.querySelector("header.top");
+  if (!toggle || !top) return;
+  toggle.hidden = false;
+  top.classList.add("has-menu");
+  toggle.addEventListener("click", function () {
+    var open = toggle.getAttribute("aria-expanded") !== "true";
+    toggle.setAttribute("aria-expanded", String(open));
+    top.classList.toggle("menu-open", open);
+  });
+});

@@ -59,8 +59,12 @@ class Command(BaseCommand):
                 "gpus_milli": 8000,
                 "cpus_milli": 16000,
                 "memory_mib": 64 * 1024,
+                "settings": {"simulated_gpus": True},  # stand-in GPU readings, demo mode only (marked as such)
             },
         )
+        if "simulated_gpus" not in local.settings:
+            local.settings = {**local.settings, "simulated_gpus": True}
+            local.save(update_fields=["settings"])
         queues = (  # slug, name, kinds, default and maximum runtime, idle notebooks stopped after (minutes)
             ("train", "Training and batch", ["training", "batch"], 60, 24 * 60, None),
             ("notebooks", "Notebooks", ["notebook"], 8 * 60, 24 * 60, 120),
