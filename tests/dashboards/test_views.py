@@ -123,8 +123,9 @@ def test_running_and_waiting_work_is_listed_with_its_reason(client, alice, submi
 
 
 def test_the_dashboard_takes_a_bounded_number_of_queries(
-    client, alice, submit, vision_hours, django_assert_max_num_queries
+    client, alice, submit, vision_hours, settings, django_assert_max_num_queries
 ):
+    settings.DEMO = False  # a site's budget; the demo's notice of simulated readings is one query more
     c = client_for(client, alice)
     for i in range(20):
         submit(alice, name=f"w{i}", gpus=0.5)
@@ -227,3 +228,16 @@ def test_a_team_whose_gpus_report_no_utilisation_has_an_unknown_idle_share_not_z
     page = client_for(client, charlie).get("/teams/fraud/").content.decode()
     assert '<dd class="idle-share">unknown</dd>' in page
     assert '<dd class="unknown">2</dd>' in page
+
+
+def test_the_demo_notice_of_simulated_readings_costs_one_query_and_a_site_none(
+    client, alice, vision_hours, settings, django_assert_num_queries, django_assert_max_num_queries
+):
+    c = client_for(client, alice)
+    c.get("/teams/vision/?window=30d")  # warm: what the first request of a process reads once
+    settings.DEMO = False
+    with django_assert_max_num_queries(11) as site:
+        assert "simulated-gpus" not in c.get("/teams/vision/?window=30d").content.decode()
+    settings.DEMO = True
+    with django_assert_num_queries(len(site.captured_queries) + 1):
+        c.get("/teams/vision/?window=30d")
