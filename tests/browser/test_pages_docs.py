@@ -30,5 +30,9 @@ def test_help_on_the_form_opens_its_section_and_the_guides_fit_the_screen(browse
             page.set_viewport_size({"width": width, "height": 800})
             assert not page.evaluate(WIDER_THAN_THE_SCREEN), (name, width)
     page.goto(f"{gridlane}/docs/")
-    assert page.locator("article img").first.evaluate("i => i.complete && i.naturalWidth > 0")
+    # The README's screenshot, served by the portal itself: wait until it has loaded (a busy machine may take a
+    # while), then it must have pixels (a broken image completes with none).
+    first_image = page.locator("article img").first
+    page.wait_for_function("i => i.complete", arg=first_image.element_handle())
+    assert first_image.evaluate("i => i.naturalWidth > 0")
     assert page.gridlane_external == []
