@@ -15,13 +15,12 @@ or whose pods request no CPU, has no data (None), never 0.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from fabrics.kubernetes.dcgm import OTHER, Namespaces, matcher, names_of
+from fabrics.kubernetes.dcgm import OTHER, Namespaces, matcher, readings
 from fabrics.kubernetes.parse import quantity
 
 METRIC = "container_cpu_usage_seconds_total"
@@ -41,25 +40,12 @@ def query_for(namespaces: Namespaces) -> str:
 def by_pod(result: Sequence[Mapping[str, Any]], namespaces: Namespaces) -> dict[str, float]:
     """Cores in use by each pod of the namespaces (its containers summed); series without the mark (DCGM's) and
     series that cannot be read are left out."""
-    within = set(names_of(namespaces))
     cores: defaultdict[str, float] = defaultdict(float)
-    for series in result:
-        metric = series.get("metric") if isinstance(series, Mapping) else None
-        value = series.get("value") if isinstance(series, Mapping) else None
-        if not isinstance(metric, Mapping) or not isinstance(value, list) or len(value) != 2:
-            continue
-        pod = metric.get("exported_pod") or metric.get("pod")
-        where = metric.get("exported_namespace") or metric.get("namespace")
+    for metric, pod, used in readings(result, namespaces):
         container = metric.get("exported_container", metric.get("container", ""))
-        try:
-            used = float(value[1])
-        except (TypeError, ValueError):
+        if metric.get(OTHER) != MARK or container in SKIPPED_CONTAINERS or used < 0:
             continue
-        if metric.get(OTHER) != MARK or not pod or where not in within or container in SKIPPED_CONTAINERS:
-            continue
-        if not math.isfinite(used) or used < 0:
-            continue
-        cores[str(pod)] += used
+        cores[pod] += used
     return dict(cores)
 
 

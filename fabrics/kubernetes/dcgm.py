@@ -20,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 METRIC = "DCGM_FI_DEV_GPU_UTIL"  # percent; whole GPUs only
@@ -71,35 +71,42 @@ def ask(base_url: str, namespaces: Namespaces, timeout: float, also: str = "") -
     return list(data["result"])
 
 
-def by_pod(result: Sequence[Mapping[str, Any]], namespaces: Namespaces) -> dict[str, float]:
-    """Mean utilisation (0-100) of each pod's devices in the namespaces, each by its profiling series where it has
-    one, else by its coarse one; series that cannot be read are left out. Gridlane's pods are named after their
-    workload's Job, so a pod's name is its key whichever namespace it is in."""
+def readings(
+    result: Sequence[Mapping[str, Any]], namespaces: Namespaces
+) -> Iterator[tuple[Mapping[str, Any], str, float]]:
+    """Each readable series of the answer whose pod is in one of the namespaces: (its labels, its pod, its finite
+    value), under either spelling of the pod and namespace labels. Gridlane's pods are named after their workload's
+    Job, so a pod's name is its key whichever namespace it is in."""
     within = set(names_of(namespaces))
-    profiled: dict[tuple[str, ...], float] = {}
-    coarse: dict[tuple[str, ...], float] = {}
     for series in result:
         metric = series.get("metric") if isinstance(series, Mapping) else None
         value = series.get("value") if isinstance(series, Mapping) else None
         if not isinstance(metric, Mapping) or not isinstance(value, list) or len(value) != 2:
             continue
         pod = metric.get("exported_pod") or metric.get("pod")
-        where = metric.get("exported_namespace") or metric.get("namespace")
+        if not pod or (metric.get("exported_namespace") or metric.get("namespace")) not in within:
+            continue
+        try:
+            number = float(value[1])
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            yield metric, str(pod), number
+
+
+def by_pod(result: Sequence[Mapping[str, Any]], namespaces: Namespaces) -> dict[str, float]:
+    """Mean utilisation (0-100) of each pod's devices in the namespaces, each by its profiling series where it has
+    one, else by its coarse one; series that cannot be read are left out."""
+    profiled: dict[tuple[str, ...], float] = {}
+    coarse: dict[tuple[str, ...], float] = {}
+    for metric, pod, number in readings(result, namespaces):
         if OTHER in metric:
             continue  # another series of the same answer (fabrics.kubernetes.cadvisor's CPU)
         is_profiled = metric.get("__name__") == PROFILING
-        try:
-            utilisation = float(value[1]) * (100 if is_profiled else 1)
-        except (TypeError, ValueError):
+        utilisation = number * (100 if is_profiled else 1)
+        if not 0 <= utilisation <= 100:
             continue
-        if not pod or where not in within or not math.isfinite(utilisation) or not 0 <= utilisation <= 100:
-            continue
-        device = (
-            str(pod),
-            str(metric.get("Hostname", "")),
-            str(metric.get("gpu", "")),
-            str(metric.get("GPU_I_ID", "")),
-        )
+        device = (pod, str(metric.get("Hostname", "")), str(metric.get("gpu", "")), str(metric.get("GPU_I_ID", "")))
         (profiled if is_profiled else coarse).setdefault(device, utilisation)
     seen: defaultdict[str, list[float]] = defaultdict(list)
     for (pod_name, *_), share in (coarse | profiled).items():  # a device's profiling series wins
