@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "portal.workloads",
     "portal.worker",
     "portal.usage",
+    "portal.objectives",
     "portal.dashboards",
     "portal.agents",
     "portal.burst",

@@ -230,8 +230,9 @@ def candidates(pending: tuple[Job, ...], per_queue: int) -> tuple[Job, ...]:
 class _Tally(Observer):
     """Per team: waits, GPU-seconds held, preemptions, and hourly GPUs in use and waiting."""
 
-    def __init__(self, start: datetime, span_s: float) -> None:
+    def __init__(self, start: datetime, span_s: float, chosen: frozenset[str] = frozenset()) -> None:
         self.start = start
+        self.chosen = chosen  # jobs whose waits the result lists by themselves (`selected_waits`)
         self.span = span_s
         self.hours = max(1, math.ceil(span_s / HOUR))
         self.waits: dict[str, tuple[int, float]] = {}  # job -> (team, wait)
@@ -296,7 +297,8 @@ class _Tally(Observer):
         breaches = sum(t["slo_breaches"] for t in teams.values())
         overall = _figures(every, sum(self.held.values()), pool_seconds, sum(self.preemptions.values()), None)
         overall["slo_breaches"] = breaches
-        return {
+        chosen = {"selected_waits": sorted(w for j, (_, w) in self.waits.items() if j in self.chosen)}
+        return (chosen if self.chosen else {}) | {
             "capacity_gpus": capacity,
             "hours": self.hours,
             "cycles": cycles,
@@ -334,9 +336,11 @@ def _figures(waits: list[float], held: float, pool_seconds: float, preemptions: 
 
 
 def replay(site: Site, history: Sequence[Work], start: datetime, end: datetime, *, cycle_seconds: float = 2.0,
-           progress: Callable[[float], None] | None = None) -> dict[str, Any]:  # fmt: skip
+           progress: Callable[[float], None] | None = None,
+           select: Callable[[Job], bool] | None = None) -> dict[str, Any]:  # fmt: skip
     """Replay the work submitted in [start, end) under the site's policy; the figures per team (see _Tally).
-    `progress` is called with the share of the window replayed so far, every 2 % or so."""
+    `progress` is called with the share of the window replayed so far, every 2 % or so; the waits of the jobs
+    `select` picks (a wait objective's) are listed as well, sorted, under "selected_waits"."""
     span = max(1.0, (end - start).total_seconds())
     items = []
     for w in history:
@@ -347,7 +351,7 @@ def replay(site: Site, history: Sequence[Work], start: datetime, end: datetime, 
         if w.runtime_s is None and w.finished_at is not None:
             leaves = max(arrival, (w.finished_at - start).total_seconds())
         items.append(Item(w.job, arrival, w.runtime_s, leaves))
-    tally = _Tally(start, span)
+    tally = _Tally(start, span, _chosen(history, select))
     observer: Observer = tally if progress is None else _Reporting(tally, span, progress)
     clock = Clock(items, start, decide, _Snapshots(site), observer, cycle_seconds=cycle_seconds, until=span,
                   rounds_at=site.candidates)  # fmt: skip
@@ -387,10 +391,16 @@ class _Reporting(Observer):
             self.next = done + 0.02
 
 
-def actual(site: Site, history: Sequence[Work], start: datetime, end: datetime) -> dict[str, Any]:
+def _chosen(history: Sequence[Work], select: Callable[[Job], bool] | None) -> frozenset[str]:
+    return frozenset(w.job.id for w in history if select(w.job)) if select is not None else frozenset()
+
+
+def actual(
+    site: Site, history: Sequence[Work], start: datetime, end: datetime, select: Callable[[Job], bool] | None = None
+) -> dict[str, Any]:
     """What really happened to the work submitted in [start, end), counted as the replay counts it."""
     span = max(1.0, (end - start).total_seconds())
-    tally = _Tally(start, span)
+    tally = _Tally(start, span, _chosen(history, select))
     for w in history:
         job = w.job
         if job.submitted_at is None or not start <= job.submitted_at < end:

@@ -4,7 +4,7 @@ from typing import Any
 
 from django import forms
 
-from portal.notify.models import Event, Preference
+from portal.notify.models import WORK_EVENTS, Preference
 from portal.notify.send import webhook_target
 
 
@@ -13,7 +13,7 @@ class PreferenceForm(forms.ModelForm[Preference]):
 
     events = forms.MultipleChoiceField(
         label="Tell me when my work",
-        choices=[(e.value, e.label.lower()) for e in Event],
+        choices=[(e.value, e.label.lower()) for e in WORK_EVENTS],
         widget=forms.CheckboxSelectMultiple,
         required=False,
     )

@@ -15,6 +15,11 @@ class Event(models.TextChoices):
     FAILED = "failed", "Failed or expired"
     IDLE = "idle", "Idle warning"
     LEASE = "lease", "Lease ending"
+    OBJECTIVE = "objective", "Wait objective burning"  # to leads and IT, not about one's own work
+
+
+# What a person's own work tells of (the preference form's choices); the rest go to people by their role.
+WORK_EVENTS = (Event.STARTED, Event.FINISHED, Event.FAILED, Event.IDLE, Event.LEASE)
 
 
 def every_event() -> list[str]:

@@ -204,3 +204,37 @@ class UsageTeamRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group_id} {self.hour:%Y-%m-%d %H}:00"
+
+
+class WaitSlice(models.Model):
+    """Per team, queue, priority tier and five minutes: the workloads that started then and how many of them had
+    waited longer than each of the fixed thresholds (portal.usage.waits.THRESHOLDS_MIN). Wait objectives read
+    their windows, from five minutes to ninety days, as sums over these rows (portal.objectives)."""
+
+    group = models.ForeignKey("accounts.ResourceGroup", on_delete=models.CASCADE, related_name="+")
+    queue = models.ForeignKey("queues.Queue", on_delete=models.CASCADE, related_name="+")
+    tier = models.CharField(max_length=20, help_text="The workloads' priority tier (its slug).")
+    start = models.DateTimeField(help_text="The start of the five minutes, UTC.")
+    started = models.PositiveIntegerField(default=0)
+    over_1m = models.PositiveIntegerField(default=0)
+    over_5m = models.PositiveIntegerField(default=0)
+    over_10m = models.PositiveIntegerField(default=0)
+    over_15m = models.PositiveIntegerField(default=0)
+    over_30m = models.PositiveIntegerField(default=0)
+    over_60m = models.PositiveIntegerField(default=0)
+    over_120m = models.PositiveIntegerField(default=0)
+    over_240m = models.PositiveIntegerField(default=0)
+    over_480m = models.PositiveIntegerField(default=0)
+    over_1440m = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["group", "queue", "tier", "start"], name="one_wait_slice")
+        ]
+        indexes: ClassVar[list[Any]] = [
+            models.Index(fields=["queue", "start"], name="wait_slice_queue_start"),
+            models.Index(fields=["start"], name="wait_slice_start"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group_id}/{self.queue_id}/{self.tier} {self.start:%Y-%m-%d %H:%M}"

@@ -33,6 +33,9 @@ Per team, queue and hour:
   has a row, even one in which nothing of it ran (and so no team-queue row exists);
 - pending_gpu_hours: GPUs asked for x the part of the hour they waited (pending demand);
 - started, wait_p50_s, wait_p95_s: of the workloads that started in that hour (wait = start - submit).
+
+Beside them, from the same spans, the wait slices (portal.usage.waits): starts per team, queue, priority tier and
+five minutes, with how many waited longer than each fixed threshold, for the wait objectives.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from django.db.models.functions import Cast, ExtractHour, ExtractMinute, Floor, 
 from portal.accounts.models import AuditEvent
 from portal.counters import counts
 from portal.queues.models import Quota
+from portal.usage import waits
 from portal.usage.models import UsageFabricRollup, UsageMemberRollup, UsageRollup, UsageSample, UsageTeamRollup
 from portal.usage.samples import CPU_IDLE_BELOW, max_age
 from portal.usage.samples import IDLE_BELOW as IDLE_BELOW  # the one threshold, read from here by the pages
@@ -133,6 +137,7 @@ class Span:
     memory_gb: float = 0.0  # memory GB over all its nodes
     cpu_price: float = 0.0  # the fabric's price per CPU-hour
     memory_price: float = 0.0  # the fabric's price per GB-hour of memory
+    tier: str = ""  # its priority tier's slug (for the wait slices, portal.usage.waits)
 
     @property
     def cost_per_hour(self) -> float:
@@ -390,6 +395,8 @@ def roll_up(start: datetime, until: datetime, spans: list[tuple[str, Span]] | No
             unique_fields=["group", "hour"],
             update_fields=["reserved_gpu_hours", "gpu_hours", "unused_reservation_gpu_hours"],
         )
+    started = [(s.group_id, s.queue_id, s.tier, s.submitted_at, s.started_at) for _, s in spans if s.started_at]
+    waits.store(waits.compute(started, start, until))
     return len(rows)
 
 
@@ -461,17 +468,17 @@ def _spans(start: datetime, until: datetime) -> Iterator[tuple[str, Span, str]]:
         .values_list(
             "pk", "group_id", "queue_id", "owner_id", "gpus_milli", "cpus_milli", "memory_mib", "nodes",
             "submitted_at", "started_at", "finished_at", "state", "fabric_id", "fabric__gpu_hour_price",
-            "fabric__cpu_hour_price", "fabric__memory_gb_hour_price",
+            "fabric__cpu_hour_price", "fabric__memory_gb_hour_price", "priority",
         )
     )  # fmt: skip
     for (
         pk, group_id, queue_id, owner_id, gpus_milli, cpus_milli, memory_mib, nodes, submitted, started, finished,
-        state, fabric, price, cpu_price, memory_price,
+        state, fabric, price, cpu_price, memory_price, tier,
     ) in rows:  # fmt: skip
         span = Span(
             group_id, queue_id, owner_id, gpus_milli * nodes / 1000, submitted, started, finished, fabric,
             price=float(price or 0), cpus=cpus_milli * nodes / 1000, memory_gb=memory_mib * nodes / 1024,
-            cpu_price=float(cpu_price or 0), memory_price=float(memory_price or 0),
+            cpu_price=float(cpu_price or 0), memory_price=float(memory_price or 0), tier=tier,
         )  # fmt: skip
         yield str(pk), span, state
 

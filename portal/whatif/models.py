@@ -25,6 +25,10 @@ class WhatIfRun(models.Model):
     # One change in scheduler.replay.apply_change's form, e.g. {"capacity": {"fabric": "local", "gpus": 16}};
     # {} replays the current policy only.
     change = models.JSONField(default=dict, blank=True)
+    # A wait objective to predict the change's effect on (its work's waits, counted into result["objective"]).
+    objective = models.ForeignKey(
+        "objectives.WaitObjective", null=True, blank=True, on_delete=models.SET_NULL, related_name="whatifs"
+    )
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     progress = models.PositiveSmallIntegerField(default=0)  # percent
     # {"actual": figures, "current": figures, "proposed": figures, "seconds": ...}: scheduler.replay's figures.

@@ -10,6 +10,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from portal.objectives import predict
+from portal.objectives.models import WaitObjective
 from portal.whatif import history
 from portal.whatif.forms import WhatIfForm
 from portal.whatif.models import WhatIfRun
@@ -47,9 +49,10 @@ def check_request(data: Mapping[str, Any]) -> tuple[WhatIfForm, dict[str, Any] |
     return bound, change
 
 
-def do_request(user: Any, days: int, change: dict[str, Any]) -> WhatIfRun:
-    """Record the request and queue its replay once the record is committed."""
-    run = WhatIfRun.objects.create(requested_by=user, days=days, change=change)
+def do_request(user: Any, days: int, change: dict[str, Any], objective: WaitObjective | None = None) -> WhatIfRun:
+    """Record the request (with the wait objective to predict its effect on, if any) and queue its replay once
+    the record is committed."""
+    run = WhatIfRun.objects.create(requested_by=user, days=days, change=change, objective=objective)
 
     def enqueue() -> None:
         from django_q.tasks import async_task
@@ -67,7 +70,9 @@ def do_replay(run_id: int) -> None:
         state=WhatIfRun.State.RUNNING, started_at=timezone.now(), progress=1
     ) != 1:  # fmt: skip
         return  # another worker got there first (or it is gone)
-    run = WhatIfRun.objects.get(pk=run_id)
+    run = WhatIfRun.objects.select_related("objective__tier").get(pk=run_id)
+    goal = run.objective
+    select = predict.selector(goal) if goal is not None else None
     try:
         started = time.perf_counter()
         site, work, start, end = history.load(run.days, run.created_at)
@@ -75,16 +80,26 @@ def do_replay(run_id: int) -> None:
         loaded = time.perf_counter() - started
         _progress(run_id, LOADED)
         half = (100 - LOADED) / 2
-        result = {
+        result: dict[str, Any] = {
             "start": start.isoformat(),
             "end": end.isoformat(),
             "workloads": len(work),
-            "actual": actual(site, work, start, end),
-            "current": replay(site, work, start, end, progress=lambda f: _progress(run_id, LOADED + half * f)),
-            "proposed": replay(proposed, work, start, end, progress=lambda f: _progress(run_id, 50 + half * f))
+            "actual": actual(site, work, start, end, select),
+            "current": replay(
+                site, work, start, end, progress=lambda f: _progress(run_id, LOADED + half * f), select=select
+            ),
+            "proposed": replay(
+                proposed, work, start, end, progress=lambda f: _progress(run_id, 50 + half * f), select=select
+            )
             if run.change
             else None,
         }
+        if goal is not None:  # the objective's figures per column; the waits themselves are not kept
+            result["objective"] = {
+                column: predict.figures(goal, result[column].pop("selected_waits", []))
+                for column in ("actual", "current", "proposed")
+                if result[column] is not None
+            }
         result["seconds"] = {"load": round(loaded, 2), "all": round(time.perf_counter() - started, 2)}
     except Exception as error:  # the page says it failed; the log has the rest
         log.exception("what-if %s failed", run_id)

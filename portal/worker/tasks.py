@@ -6,6 +6,7 @@
     dispatch  hand admitted work to its fabric                                asks a running dispatch to go again
     rollup    hourly rollups for the dashboards, every GRIDLANE_ROLLUP_SECONDS skipped while another rolls up
     gpuidle   warn of idle GPUs, stop idle notebooks and leases, per queue    after the rollup, as often
+    objectives  wait objectives' burn rates; one alert per burn episode       after the rollup, as often
     burst     cloud instances for work that waits for capacity, ended idle    skipped while another scales
     samplers  start the GPU sampler inside native jobs that started to run    skipped while another starts them
     accounting  sacct's GPU-hours per team account, every GRIDLANE_ACCOUNTING_SECONDS  skipped while another asks
@@ -36,6 +37,7 @@ from django.utils import timezone
 
 from portal.burst import autoscale as scaling
 from portal.notify import outbox, send
+from portal.objectives import evaluate as objectives
 from portal.usage import rollup
 from portal.worker import (
     accounting,
@@ -92,6 +94,9 @@ def cycle(kick: bool = False) -> dict[str, Any]:
         with cycle_lock("gpu-idle") as held:
             if held:
                 summary |= {f"gpu idle {k}": v for k, v in gpu_idle.step(timezone.now()).items()}
+        with cycle_lock("objectives") as held:
+            if held:
+                summary |= {f"objectives {k}": v for k, v in objectives.step(timezone.now()).items() if v}
     summary |= autoscale()
     with cycle_lock("samplers") as held:
         if held:
