@@ -1,7 +1,7 @@
 from django.urls import path
 
 from portal.burst import views as burst
-from portal.dashboards import views
+from portal.dashboards import objectives, views
 from portal.whatif import views as whatif
 
 app_name = "it"
@@ -14,4 +14,6 @@ urlpatterns = [
     path("grants/<int:pk>/decide/", views.it_grant_decide, name="grant-decide"),
     path("what-if/", whatif.page, name="whatif"),
     path("what-if/<int:pk>/", whatif.run, name="whatif-run"),
+    path("objectives/", objectives.objectives, name="objectives"),
+    path("objectives/<slug:slug>/", objectives.objective, name="objective"),
 ]
