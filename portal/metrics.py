@@ -14,6 +14,8 @@ from prometheus_client.registry import Collector
 
 from portal import health, ops_access
 from portal.accounts.models import ResourceGroup
+from portal.objectives.burn import WINDOWS
+from portal.objectives.models import WaitObjective
 from portal.worker.models import WaitBucket, WorkerStats
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -71,6 +73,42 @@ class GridlaneCollector(Collector):
                 points.append(("+Inf", cumulative))
             wait.add_metric([slugs.get(group_id, str(group_id))], points, total)
         yield wait
+        yield from objective_metrics()
+
+
+def objective_metrics() -> Iterator[GaugeMetricFamily]:
+    """Each enabled wait objective's last evaluation (portal.objectives.evaluate, after each rollup): the burn
+    rate of each alert window, each alert's threshold, the error budget left and the objective's wait. The
+    alert rules in deploy/prometheus/ compare them as the worker does (one query)."""
+    burn = GaugeMetricFamily(
+        "gridlane_wait_objective_burn_rate",
+        "Share of a wait objective's work that waited too long in the window, over its error budget.",
+        labels=["objective", "window"],
+    )
+    threshold = GaugeMetricFamily(
+        "gridlane_wait_objective_burn_threshold",
+        "The burn rate at which the alert fires when its long and short windows both reach it.",
+        labels=["objective", "alert"],
+    )
+    left = GaugeMetricFamily(
+        "gridlane_wait_objective_error_budget_remaining",
+        "Share of the error budget left over the objective's days (1 untouched, 0 spent, below 0 overspent).",
+        labels=["objective"],
+    )
+    wait = GaugeMetricFamily(
+        "gridlane_wait_objective_wait_seconds",
+        "The objective's percentile wait over its days (e.g. p95), estimated from the wait slices.",
+        labels=["objective"],
+    )
+    for slug, status in WaitObjective.objects.filter(enabled=True).exclude(status={}).values_list("slug", "status"):
+        for window in WINDOWS:
+            burn.add_metric([slug, window], float(status.get("burn", {}).get(window, 0.0)))
+        for alert, value in status.get("thresholds", {}).items():
+            threshold.add_metric([slug, alert], float(value))
+        left.add_metric([slug], float(status.get("budget_remaining", 1.0)))
+        if status.get("wait_s") is not None:
+            wait.add_metric([slug], float(status["wait_s"]))
+    yield from (burn, threshold, left, wait)
 
 
 class HealthCollector(Collector):
