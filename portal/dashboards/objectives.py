@@ -8,13 +8,15 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
+from portal import access
+from portal.accounts.models import Membership, ResourceGroup
 from portal.dashboards import objective_figures
 from portal.dashboards.views import _it_only
-from portal.objectives.evaluate import measure
+from portal.objectives.evaluate import measure, teams_of
 from portal.objectives.models import WaitObjective
 from portal.usage import waits
 from portal.usage.rollup import hour_of, hours_between
@@ -34,12 +36,24 @@ def objectives(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboards/it_objectives.html", {"objectives": rows})
 
 
+def may_view(user: Any, goal: WaitObjective) -> bool:
+    """IT, and the leads of the teams the objective covers (who are told when it burns): one query for a lead."""
+    if access.is_it(user):
+        return True
+    teams = ResourceGroup.objects.filter(teams_of(goal)).values("pk")
+    return Membership.objects.filter(user=user, role=Membership.Role.LEAD, group__in=teams).exists()
+
+
 @login_required
 def objective(request: HttpRequest, slug: str) -> HttpResponse:
-    """One objective; a POST asks for a what-if of a remedy (quota, weight, capacity) measured on it."""
-    _it_only(request)
+    """One objective, for IT and the leads of its teams; IT may POST a what-if of a remedy (quota, weight,
+    capacity) measured on it. Absent (404) for anyone else, as IT's pages are."""
     goal = get_object_or_404(WaitObjective.objects.select_related("queue", "tier", "team"), slug=slug)
+    if not may_view(request.user, goal) or (request.method == "POST" and not access.is_it(request.user)):
+        raise Http404("No such page.")
     status = 200
+    if not access.is_it(request.user):
+        return render(request, "dashboards/it_objective.html", context(goal, None))
     if request.method == "POST":
         bound, change = whatif.check_request(request.POST)
         if change is not None:
@@ -63,7 +77,7 @@ def context(goal: WaitObjective, form: Any) -> dict[str, Any]:
     runs = [
         (run, whatif_figures.describe(run.change), _predicted(run))
         for run in WhatIfRun.objects.filter(objective=goal).order_by("-created_at")[:RECENT]
-    ]
+    ] if form is not None else []  # fmt: skip
     return {
         "goal": goal,
         "status": status,
@@ -77,6 +91,7 @@ def context(goal: WaitObjective, form: Any) -> dict[str, Any]:
             ("objective-burn", "Burn rate per window", objective_figures.burn_rates(status.burn, status.thresholds)),
         ],
         "form": form,
+        "for_it": form is not None,
         "runs": runs,
         "columns": COLUMNS,
     }

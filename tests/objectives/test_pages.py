@@ -45,10 +45,16 @@ def test_the_pages_read_a_fixed_number_of_queries_whatever_the_slices(
     assert reverse("it:objectives").encode() in client.get(reverse("it:queues")).content  # linked from Queues
 
 
-def test_the_pages_are_absent_for_everyone_but_it(client, bob):
-    g = goal()
-    client.force_login(bob)
+def test_a_lead_of_a_team_it_covers_reads_the_objective_and_no_one_else_does(client, bob, alice, vision):
+    g = goal(kind="team", queue=None, team=vision)
+    client.force_login(bob)  # leads vision: told when it burns, so the message's link opens for him
     assert client.get(reverse("it:objectives")).status_code == 404
+    page = client.get(reverse("it:objective", args=[g.slug]))
+    assert page.status_code == 200
+    assert b"Burn rate per window" in page.content
+    assert b"Replay with this remedy" not in page.content
+    assert client.post(reverse("it:objective", args=[g.slug]), {"days": 2, "kind": "none"}).status_code == 404
+    client.force_login(alice)  # a member, not a lead
     assert client.get(reverse("it:objective", args=[g.slug])).status_code == 404
 
 
