@@ -39,6 +39,7 @@ PAGES = [
     "/it/burst/",
     "/it/grants/",
     "/it/what-if/",
+    "/it/objectives/",
     "/admin/",
     "/healthz",
     "/connect/00000000-0000-0000-0000-000000000000/",

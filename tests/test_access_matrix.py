@@ -19,6 +19,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.accounts.models import ApiToken, ResourceGroup
+from portal.objectives.models import WaitObjective
 from portal.queues.models import Fabric, Queue, QueueTarget, QuotaGrant
 from tests.conftest import TRAINING_FORM
 
@@ -103,6 +104,16 @@ PAGES = [
         {"days": "7", "kind": "capacity", "fabric": "local", "gpus": "16"},
         cells(404, 404, 404, 302),
     ),
+    ("IT's wait objectives", "get", "/it/objectives/", None, cells(404, 404, 404, 200)),
+    ("vision's wait objective", "get", "/it/objectives/vision-p95/", None, cells(404, 200, 404, 200)),
+    (
+        "try a remedy on vision's wait objective",
+        "post",
+        "/it/objectives/vision-p95/",
+        {"days": "7", "kind": "capacity", "fabric": "local", "gpus": "16"},
+        cells(404, 404, 404, 302),
+    ),
+    ("wait objectives in the admin", "get", "/admin/objectives/waitobjective/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
     ("the admin", "get", "/admin/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
     ("the audit log", "get", "/admin/accounts/auditevent/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
     ("quotas in the admin", "get", "/admin/queues/quota/", None, cells(LOGIN, LOGIN, LOGIN, 200)),
@@ -180,6 +191,8 @@ def world(cast: dict[str, Any], agent: Any, submit: Any) -> dict[str, Any]:
     fraud_gpu = Queue.objects.create(slug="fraud-gpu", name="Fraud GPUs", kinds=["training"])
     fraud_gpu.allowed_groups.add(ResourceGroup.objects.get(slug="fraud"))
     QueueTarget.objects.create(queue=fraud_gpu, fabric=Fabric.objects.get(name="local"))
+    vision = ResourceGroup.objects.get(slug="vision")
+    WaitObjective.objects.create(slug="vision-p95", name="Vision's waits", kind="team", team=vision)
     return {
         "people": cast | {"agent": agent.user, "anon": None},
         "agent_obj": agent,
