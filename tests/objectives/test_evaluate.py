@@ -141,3 +141,22 @@ def test_the_objective_keeps_to_one_scope(cast):
     with pytest.raises(ValidationError) as refused:
         goal.clean()
     assert set(refused.value.message_dict) == {"queue", "team"}
+
+
+def test_the_worker_s_cycle_measures_and_alerts_once_across_its_cycles(alice, bob, it_admin, submit, settings):
+    from portal.worker import tasks
+
+    settings.GRIDLANE_ROLLUP_SECONDS = 0  # every cycle rolls up, then evaluates the objectives
+    listening(bob, it_admin)
+    objective()
+    now = datetime.now(UTC)
+    late = [submit(alice, name=f"late{i}") for i in range(3)]
+    Workload.objects.filter(pk__in=[w.pk for w in late]).update(  # waited three hours, ran a moment
+        state=State.SUCCEEDED, submitted_at=now - timedelta(hours=3), admitted_at=now - timedelta(minutes=1),
+        started_at=now - timedelta(minutes=1), finished_at=now - timedelta(seconds=30),
+    )  # fmt: skip
+    for _ in range(3):
+        tasks.cycle()
+    assert WaitSlice.objects.filter(queue__slug="train").exists()  # written by the rollup step
+    assert WaitObjective.objects.get(slug="train-p95").alert == WaitObjective.Alert.BURNING
+    assert Notification.objects.filter(event=Event.OBJECTIVE).count() == 2  # bob and IT, once
