@@ -24,7 +24,7 @@ class WaitObjective(models.Model):
         TEAM = "team", "A team"
 
     class Alert(models.TextChoices):
-        OK = "ok", "Within budget"
+        OK = "ok", "Not burning"
         BURNING = "burning", "Burning"
 
     slug = models.SlugField(unique=True, help_text="Names it in alerts and in /metrics (objective label).")

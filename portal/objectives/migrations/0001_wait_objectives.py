@@ -27,7 +27,7 @@ class Migration(migrations.Migration):
                 ('percent', models.FloatField(default=95.0, help_text='95: the p95 wait is under N, so 5 % of the work may wait longer (the error budget).', validators=[django.core.validators.MinValueValidator(50.0), django.core.validators.MaxValueValidator(99.9)], verbose_name='Share of work (%)')),
                 ('days', models.PositiveSmallIntegerField(default=28, help_text='M: the window the objective is measured over.', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(90)], verbose_name='Over (days)')),
                 ('enabled', models.BooleanField(default=True, help_text='Off: neither evaluated nor alerted.')),
-                ('alert', models.CharField(choices=[('ok', 'Within budget'), ('burning', 'Burning')], default='ok', max_length=10)),
+                ('alert', models.CharField(choices=[('ok', 'Not burning'), ('burning', 'Burning')], default='ok', max_length=10)),
                 ('alert_since', models.DateTimeField(blank=True, help_text='When the current burn episode began.', null=True)),
                 ('evaluated_at', models.DateTimeField(blank=True, null=True)),
                 ('status', models.JSONField(blank=True, default=dict)),
