@@ -1,6 +1,6 @@
 """IT's wait objectives: the list (from each objective's last evaluation), and one objective's page (its figures
 now, its burn, and what-if replays of a remedy with their predicted effect on it). Bounded queries: the list
-reads one table; the page sums the wait slices in two queries, whatever the number of workloads."""
+reads one table; the page sums the wait slices in three queries, whatever the number of workloads."""
 
 from __future__ import annotations
 

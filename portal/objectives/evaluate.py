@@ -7,7 +7,7 @@ webhook on), through the notifications outbox. While it burns, later cycles send
 any more the objective is re-armed, and the next burn is a new episode with a message of its own. The change of
 state is a compare-and-swap and the message's key names the episode, so two workers never send it twice.
 
-Queries per run: one for the objectives, one per objective (all its windows in one sum), one write per
+Queries per run: one for the objectives, two per objective (its days, its alert windows), one write per
 objective, and two more (recipients, outbox) for each episode that begins.
 """
 
@@ -35,19 +35,19 @@ KEEP = timedelta(days=MAX_DAYS + 1)  # wait slices older than the longest object
 
 
 def measure(objective: WaitObjective, now: datetime) -> burn.Status:
-    """The objective's figures at `now`: one query."""
+    """The objective's figures at `now`: two queries (its days; its alert windows, hours long)."""
     spans = burn.windows(now, objective.days)
-    names = list(spans)
-    counts = dict(zip(names, waits.totals(objective.scope(), [spans[n] for n in names]), strict=True))
-    whole = counts.pop("objective")
+    whole = waits.totals(objective.scope(), *spans.pop("objective"))
     m = objective.threshold_minutes
+    names = list(spans)
+    counts = waits.burns(objective.scope(), [spans[n] for n in names], m)
     return burn.status(
         whole.started,
         whole.over[m],
         whole.quantile(objective.percent / 100),
         objective.budget,
         objective.days,
-        {name: (c.over[m], c.started) for name, c in counts.items()},
+        dict(zip(names, counts, strict=True)),
     )
 
 

@@ -3,7 +3,7 @@
 The hourly UsageRollup keeps a p50 and a p95 per hour, which cannot be summed over days nor split by priority
 tier, and an hour is too coarse for a burn-rate alert's short window. A slice counts, per team, queue and tier,
 the workloads that started in its five minutes and how many of them had waited longer than each fixed threshold
-(THRESHOLDS_MIN); any window is then one SUM over its slices (`totals`), whatever the number of workloads.
+(THRESHOLDS_MIN); any window is then one SUM over its slices (`totals`, `burns`), whatever the number of workloads.
 Recomputing a slice is idempotent, as the hourly rollups are: it is the count over the spans that started in it.
 """
 
@@ -110,19 +110,29 @@ def _counts(row: dict[str, Any], prefix: str = "") -> Counts:
     )
 
 
-def totals(scope: Q, windows: Sequence[tuple[datetime, datetime]]) -> list[Counts]:
-    """The counts of each window [since, until) of the slices in `scope` (a filter on team, queue or tier): one
-    query for all the windows, a sum in the database over the rows of the widest."""
+def totals(scope: Q, since: datetime, until: datetime) -> Counts:
+    """The counts of the slices in `scope` (a filter on team, queue or tier) over [since, until): one query, a sum
+    in the database. A window takes whole slices: from the one holding `since` to the one holding the last moment
+    before `until`."""
+    row = WaitSlice.objects.filter(scope, start__gte=slice_of(since), start__lt=until).aggregate(**_sums())
+    return _counts(row)
+
+
+def burns(scope: Q, windows: Sequence[tuple[datetime, datetime]], minutes: int) -> list[tuple[int, int]]:
+    """(waited longer than `minutes`, started) in each window of the slices in `scope`: one query over the rows
+    of the widest (an objective's alert windows: hours, not its days), whole slices as in `totals`."""
     if not windows:
         return []
-    low = min(since for since, _ in windows)
-    high = max(until for _, until in windows)
+    windows = [(slice_of(since), until) for since, until in windows]
+    column = COLUMNS[THRESHOLDS_MIN.index(minutes)]
     sums: dict[str, Any] = {}
     for i, (since, until) in enumerate(windows):
         inside = Q(start__gte=since, start__lt=until)
-        sums |= {f"w{i}_{name}": Coalesce(Sum(name, filter=inside), 0) for name in ("started", *COLUMNS)}
+        sums |= {f"o{i}": Coalesce(Sum(column, filter=inside), 0), f"s{i}": Coalesce(Sum("started", filter=inside), 0)}
+    low = min(since for since, _ in windows)
+    high = max(until for _, until in windows)
     row = WaitSlice.objects.filter(scope, start__gte=low, start__lt=high).aggregate(**sums)
-    return [_counts(row, f"w{i}_") for i in range(len(windows))]
+    return [(int(row[f"o{i}"]), int(row[f"s{i}"])) for i in range(len(windows))]
 
 
 def hourly(scope: Q, since: datetime, until: datetime) -> dict[datetime, Counts]:
