@@ -8,9 +8,9 @@ limit above what they expect, so a task's limit is its runtime rounded up to the
 24 h, 7 d, 30 d; beyond that, whole multiples of 30 d).
 
 Learned runtimes are learned as the replay goes, from the tasks that have finished: per team, queue and shape
-(estimates.shape_of), the LEARNED_PERCENTILE of the runs that ended in the last WINDOW_S (at least MIN_HISTORY of
-them), as portal.workloads.calibration computes them from the database. A queue's band around new estimates comes
-from the errors of the starts of the last BAND_WINDOW_S (estimates.band).
+(estimates.shape_of), the LEARNED_PERCENTILE of the runs submitted and ended in the last WINDOW_S (at least
+MIN_HISTORY of them), as portal.workloads.calibration computes them from the database. A queue's band around new
+estimates comes from the errors of the starts of the last BAND_WINDOW_S (estimates.band).
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ class Learner:
         self.now = 0.0
 
     def finished(self, item: Item, ended: float, runtime: float) -> None:
+        if ended - item.arrival > WINDOW_S:
+            return  # submitted before the window (the portal's query leaves such runs out too)
         shape = shape_of(item.job)
         self.runs[shape].append((ended, runtime))
         self.limits[shape] = item.job.runtime_limit_s

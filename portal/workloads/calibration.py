@@ -122,7 +122,8 @@ _LEARN_SQL = """
 SELECT group_id, queue_id, gpus_milli, nodes, runtime_limit_s,
        percentile_cont(%s) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finished_at - started_at))
 FROM {table}
-WHERE state = ANY(%s) AND finished_at >= %s AND started_at IS NOT NULL AND finished_at >= started_at
+WHERE state = ANY(%s) AND submitted_at >= %s AND finished_at >= %s AND started_at IS NOT NULL
+      AND finished_at >= started_at
       AND array_size = 0
 GROUP BY group_id, queue_id, gpus_milli, nodes, runtime_limit_s
 HAVING count(*) >= %s
@@ -130,13 +131,16 @@ HAVING count(*) >= %s
 
 
 def learned_runtimes(now: datetime) -> dict[Shape, int]:
-    """Every shape's learned runtime from the work that finished in the last LEARN_WINDOW (one query)."""
+    """Every shape's learned runtime from the work submitted and finished in the last LEARN_WINDOW (one query,
+    which the index on state and submitted_at narrows)."""
     since = now - LEARN_WINDOW
     finished = sorted(str(s) for s in FINISHED)
     if connection.vendor == "postgresql":
         table = connection.ops.quote_name(Workload._meta.db_table)
         with connection.cursor() as cursor:
-            cursor.execute(_LEARN_SQL.format(table=table), [LEARNED_PERCENTILE / 100, finished, since, MIN_HISTORY])
+            cursor.execute(
+                _LEARN_SQL.format(table=table), [LEARNED_PERCENTILE / 100, finished, since, since, MIN_HISTORY]
+            )
             rows = cursor.fetchall()
         return {
             (g, q, gpus, nodes, limit): max(1, min(limit, int(float(seen) + 0.999)))
@@ -144,7 +148,7 @@ def learned_runtimes(now: datetime) -> dict[Shape, int]:
         }
     runs: defaultdict[Shape, list[float]] = defaultdict(list)
     for g, q, gpus, nodes, limit, started, ended in Workload.objects.filter(
-        state__in=finished, finished_at__gte=since, started_at__isnull=False, array_size=0
+        state__in=finished, submitted_at__gte=since, finished_at__gte=since, started_at__isnull=False, array_size=0
     ).values_list("group_id", "queue_id", "gpus_milli", "nodes", "runtime_limit_s", "started_at", "finished_at"):
         if ended is not None and started is not None and ended >= started:
             runs[(g, q, gpus, nodes, limit)].append((ended - started).total_seconds())
