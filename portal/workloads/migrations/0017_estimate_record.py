@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workloads', '0016_capacity_observations_move_no_generation'),
+        ("workloads", "0016_capacity_observations_move_no_generation"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='workload',
-            name='estimate_error_s',
+            model_name="workload",
+            name="estimate_error_s",
             field=models.IntegerField(blank=True, editable=False, null=True),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='first_estimated_start',
+            model_name="workload",
+            name="first_estimated_start",
             field=models.DateTimeField(blank=True, editable=False, null=True),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='last_estimated_start',
+            model_name="workload",
+            name="last_estimated_start",
             field=models.DateTimeField(blank=True, editable=False, null=True),
         ),
     ]
