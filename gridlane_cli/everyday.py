@@ -97,6 +97,11 @@ def _count(value: Any, noun: str) -> str:
     return f"{float(value):g} {noun}" + ("" if 0 < float(value) <= 1 else "s")
 
 
+def _minutes(seconds: int) -> int:
+    """Whole minutes, rounded up, of a length of time either way (as the portal says a band)."""
+    return -(-abs(int(seconds)) // 60)
+
+
 def readable(w: dict[str, Any]) -> str:
     """A workload as a person reads it: what, where, why it waits, when, how it ended."""
     r = w.get("resources") or {}
@@ -110,10 +115,16 @@ def readable(w: dict[str, Any]) -> str:
     if w.get("pending_reason") and w["state"] == "pending":
         lines.append(f"  waiting   {w['pending_reason']}")
     if w.get("estimated_start"):
-        lines.append(f"  expected  {w['estimated_start']}")
+        band = w.get("estimate_band") or {}
+        within = (
+            f"  (usually within -{_minutes(band['low_seconds'])}/+{_minutes(band['high_seconds'])} min)" if band else ""
+        )
+        lines.append(f"  expected  {w['estimated_start']}{within}")
     for label, key in (("submitted", "submitted_at"), ("started", "started_at"), ("finished", "finished_at")):
         if w.get(key):
-            lines.append(f"  {label:<9} {w[key]}")
+            off = w.get("estimate_error_seconds") if key == "started_at" else None
+            said = "" if off is None else f"  ({_minutes(off)} min {'later' if off > 0 else 'earlier'} than estimated)"
+            lines.append(f"  {label:<9} {w[key]}{said}")
     if w.get("fabric"):
         lines.append(f"  ran on    {w['fabric']}")
     if w.get("exit_code") is not None:

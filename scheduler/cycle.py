@@ -13,6 +13,7 @@ from operator import itemgetter
 
 from scheduler import reasons
 from scheduler.backfill import Plan
+from scheduler.estimates import expected_runtime
 from scheduler.ledger import Amount, Ledger, amount, need_on
 from scheduler.limits import Limits, Why
 from scheduler.model import Admit, Job, Preempt, Snapshot
@@ -98,22 +99,37 @@ class Cycle:
         return self.s.fabrics[fid].name
 
     # -- when capacity comes back ----------------------------------------------------------------------
-    def releases(self, fid: int) -> list[tuple[datetime, Amount]]:
+    def releases(self, fid: int, expected: bool = False) -> list[tuple[datetime, Amount]]:
         """When capacity comes back on a fabric, in time order: each job running or admitted there (and not
-        preempted) at its runtime limit."""
+        preempted) at its runtime limit; with `expected` (estimates only), at its learned runtime where the
+        snapshot has one (a run already past it: at its limit)."""
         sharing = self.ledger.sharing[fid]
         out = []
         for job in self.running[fid]:
             if job.id in self.gone:
                 continue
-            start = job.started_at or self.now
-            out.append((max(self.now, start + self.span(job.runtime_limit_s)), need_on(job, sharing)))
+            out.append((self.ends_at(job, expected), need_on(job, sharing)))
         ends, end = self.ends, self.end
         for job, need in zip(self.admitted_on[fid], self.needs_on[fid], strict=True):
-            runtime = job.runtime_limit_s
+            runtime = self.runtime_of(job) if expected else job.runtime_limit_s
             out.append((ends.get(runtime) or end(runtime), need))
         out.sort(key=itemgetter(0))
         return out
+
+    def runtime_of(self, job: Job) -> int:
+        """How long an estimate takes the job to run (estimates.expected_runtime)."""
+        return expected_runtime(job, self.s.expected_runtimes)
+
+    def ends_at(self, job: Job, expected: bool = False) -> datetime:
+        """When running (or admitted) work ends: at its runtime limit, or with `expected` at its learned runtime
+        while it has not run past that (then at its limit); never before now."""
+        start = job.started_at or self.now
+        end = start + self.span(job.runtime_limit_s)
+        if expected:
+            runtime = self.runtime_of(job)
+            if runtime < job.runtime_limit_s and start + self.span(runtime) > self.now:
+                end = start + self.span(runtime)
+        return max(self.now, end)
 
     def span(self, seconds: int) -> timedelta:
         """A runtime limit as a timedelta."""

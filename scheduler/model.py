@@ -127,6 +127,9 @@ class Snapshot:
     # What fabrics that keep queues of their own have free now, where their answer is fresh (fabrics/live.py);
     # empty: every fabric is planned with its declaration alone (scheduler/soonest.py).
     live: Mapping[int, FreeNow] = field(default_factory=dict)
+    # Learned runtimes by shape (scheduler/estimates.py shape_of): how long such work has really run, in seconds.
+    # Estimated starts use them instead of the runtime limit; admission and backfill never do. Empty: limits only.
+    expected_runtimes: Mapping[tuple[int, int, int, int, int], int] = field(default_factory=dict)
 
     def quota(self, group_id: int, fabric_id: int | None) -> Quota:
         """The group's quota on the fabric; no quota means no floor and no cap beyond the fabric."""

@@ -28,7 +28,7 @@ import json
 import math
 import sys
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -238,6 +238,29 @@ class Clock:
             observer.started(item, now)
 
 
+class Both(Observer):
+    """Two observers, told in turn."""
+
+    def __init__(self, first: Observer, second: Observer) -> None:
+        self.first, self.second = first, second
+
+    def started(self, item: Item, now: float) -> None:
+        self.first.started(item, now)
+        self.second.started(item, now)
+
+    def stopped(self, item: Item, started: float, now: float, preempted: bool) -> None:
+        self.first.stopped(item, started, now, preempted)
+        self.second.stopped(item, started, now, preempted)
+
+    def withdrawn(self, item: Item, now: float) -> None:
+        self.first.withdrawn(item, now)
+        self.second.withdrawn(item, now)
+
+    def cycled(self, clock: Clock, snapshot: Snapshot, decisions: Decisions) -> None:
+        self.first.cycled(clock, snapshot, decisions)
+        self.second.cycled(clock, snapshot, decisions)
+
+
 class _Measure(Observer):
     """The simulator's figures: waits, useful and wasted GPU-seconds, violations, preemptions."""
 
@@ -273,7 +296,13 @@ def policy_named(name: str) -> Policy:
 
 
 def simulate(tasks: list[Task], *, policy: str | Policy, groups: int, gpus: int, reserve_fraction: float = 0.5,
-             cycle_seconds: float = 10.0) -> Outcome:  # fmt: skip
+             cycle_seconds: float = 10.0, limit_of: Callable[[Task], int] | None = None,
+             watch: Observer | None = None,
+             learned: Callable[[datetime], Mapping[Any, int]] | None = None) -> Outcome:  # fmt: skip
+    """`limit_of`: each task's runtime limit (runtime_limit unless given); `watch`: told what happens too, after
+    the simulator's own measure; `learned`: the learned runtimes each cycle's snapshot carries, at its time
+    (Snapshot.expected_runtimes: they change estimates only; scheduler.calibrate)."""
+    limit_of = limit_of or runtime_limit
     decide_fn = policy_named(policy) if isinstance(policy, str) else policy
     capacity = gpus * 1000
     fabrics = {POOL: FabricState(POOL, "pool", Resources(capacity, BIG, BIG))}
@@ -284,7 +313,7 @@ def simulate(tasks: list[Task], *, policy: str | Policy, groups: int, gpus: int,
     }
     items = [
         Item(Job(t.name, t.group, QUEUE, Resources(t.gpus_milli, 0, 0),
-                 submitted_at=EPOCH + timedelta(seconds=t.arrival), runtime_limit_s=runtime_limit(t)),
+                 submitted_at=EPOCH + timedelta(seconds=t.arrival), runtime_limit_s=limit_of(t)),
              t.arrival, t.runtime)
         for t in tasks
     ]  # fmt: skip
@@ -294,10 +323,12 @@ def simulate(tasks: list[Task], *, policy: str | Policy, groups: int, gpus: int,
 
     def snapshot_of(now: datetime, pending: tuple[Job, ...], running: tuple[Job, ...]) -> Snapshot:
         return Snapshot(now=now, fabrics=fabrics, queues=queues, pending=pending, running=running, quotas=quotas,
-                        usage=use.at(now, running), shares=shares, weights=Weights())  # fmt: skip
+                        usage=use.at(now, running), shares=shares, weights=Weights(),
+                        expected_runtimes=learned(now) if learned is not None else {})  # fmt: skip
 
     measure = _Measure(groups, capacity, reserved)
-    clock = Clock(items, EPOCH, decide_fn, snapshot_of, measure, cycle_seconds=cycle_seconds)
+    observer: Observer = measure if watch is None else Both(measure, watch)
+    clock = Clock(items, EPOCH, decide_fn, snapshot_of, observer, cycle_seconds=cycle_seconds)
     last = clock.run()
     measure.out.cycles = clock.cycles
     measure.out.makespan = max(measure.out.makespan, last)

@@ -154,11 +154,13 @@ def _fresh_cache() -> None:
     from django.core.cache import cache
 
     from portal.worker import snapshot
-    from portal.workloads import context
+    from portal.workloads import calibration, context
 
     cache.clear()
     context.forget()
     snapshot.SETTLED.forget()
+    calibration.LEARNED.forget()
+    calibration.forget_bands()
 
 
 @pytest.fixture

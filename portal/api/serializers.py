@@ -12,6 +12,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from django.db.models import Count, Model
 from django.db.models.manager import BaseManager
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.fields import Field, SkipField
@@ -22,6 +23,7 @@ from portal.api import fast_parse
 from portal.api.errors import flatten
 from portal.known_fields import KnownFieldsOnly
 from portal.queues.models import DEFAULT_TIER
+from portal.workloads.calibration import band_for
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.services import MAX_BULK, SubmitRequest
 
@@ -394,6 +396,16 @@ class WorkloadOut(ModelOut[Workload]):
     )
     array_parent = serializers.UUIDField(source="array_parent_id", allow_null=True, read_only=True)
     elements = serializers.SerializerMethodField(help_text="An array's parent: how many elements are in each state.")
+    first_estimated_start = serializers.DateTimeField(
+        allow_null=True, read_only=True, help_text="The first estimated start it was shown; null: none yet."
+    )
+    last_estimated_start = serializers.DateTimeField(
+        allow_null=True, read_only=True, help_text="The latest estimated start it was shown before it started."
+    )
+    estimate_error_seconds = serializers.IntegerField(
+        source="estimate_error_s", allow_null=True, read_only=True,
+        help_text="Once started: its start minus the latest estimate, in seconds (late is positive).",
+    )  # fmt: skip
 
     class Meta:
         model = Workload
@@ -426,6 +438,9 @@ class WorkloadOut(ModelOut[Workload]):
             "array_index",
             "array_parent",
             "elements",
+            "first_estimated_start",
+            "last_estimated_start",
+            "estimate_error_seconds",
         ]
         read_only_fields = fields
 
@@ -481,16 +496,42 @@ def element_counts(parent_ids: list[Any]) -> dict[Any, dict[str, int]]:
     return counts
 
 
+class BandOut(serializers.Serializer[Any]):
+    low_seconds = serializers.IntegerField(help_text="Add to the estimate: its early end (0 or less).")
+    high_seconds = serializers.IntegerField(help_text="Add to the estimate: its late end (0 or more).")
+
+
 class WorkloadDetailOut(WorkloadOut):
     events = EventOut(many=True, read_only=True)
     command = serializers.CharField()
     script = serializers.CharField()
     code = serializers.JSONField(help_text="The code that travels with it ({} for none).")
     requirements = serializers.CharField()
+    estimate_band = serializers.SerializerMethodField(
+        help_text="While it has an estimated start: the band its queue's recent estimates kept to (the central 90 % "
+        "of their errors over 7 days); null without an estimate, or where too few recent starts had one."
+    )
 
     class Meta(WorkloadOut.Meta):
-        fields = [*WorkloadOut.Meta.fields, "command", "script", "code", "requirements", "events"]
+        fields = [*WorkloadOut.Meta.fields, "command", "script", "code", "requirements", "events", "estimate_band"]
         read_only_fields = fields
+
+    @extend_schema_field(BandOut(allow_null=True))
+    def get_estimate_band(self, w: Workload) -> dict[str, int] | None:
+        if w.estimated_start is None:
+            return None
+        found = band_for(w.queue_id)
+        return None if found is None else {"low_seconds": found[0], "high_seconds": found[1]}
+
+
+class EstimatesOut(serializers.Serializer[Any]):
+    starts = serializers.IntegerField(help_text="Starts over the last 7 days that had an estimate.")
+    median_abs_error_seconds = serializers.IntegerField()
+    p90_abs_error_seconds = serializers.IntegerField()
+    band_low_seconds = serializers.IntegerField(
+        allow_null=True, help_text="The band put around a new estimate: add to it (0 or less); null: too few starts."
+    )
+    band_high_seconds = serializers.IntegerField(allow_null=True, help_text="Add to the estimate (0 or more).")
 
 
 class QueueOut(serializers.Serializer[Any]):
@@ -503,3 +544,6 @@ class QueueOut(serializers.Serializer[Any]):
     backlog = serializers.IntegerField(help_text="Workloads waiting to start.")
     running = serializers.IntegerField()
     p95_wait_seconds = serializers.FloatField(allow_null=True, help_text="Over the last 7 days; null without data.")
+    estimates = EstimatesOut(
+        allow_null=True, help_text="How good its estimated starts were over the last 7 days; null: no start had one."
+    )

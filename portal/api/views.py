@@ -45,7 +45,8 @@ BULK_ERRORS = {"type": "object", "properties": {"errors": {"type": "object", "pr
 class QueueViewSet(viewsets.ViewSet):
     @extend_schema(responses=QueueOut(many=True))
     def list(self, request: Request) -> Response:
-        """The queues the caller may use, with their backlog, running count and p95 wait."""
+        """The queues the caller may use, with their backlog, running count, p95 wait and how good their estimated
+        starts were."""
         figures = queue_figures(access.usable_queues(request.user))
         rows = [
             {
@@ -58,6 +59,7 @@ class QueueViewSet(viewsets.ViewSet):
                 "backlog": f.backlog,
                 "running": f.running,
                 "p95_wait_seconds": f.p95_wait_seconds,
+                "estimates": f.estimates.as_dict() if f.estimates is not None else None,
             }
             for f in figures
         ]

@@ -135,7 +135,7 @@ def finish(move: Move) -> int:
         w, State.PENDING, reason="back in line to start where there is room now", attempt=w.attempt + 1,
         fabric_id=None, target_id=None, external_id="", rendered="", host="", connect_url="",
         notebook_endpoint=None, admitted_at=None, started_at=None, exit_code=None, idle_stop_at=None,
-        gpu_idle_warned_at=None, last_sample_at=None,
+        gpu_idle_warned_at=None, last_sample_at=None, last_estimated_start=None, estimate_error_s=None,
     )  # fmt: skip
     move.delete()
     return 1

@@ -22,7 +22,7 @@ from portal.sql import ROWS, Compiled
 from portal.worker import live
 from portal.worker.capacity import live_since, planned
 from portal.worker.models import GroupUsage
-from portal.workloads import context
+from portal.workloads import calibration, context
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
 from scheduler import model
@@ -290,6 +290,7 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
         parents=tree.parents,
         weights=weights(),
         tiers=tier_states(view),
+        expected_runtimes=calibration.LEARNED.at(now),
     )
     rooms = live.rooms(snapshot, live_since(now))  # what fabrics have free now, where they said so lately
     if rooms:

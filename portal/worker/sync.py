@@ -23,6 +23,7 @@ from portal.worker import idle, pods, stats
 from portal.worker.connections import fabric_for
 from portal.worker.health import set_health as _set_health
 from portal.workloads import notebook_endpoint, services
+from portal.workloads.calibration import shown
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 
@@ -255,13 +256,13 @@ def _say_why(ids: list[UUID], reason: str, estimate: datetime | None) -> set[UUI
     sync says why it waits, if it still does. A statement that waited for thousands of rows in its own order
     could deadlock with another such; one that takes only free rows cannot."""
     if connection.vendor != "postgresql":
-        Workload.objects.filter(pk__in=ids).update(pending_reason=reason, estimated_start=estimate)
+        Workload.objects.filter(pk__in=ids).update(pending_reason=reason, estimated_start=estimate, **shown(estimate))
         return set(ids)
     with transaction.atomic():
         free = list(
             Workload.objects.filter(pk__in=ids).select_for_update(skip_locked=True).values_list("pk", flat=True)
         )
-        Workload.objects.filter(pk__in=free).update(pending_reason=reason, estimated_start=estimate)
+        Workload.objects.filter(pk__in=free).update(pending_reason=reason, estimated_start=estimate, **shown(estimate))
     return set(free)
 
 
@@ -269,7 +270,7 @@ def _waiting_on_fabric(w: Workload, status: JobStatus) -> None:
     """The fabric holds the job (Slurm's, Kueue's or Volcano's own queue): say why, and when it expects to start."""
     reason, estimate = _why(status)
     if (reason, estimate) != (w.pending_reason, w.estimated_start):
-        Workload.objects.filter(pk=w.pk).update(pending_reason=reason, estimated_start=estimate)
+        Workload.objects.filter(pk=w.pk).update(pending_reason=reason, estimated_start=estimate, **shown(estimate))
         w.pending_reason, w.estimated_start = reason, estimate
 
 
@@ -310,7 +311,7 @@ def _requeue(w: Workload) -> int:
             w, State.PENDING, reason="back in line after preemption", attempt=w.attempt + 1,
             fabric_id=None, target_id=None, external_id="", rendered="", host="", connect_url="",
             notebook_endpoint=None, admitted_at=None, started_at=None, exit_code=None, idle_stop_at=None,
-            gpu_idle_warned_at=None, last_sample_at=None,
+            gpu_idle_warned_at=None, last_sample_at=None, last_estimated_start=None, estimate_error_s=None,
         )
     )  # fmt: skip
 

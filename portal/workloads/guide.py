@@ -15,7 +15,7 @@ from portal import access, words
 from portal.accounts.models import ResourceGroup
 from portal.queues.models import Fabric, Queue, Quota
 from portal.words import duration
-from portal.workloads import limits
+from portal.workloads import calibration, limits
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE
 
@@ -31,12 +31,14 @@ class QueueGuide:
     free: str  # room now over its fabrics: "6 of 8 GPUs free"
     headroom: list[str]  # per team of the person's: "vision: 2 of 4 GPUs in use, 2 GPUs more may start"
     warning: str  # "no fabric behind it": nothing submitted here can run
+    estimates: str = ""  # how good its estimated starts were lately: "off by 4 min (median), ..." (calibration)
 
 
 def queue_guide(user: Any, queues: Sequence[Queue]) -> list[QueueGuide]:
-    """Four queries: the GPUs in use per fabric, the person's teams (with the GPUs their temporary grants add
-    now on each fabric), their quotas and what each holds per fabric (the queues come with their targets and
-    teams, prefetched by the form). A grant raises the team's limit on its fabric as the submit's check does."""
+    """Five queries: the GPUs in use per fabric, the person's teams (with the GPUs their temporary grants add
+    now on each fabric), their quotas and what each holds per fabric, and the queues' recent estimate errors (the
+    queues come with their targets and teams, prefetched by the form). A grant raises the team's limit on its
+    fabric as the submit's check does."""
     if not queues:
         return []
     fabrics_of = _fabrics_of(queues)
@@ -66,6 +68,7 @@ def queue_guide(user: Any, queues: Sequence[Queue]) -> list[QueueGuide]:
     ):
         team_use[(group_id, fabric_id or 0)] += g or 0
     allowed = {q.pk: {g.pk for g in q.allowed_groups.all()} for q in queues}
+    calibrated = calibration.queue_calibrations(q.pk for q in queues)
     guides = []
     for q in queues:
         fabrics = fabrics_of[q.pk]
@@ -82,6 +85,7 @@ def queue_guide(user: Any, queues: Sequence[Queue]) -> list[QueueGuide]:
                     _headroom(t, fabrics, list(t.quotas.all()), team_use) for t in teams if t.pk in allowed[q.pk]
                 ],
                 warning="" if fabrics else "No fabric serves this queue yet: work sent here cannot run. Ask IT.",
+                estimates=calibration.calibration_words(calibrated.get(q.pk)),
             )
         )
     return guides

@@ -79,6 +79,12 @@ class Workload(models.Model):
     pending_reason_code = models.CharField(max_length=40, blank=True)
     pending_reason = models.CharField(max_length=300, blank=True)
     estimated_start = models.DateTimeField(null=True, blank=True)
+    # Every estimate shown, as it stands (portal.workloads.calibration): the first one, and the latest one before
+    # it started (kept past its admission, unlike estimated_start); and once it started, how far off that was
+    # (actual start minus the latest estimate, in seconds: late is positive).
+    first_estimated_start = models.DateTimeField(null=True, blank=True, editable=False)
+    last_estimated_start = models.DateTimeField(null=True, blank=True, editable=False)
+    estimate_error_s = models.IntegerField(null=True, blank=True, editable=False)
     # Its place among the waiting work of its queue, in the scheduler's order (1: next); 0 when not waiting.
     queue_position = models.PositiveIntegerField(default=0)
 

@@ -1,20 +1,21 @@
-"""Queue figures read by the API and pages: backlog, running, recent p95 wait (a bounded number of queries)."""
+"""Queue figures read by the API and pages: backlog, running, recent p95 wait, how good recent estimated starts were
+(a bounded number of queries)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from portal.queues.models import Queue
+from portal.workloads.calibration import ERROR_WINDOW, Calibration, calibration_of
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 
-WAIT_WINDOW = timedelta(days=7)
+WAIT_WINDOW = ERROR_WINDOW  # 7 days
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -34,10 +35,11 @@ class QueueFigures:
     backlog: int
     running: int
     p95_wait_seconds: float | None
+    estimates: Calibration | None = None  # how good its estimated starts were over the same window
 
 
 def queue_figures(queues: Iterable[Queue]) -> list[QueueFigures]:
-    """Three queries whatever the number of queues."""
+    """Three queries whatever the number of queues (the estimates' errors come with the waits)."""
     counted = list(
         Queue.objects.filter(pk__in=[q.pk for q in queues]).annotate(
             backlog=Count("workloads", filter=Q(workloads__state__in=[State.PENDING, State.ADMITTED])),
@@ -45,10 +47,16 @@ def queue_figures(queues: Iterable[Queue]) -> list[QueueFigures]:
         )
     )
     waits: defaultdict[int, list[float]] = defaultdict(list)
+    errors: defaultdict[int, list[float]] = defaultdict(list)
     started = Workload.objects.filter(queue__in=counted, started_at__gte=timezone.now() - WAIT_WINDOW).values_list(
-        "queue_id", "submitted_at", "started_at"
+        "queue_id", "submitted_at", "started_at", "estimate_error_s"
     )
-    for queue_id, submitted_at, started_at in started:
+    for queue_id, submitted_at, started_at, error in started:
         if started_at is not None:  # the filter above says so; the type checker cannot know
             waits[queue_id].append((started_at - submitted_at).total_seconds())
-    return [QueueFigures(q, q.backlog, q.running, percentile(waits[q.pk], 95)) for q in counted]
+        if error is not None:
+            errors[queue_id].append(float(error))
+    return [
+        QueueFigures(q, q.backlog, q.running, percentile(waits[q.pk], 95), calibration_of(errors[q.pk]))
+        for q in counted
+    ]

@@ -146,10 +146,13 @@ def insert_many(workloads: Sequence[Workload], events: Sequence[WorkloadEvent]) 
 
 def write_waiting_reasons(changed: Sequence[tuple[str, str, str, datetime | None, int]]) -> None:
     """Set why each pending workload waits (id, reason code, reason, estimated start, place in line); a workload
-    no longer pending is left alone. One statement per 1,000 rows:
+    no longer pending is left alone. An estimate shown is recorded in the same statement: the first one a workload
+    ever had, and its latest (kept when it has none now). One statement per 1,000 rows:
 
-        UPDATE workload w SET pending_reason_code = v.code, ... FROM (VALUES ...) AS v(...)
-        WHERE w.id = v.id AND w.state = 'pending'
+        UPDATE workload w SET pending_reason_code = v.code, ...,
+               first_estimated_start = COALESCE(w.first_estimated_start, v.estimate),
+               last_estimated_start = COALESCE(v.estimate, w.last_estimated_start)
+        FROM (VALUES ...) AS v(...) WHERE w.id = v.id AND w.state = 'pending'
 
     Elsewhere (SQLite) one executemany."""
     table = _table(Workload)
@@ -160,7 +163,9 @@ def write_waiting_reasons(changed: Sequence[tuple[str, str, str, datetime | None
                 values = ", ".join(["(%s::uuid, %s, %s, %s::timestamptz, %s::integer)"] * len(chunk))
                 cursor.execute(
                     f"UPDATE {table} AS w SET pending_reason_code = v.code, pending_reason = v.reason, "  # noqa: S608 (our table name)
-                    "estimated_start = v.estimate, queue_position = v.place "
+                    "estimated_start = v.estimate, queue_position = v.place, "
+                    "first_estimated_start = COALESCE(w.first_estimated_start, v.estimate), "
+                    "last_estimated_start = COALESCE(v.estimate, w.last_estimated_start) "
                     f"FROM (VALUES {values}) AS v(id, code, reason, estimate, place) "
                     "WHERE w.id = v.id AND w.state = 'pending'",
                     [item for row in chunk for item in row],
@@ -168,9 +173,10 @@ def write_waiting_reasons(changed: Sequence[tuple[str, str, str, datetime | None
             else:
                 cursor.executemany(
                     f"UPDATE {table} SET pending_reason_code = %s, pending_reason = %s, estimated_start = %s, "  # noqa: S608
-                    "queue_position = %s WHERE id = %s AND state = 'pending'",
+                    "queue_position = %s, first_estimated_start = COALESCE(first_estimated_start, %s), "
+                    "last_estimated_start = COALESCE(%s, last_estimated_start) WHERE id = %s AND state = 'pending'",
                     [
-                        (code, reason, estimate, place, job_id.replace("-", ""))
+                        (code, reason, estimate, place, estimate, estimate, job_id.replace("-", ""))
                         for job_id, code, reason, estimate, place in chunk
                     ],
                 )

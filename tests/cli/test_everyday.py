@@ -112,3 +112,16 @@ def test_logs_follow_against_the_portal_until_the_work_ends(gridlane):  # noqa: 
     assert followed.returncode == 0, followed.stderr
     assert followed.stdout == "done\n"
     assert "waiting to start" in followed.stderr
+
+
+def test_show_says_how_good_the_estimate_is():
+    from gridlane_cli.everyday import readable
+
+    base = {"id": "1", "name": "n", "kind": "batch", "queue": "train", "group": "vision", "owner": "alice",
+            "resources": {"gpus": 1, "cpus": 1, "memory_gb": 4, "nodes": 1}}  # fmt: skip
+    waiting = readable(base | {"state": "pending", "estimated_start": "2026-12-06T14:05:00Z",
+                               "estimate_band": {"low_seconds": -150, "high_seconds": 700}})  # fmt: skip
+    assert "expected  2026-12-06T14:05:00Z  (usually within -3/+12 min)" in waiting
+    started = readable(base | {"state": "running", "started_at": "2026-12-06T14:09:00Z", "estimate_error_seconds": 240})
+    assert "started   2026-12-06T14:09:00Z  (4 min later than estimated)" in started
+    assert "than estimated" not in readable(base | {"state": "running", "started_at": "2026-12-06T14:09:00Z"})

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from portal import sql
 from portal.workloads import store
+from portal.workloads.calibration import error_s
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.services.errors import InvalidTransition
 from portal.workloads.states import FINISHED, State, can_move
@@ -38,6 +39,7 @@ def transition(workload: Workload, new: State, *, actor: Any = None, reason: str
         stamps["admitted_at"] = now
     elif new == State.RUNNING:
         stamps["started_at"] = fields.pop("started_at", None) or now
+        stamps["estimate_error_s"] = error_s(stamps["started_at"], workload.last_estimated_start)
         if workload.lease_s:
             stamps["lease_ends_at"] = stamps["started_at"] + timedelta(seconds=workload.lease_s)
     elif new in FINISHED:
@@ -144,15 +146,18 @@ def start_many(starts: list[tuple[Workload, datetime | None, str]], *, reason: s
     if connection.vendor != "postgresql":
         return moved + [w for w, at, host in plain if start_one(w, at, host)]
     values = {"state": State.RUNNING, "updated_at": now, "pending_reason": "", "estimated_start": None}
+    errors = [error_s(at, w.last_estimated_start) for w, at, _ in plain]
     each: dict[str, tuple[str, Sequence[Any]]] = {
         "started_at": ("timestamptz", [at for _, at, _ in plain]),
         "host": ("text", [h for _, _, h in plain]),
+        "estimate_error_s": ("int", errors),
     }
     won = {str(pk) for pk in store.swap_with_events([w.pk for w, _, _ in plain], State.DISPATCHING, values, each,
                                                     at=now, reason=reason)}  # fmt: skip
-    for w, at, host in plain:
+    for (w, at, host), error in zip(plain, errors, strict=True):
         if str(w.pk) in won:
             w.state, w.updated_at, w.started_at, w.host = State.RUNNING, now, at, host
+            w.estimate_error_s = error
             w.pending_reason, w.estimated_start = "", None
             moved.append(w)
     return moved

@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from portal import words
+from portal.workloads import calibration
 
 register = template.Library()
 
@@ -46,6 +47,24 @@ def plus(value: float | int | None, more: float | int | None) -> float | None:
 def in_line(w: Any) -> str:
     """A waiting workload's place in its queue's line, in words."""
     return words.in_line(w.queue_position, w.queue.name) if w.state == "pending" else ""
+
+
+@register.filter
+def estimate_band(w: Any) -> str:
+    """The band around a waiting workload's estimated start, from its queue's recent errors: "usually within
+    -3/+12 min"; "" without an estimate or a band (one query, kept a minute: calibration.band_for)."""
+    if w.state != "pending" or w.estimated_start is None:
+        return ""
+    return calibration.band_words(calibration.band_for(w.queue_id))
+
+
+register.filter("calibration", calibration.calibration_words)
+
+
+@register.filter
+def estimate_error(w: Any) -> str:
+    """How far its start was from the latest estimate it was shown: "4 min later than estimated"."""
+    return calibration.error_words(w.estimate_error_s)
 
 
 @register.filter
