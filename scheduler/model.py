@@ -127,6 +127,9 @@ class Snapshot:
     # What fabrics that keep queues of their own have free now, where their answer is fresh (fabrics/live.py);
     # empty: every fabric is planned with its declaration alone (scheduler/soonest.py).
     live: Mapping[int, FreeNow] = field(default_factory=dict)
+    # Work held because a budget over it is spent (held.py): (team, owner) -> why; owner 0 holds all the team's
+    # work, and team 0 an owner's work in any team (an agent identity's budget).
+    held: Mapping[tuple[int, int], Reason] = field(default_factory=dict)
 
     def quota(self, group_id: int, fabric_id: int | None) -> Quota:
         """The group's quota on the fabric; no quota means no floor and no cap beyond the fabric."""
