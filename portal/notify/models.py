@@ -15,6 +15,7 @@ class Event(models.TextChoices):
     FAILED = "failed", "Failed or expired"
     IDLE = "idle", "Idle warning"
     LEASE = "lease", "Lease ending"
+    BUDGET = "budget", "Budget thresholds (leads)"
 
 
 def every_event() -> list[str]:
