@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from portal import access
+from portal.budgets import shown
 from portal.dashboards import data, it
 from portal.dashboards.forms import DecisionForm, GrantForm
 from portal.queues import grants
@@ -57,6 +58,8 @@ def team(request: HttpRequest, slug: str) -> HttpResponse:
         # The team's idle allocations now, for its leads and IT (portal.usage.idle_now): two queries, theirs only.
         "idle_now": idle_now.team_idle_now(group, now) if leads else None,
         "idle_window_minutes": settings.GRIDLANE_IDLE_WINDOW_MINUTES,
+        "budgets": shown.team_budgets(group, now),  # one query: the spend the worker's budget step counted
+        "currency": settings.GRIDLANE_CURRENCY,
     }
     template = "dashboards/_team.html" if _partial(request) else "dashboards/team.html"
     return render(request, template, context)
