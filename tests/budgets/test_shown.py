@@ -62,3 +62,28 @@ def test_the_team_dashboard_shows_the_budgets(budgets, client, alice):
 def test_a_team_without_budgets_shows_no_section(client, charlie):
     client.force_login(charlie)
     assert 'id="budgets"' not in client.get("/teams/fraud/").content.decode()
+
+
+def test_a_lead_sets_a_members_budget_through_the_api_and_a_second_post_changes_it(budgets, api_as, bob):
+    client = api_as(bob)
+    answer = client.post("/api/v1/groups/vision/budgets/", {"user": "alice", "gpu_hours": 9}, format="json")
+    assert answer.status_code == 200
+    assert (answer.json()["gpu_hours"], answer.json()["state"], answer.json()["held"]) == (9.0, "warning", "")
+    again = client.post("/api/v1/groups/vision/budgets/", {"user": "alice", "money": 50}, format="json").json()
+    assert (again["gpu_hours"], again["money"]) == (9.0, 50.0)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"user": "alice", "gpu_hours": 11}, "gpu_hours"),  # above the team's 10
+        ({"user": "alice", "gpu_hour": 1}, "gpu_hour"),  # unknown
+        ({"user": "nobody", "gpu_hours": 1}, "user"),
+        ({"user": "alice", "gpu_hours": 1, "thresholds": [90, 50]}, "thresholds"),
+        ({"user": "alice", "gpu_hours": 1, "window": "week"}, "window"),
+    ],
+)
+def test_a_wrong_body_is_a_400_naming_its_field(budgets, api_as, bob, body, field):
+    answer = api_as(bob).post("/api/v1/groups/vision/budgets/", body, format="json")
+    assert answer.status_code == 400
+    assert field in answer.json()["errors"]
