@@ -71,6 +71,8 @@ PAGES = [
     ("fraud's chargeback", "get", "/teams/fraud/chargeback/?month=2026-11", None, cells(404, 404, 403, 200)),
     ("ask for more GPUs for vision", "get", "/teams/vision/grants/new/", None, cells(403, 200, 404, 403)),
     ("ask for more GPUs for fraud", "get", "/teams/fraud/grants/new/", None, cells(404, 404, 403, 403)),
+    ("set a budget of vision", "get", "/teams/vision/budgets/set/", None, cells(403, 200, 404, 200)),
+    ("set a budget of fraud", "get", "/teams/fraud/budgets/set/", None, cells(404, 404, 403, 200)),
     ("withdraw vision's grant", "post", "/teams/vision/grants/{g}/withdraw/", {}, cells(403, 302, 404, 403)),
     ("withdraw it as fraud's", "post", "/teams/fraud/grants/{g}/withdraw/", {}, cells(404, 404, 404, 404)),
     ("IT's temporary grants page", "get", "/it/grants/", None, cells(404, 404, 404, 200)),

@@ -87,3 +87,25 @@ def test_a_wrong_body_is_a_400_naming_its_field(budgets, api_as, bob, body, fiel
     answer = api_as(bob).post("/api/v1/groups/vision/budgets/", body, format="json")
     assert answer.status_code == 400
     assert field in answer.json()["errors"]
+
+
+def test_a_lead_sets_a_members_budget_on_the_dashboard_within_the_teams(budgets, client, bob, alice):
+    client.force_login(bob)
+    page = client.get("/teams/vision/").content.decode()
+    assert "/teams/vision/budgets/set/" in page
+    form = {"user": str(alice.pk), "gpu_hours": "12", "money": "", "window": "month", "starts_on": "", "ends_on": ""}
+    refused = client.post("/teams/vision/budgets/set/", form)
+    assert refused.status_code == 400
+    assert "Above the team&#x27;s budget of 10 GPU-hours." in refused.content.decode()
+    done = client.post("/teams/vision/budgets/set/", form | {"gpu_hours": "9"})
+    assert done.status_code == 302
+    assert done["Location"].endswith("/teams/vision/#budgets")
+    assert "8 of 9" in client.get("/teams/vision/").content.decode()
+    own = client.post("/teams/vision/budgets/set/", form | {"user": ""})
+    assert "The team&#x27;s own budget is set by IT" in own.content.decode()
+
+
+def test_a_member_may_not_set_budgets(budgets, client, alice):
+    client.force_login(alice)
+    assert "/budgets/set/" not in client.get("/teams/vision/").content.decode()
+    assert client.post("/teams/vision/budgets/set/", {"user": str(alice.pk), "gpu_hours": "1"}).status_code == 403
