@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from portal.budgets import services
+from portal.budgets import holds, services
 from portal.budgets.models import Budget
 
 
@@ -27,6 +28,14 @@ class BudgetAdmin(admin.ModelAdmin[Budget]):
     @admin.display(boolean=True, description="work held")
     def held(self, obj: Budget) -> bool:
         return bool(obj.held_reason)
+
+    def delete_model(self, request: HttpRequest, obj: Budget) -> None:
+        super().delete_model(request, obj)
+        holds.sweep()
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
+        super().delete_queryset(request, queryset)
+        holds.sweep()
 
     def save_model(self, request: HttpRequest, obj: Budget, form: forms.ModelForm[Budget], change: bool) -> None:
         services.do_set(request.user, obj, timezone.now())

@@ -13,7 +13,7 @@ from django.db import transaction
 
 from portal import access
 from portal.accounts import audit
-from portal.budgets import spend
+from portal.budgets import holds, spend
 from portal.budgets.models import Budget
 
 
@@ -46,6 +46,7 @@ def do_set(user: Any, budget: Budget, now: datetime) -> Budget:
         budget.updated_at = now
         budget.save()
         refresh(budget, now)
+        holds.sweep()  # raised: its work is back in the line for the next admission
     return budget
 
 

@@ -4,7 +4,8 @@ held_reason, which the admission's snapshot reads) or release it, and tell the t
 a member's budget) when a threshold is crossed: once per threshold and window, however many steps see it.
 
 A fixed number of queries whatever the number of budgets: the budgets, their spend (two), the rows' figures, the
-holds that changed, and, where a threshold was crossed, who is told and the messages."""
+holds that changed, where a threshold was crossed who is told and the messages, and the work no hold covers any
+longer given back to the line (holds.sweep: two)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from portal.accounts.models import Membership
-from portal.budgets import spend
+from portal.budgets import holds, spend
 from portal.budgets.models import Budget, amount
 from portal.notify.models import Event, Notification, Preference
 from portal.notify.outbox import record
@@ -27,7 +28,7 @@ FIGURES = ["spent_gpu_hours", "spent_cost", "spent_at", "alerted_window", "alert
 def step(now: datetime) -> dict[str, Any]:
     budgets = list(Budget.objects.select_related("team", "user"))
     if not budgets:
-        return {}
+        return {"released": holds.sweep()}
     figures = spend.spent(budgets, now)
     changed: list[Budget] = []
     crossed: list[tuple[Budget, int, float]] = []  # (budget, the highest threshold newly crossed, its share)
@@ -50,7 +51,13 @@ def step(now: datetime) -> dict[str, Any]:
     if changed:  # only the holds that changed: a write of held_reason moves the worker's settled generation
         Budget.objects.bulk_update(changed, ["held_reason"])
     told = alert(crossed, now) if crossed else 0
-    return {"budgets": len(budgets), "held": sum(1 for b in budgets if b.held_reason), "budget alerts": told}
+    released = holds.sweep()
+    return {
+        "budgets": len(budgets),
+        "held": sum(1 for b in budgets if b.held_reason),
+        "budget alerts": told,
+        "released": released,
+    }
 
 
 def alert(crossed: list[tuple[Budget, int, float]], now: datetime) -> int:

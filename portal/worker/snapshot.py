@@ -231,9 +231,11 @@ def pending_candidates(limit: int | None = None) -> list[tuple[Any, ...]]:
 
 def _candidates(limit: int) -> QuerySet[Any]:
     """pending_candidates' query, built only when first compiled. An array's parent is never scheduled: its
-    elements are."""
+    elements are. Work a cycle told that its budget is spent waits outside the slice until the budget step gives
+    it back (portal.budgets.holds)."""
     return (
         Workload.objects.filter(state=State.PENDING, array_size=0)
+        .exclude(pending_reason_code=reasons.BUDGET_SPENT)
         .annotate(
             place=Window(
                 RowNumber(),

@@ -4,6 +4,7 @@ member's spend is part of the team's, never added twice; an agent identity's bud
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 
@@ -97,9 +98,30 @@ def test_the_step_takes_the_same_queries_for_one_budget_or_many(
 ):
     ran(submit, alice, gpus=1, hours=1)
     set_budget(it_admin, vision, gpu_hours=100)
-    with django_assert_num_queries(3):  # the budgets, the team rollups, the figures; nothing crossed
+    with django_assert_num_queries(5):  # the budgets, the team rollups, the figures; nothing crossed; the sweep (2)
         step.step(T0)
     set_budget(bob, vision, alice, gpu_hours=50)
     set_budget(bob, vision, agent.user, gpu_hours=50)
-    with django_assert_num_queries(4):  # and the member rollups, for the member's and the agent's alike
+    with django_assert_num_queries(6):  # and the member rollups, for the member's and the agent's alike
         step.step(T0)
+
+
+def test_a_held_backlog_leaves_the_slice_so_the_rest_of_the_team_starts_and_comes_back_when_released(
+    alice, bob, it_admin, vision, agent, submit, settings
+):
+    """Two candidates per team, queue and tier: the agent's three held jobs would fill vision's slice for ever;
+    once told they are held they leave it, and alice's later job starts. Raised, they are in the line again."""
+    settings.GRIDLANE_CANDIDATES_PER_QUEUE = 2
+    ran(submit, agent.user, gpus=1, hours=2)
+    set_budget(bob, vision, agent.user, gpu_hours=Decimal(1))
+    backlog = [submit(agent.user, gpus=0) for _ in range(3)]
+    hers = submit(alice, gpus=0)
+    for _ in range(3):
+        tasks.admit()
+    assert [state_of(w).pending_reason_code for w in backlog] == [reasons.BUDGET_SPENT] * 3
+    assert state_of(hers).state == State.ADMITTED
+    set_budget(bob, vision, agent.user, gpu_hours=Decimal(5))
+    assert [state_of(w).pending_reason_code for w in backlog] == [""] * 3
+    for _ in range(2):
+        tasks.admit()
+    assert [state_of(w).state for w in backlog] == [State.ADMITTED] * 3
