@@ -62,7 +62,8 @@ def step(now: datetime) -> dict[str, Any]:
 
 def alert(crossed: list[tuple[Budget, int, float]], now: datetime) -> int:
     """Record a message per threshold crossed to each lead of the budget's team (and the member whose budget it
-    is) on every channel they set: two queries. The key makes each message once per threshold and window."""
+    is) on every channel they set, unless they turned budget messages off: two queries. The key makes each message
+    once per threshold and window."""
     teams = {b.team_id for b, _, _ in crossed}
     members = {b.user_id for b, _, _ in crossed if b.scope == Budget.Scope.MEMBER}
     leads: defaultdict[int, set[int]] = defaultdict(set)
@@ -81,7 +82,7 @@ def alert(crossed: list[tuple[Budget, int, float]], now: datetime) -> int:
             leads[b.team_id] | ({b.user_id} if b.scope == Budget.Scope.MEMBER and b.user_id else set())
         ):
             pref = prefs.get(user_id)
-            if pref is None:
+            if pref is None or Event.BUDGET not in pref.events:
                 continue
             rows += [
                 Notification(

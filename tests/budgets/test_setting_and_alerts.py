@@ -101,3 +101,11 @@ def test_a_threshold_crossed_tells_the_lead_once_and_the_next_window_again(alice
     step.step(january)
     assert Notification.objects.filter(event=Event.BUDGET).count() == 2
     assert Budget.objects.get(user=None).held_reason == ""
+
+
+def test_a_lead_who_turned_budget_messages_off_hears_nothing(alice, bob, it_admin, vision, submit):
+    Preference.objects.create(user=bob, webhook_url="https://hooks.example.org/budget", events=["failed"])
+    set_budget(it_admin, vision, gpu_hours=Decimal(1))
+    ran(submit, alice, gpus=1, hours=2)
+    step.step(T0)
+    assert not Notification.objects.filter(event=Event.BUDGET).exists()
