@@ -161,8 +161,9 @@ def test_a_thousand_are_admitted_in_two_rounds_in_a_fixed_number_of_statements(
     WorkerStats.objects.filter(name="cycles").delete()
     # The lock and its release; per round the generation of what IT configures and 15 reads for the snapshot
     # (the usage brought forward among them, the active rows' versions and what the fabrics have free now), eight
-    # of them of what IT configures (the budgets' holds among them), read in the first round only (the second finds the generation as it was:
-    # snapshot.Settled, and reads only what was observed of the kept fabrics, one statement); one more in the
+    # of them of what IT configures (the budgets' holds among them), read in the first round only (the second finds
+    # the generation as it was: snapshot.Settled, and reads only what was observed of the kept fabrics, one
+    # statement); one more in the
     # second for the active rows the first changed (its 256, read whole); and 4 to apply each round (a savepoint,
     # the targets, the compare-and-swap update with its events, the release); the counters with the gauge.
     with django_assert_num_queries(2 + (1 + 15 + 4) + (1 + 15 - 8 + 1 + 1 + 4) + 1):
