@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "portal.burst",
     "portal.whatif",
     "portal.notify",
+    "portal.budgets",
     "portal.connect",
     "portal.code",
     "portal.policy",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from scheduler.borrow import consider
 from scheduler.cycle import Cycle
+from scheduler.held import held_back
 from scheduler.model import Decisions, Snapshot
 from scheduler.owed import departments_owe, departments_owed, teams_owed
 from scheduler.priority import ordered
@@ -26,10 +27,12 @@ def decide(snapshot: Snapshot) -> Decisions:
         cycle.routes = LiveRoutes(cycle)  # soonest start first, by what fabrics have free now (soonest.py)
     # 1. Order the line: fair share, priority tier, age and size (priority.py).
     line = ordered(snapshot)
+    #    Work whose budget is spent waits, with that reason, and takes no part in what follows (held.py).
+    considered = held_back(cycle, line) if snapshot.held else line
     # 2. What each team is owed: work within its unused reservation goes first, whatever its priority; then
     #    work within its department's unused reservation (a team's own floor before what sister teams share).
     #    An array's elements past its % limit wait, whatever is free.
-    rest, routes = teams_owed(cycle, line)
+    rest, routes = teams_owed(cycle, considered)
     borrowers, routes = departments_owed(cycle, rest, routes) if departments_owe(cycle) else (rest, routes)
     # 3. The rest borrows what is left, in line order, with backfill around the first work waiting on each fabric
     #    (backfill.py); a tier that may preempt takes borrowed capacity from lower tiers where nothing ahead of it

@@ -130,6 +130,9 @@ class Snapshot:
     # Learned runtimes by shape (scheduler/estimates.py shape_of): how long such work has really run, in seconds.
     # Estimated starts use them instead of the runtime limit; admission and backfill never do. Empty: limits only.
     expected_runtimes: Mapping[tuple[int, int, int, int, int], int] = field(default_factory=dict)
+    # Work held because a budget over it is spent (held.py): (team, owner) -> why; owner 0 holds all the team's
+    # work, and team 0 an owner's work in any team (an agent identity's budget).
+    held: Mapping[tuple[int, int], Reason] = field(default_factory=dict)
 
     def quota(self, group_id: int, fabric_id: int | None) -> Quota:
         """The group's quota on the fabric; no quota means no floor and no cap beyond the fabric."""

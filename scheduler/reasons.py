@@ -24,6 +24,7 @@ FABRIC_UNAVAILABLE = "fabric_unavailable"
 NO_TARGET = "no_target"
 PREEMPTED = "preempted"
 ARRAY_THROTTLE = "array_throttle"
+BUDGET_SPENT = "budget_spent"
 
 Amount = tuple[int, int, int]
 
@@ -194,6 +195,12 @@ def array_throttle(most: int) -> Reason:
     return Reason(
         ARRAY_THROTTLE, f"Its array runs at most {most} elements at once (its % limit); it starts when one ends."
     )
+
+
+def budget_spent(message: str) -> Reason:
+    """Work held because a budget over it is spent: the words are the portal's (scope, window, figures), since
+    the scheduler knows nothing of budgets but which work they hold (held.py)."""
+    return Reason(BUDGET_SPENT, message)
 
 
 def preempted(fabric: str, idle: bool = False, tier: str = "") -> Reason:

@@ -40,6 +40,7 @@ AUDITED: dict[str, list[str] | None] = {
     "accounts.ClaimMapping": None,
     "accounts.ServiceIdentity": None,
     "burst.BurstPool": None,
+    "budgets.Budget": ["team", "user", "gpu_hours", "money", "window", "starts_on", "ends_on", "thresholds"],
     "burst.InstanceType": None,
     "accounts.PosixPolicy": None,
     "accounts.PosixAccount": None,

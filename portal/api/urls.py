@@ -3,7 +3,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
 from portal.accounts.api import MeView, TokenViewSet
-from portal.api import callbacks, code, efficiency, usage
+from portal.api import budgets, callbacks, code, efficiency, usage
 from portal.api.views import QueueViewSet, WorkloadViewSet
 
 router = DefaultRouter(trailing_slash=True)
@@ -22,5 +22,6 @@ urlpatterns = [
     path("workloads/<uuid:pk>/efficiency/", efficiency.workload_efficiency, name="workload-efficiency"),
     path("code/<str:digest>/", code.bundle, name="code-bundle"),
     path("groups/<slug:slug>/usage/", usage.group_usage, name="group-usage"),
+    path("groups/<slug:slug>/budgets/", budgets.set_budget, name="group-budgets"),
     path("", include(router.urls)),
 ]

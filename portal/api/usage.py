@@ -2,7 +2,8 @@
 
 Members and leads of the team, IT, and the team's own agents read it (portal.access); anyone else gets
 404, as if the team did not exist. The figures come from the rollups (portal.usage.report), in a
-fixed number of queries whatever the period.
+fixed number of queries whatever the period; beside them the team's budgets (portal.budgets.shown: one query), each
+with what it spent in its own window, the share spent and its state (within, warning, spent).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import access
+from portal.budgets import shown
 from portal.usage import report
 
 
@@ -45,4 +47,6 @@ def group_usage(request: Request, slug: str) -> Response:
     period, errors = report.check_period(request.query_params, timezone.now())
     if period is None:
         return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
-    return Response(report.team_usage(group, period))
+    # The team's budgets beside the figures: each one's window is its own, whatever period was asked for.
+    budgets = [b.as_dict() for b in shown.team_budgets(group, timezone.now())]
+    return Response(report.team_usage(group, period) | {"budgets": budgets})

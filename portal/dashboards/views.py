@@ -18,6 +18,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from portal import access
+from portal.budgets import services as budget_services
+from portal.budgets import shown
+from portal.budgets.forms import BudgetForm
 from portal.dashboards import data, it
 from portal.dashboards.forms import DecisionForm, GrantForm
 from portal.queues import grants
@@ -57,6 +60,9 @@ def team(request: HttpRequest, slug: str) -> HttpResponse:
         # The team's idle allocations now, for its leads and IT (portal.usage.idle_now): two queries, theirs only.
         "idle_now": idle_now.team_idle_now(group, now) if leads else None,
         "idle_window_minutes": settings.GRIDLANE_IDLE_WINDOW_MINUTES,
+        "may_budget": leads,  # its leads and IT, as for the export
+        "budgets": shown.team_budgets(group, now),  # one query: the spend the worker's budget step counted
+        "currency": settings.GRIDLANE_CURRENCY,
     }
     template = "dashboards/_team.html" if _partial(request) else "dashboards/team.html"
     return render(request, template, context)
@@ -84,6 +90,27 @@ def grant_new(request: HttpRequest, slug: str) -> HttpResponse:
             return redirect(f"{reverse('dashboards:team', args=[group.slug])}#grants")
     status = 400 if form.errors else 200
     return render(request, "dashboards/grant_new.html", {"group": group, "form": form}, status=status)
+
+
+@login_required
+def budget_set(request: HttpRequest, slug: str) -> HttpResponse:
+    """IT sets any budget of the team, a lead its members' and agents' (portal.budgets.services). Another team's
+    answers 404; a member's 403."""
+    group, lead = access.access_group_led(request.user, slug)
+    if not (lead or access.is_it(request.user)):
+        raise PermissionDenied("The team's leads and IT set its budgets.")
+    form = BudgetForm(group, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        budget = form.budget(group)
+        try:
+            budget_services.check_set(request.user, budget)
+        except ValidationError as error:
+            form.put(error)
+        else:
+            budget_services.do_set(request.user, budget, timezone.now())
+            return redirect(f"{reverse('dashboards:team', args=[group.slug])}#budgets")
+    status = 400 if form.errors else 200
+    return render(request, "dashboards/budget_set.html", {"group": group, "form": form}, status=status)
 
 
 @login_required

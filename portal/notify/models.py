@@ -16,10 +16,12 @@ class Event(models.TextChoices):
     IDLE = "idle", "Idle warning"
     LEASE = "lease", "Lease ending"
     OBJECTIVE = "objective", "Wait objective burning"  # to leads and IT, not about one's own work
+    BUDGET = "budget", "Budget thresholds (leads)"
 
 
-# What a person's own work tells of (the preference form's choices); the rest go to people by their role.
-WORK_EVENTS = (Event.STARTED, Event.FINISHED, Event.FAILED, Event.IDLE, Event.LEASE)
+# What a person may choose to hear of (the preference form's choices): their own work, and a budget's thresholds
+# (theirs, or their team's for a lead). Objectives go to people by their role.
+WORK_EVENTS = (Event.STARTED, Event.FINISHED, Event.FAILED, Event.IDLE, Event.LEASE, Event.BUDGET)
 
 
 def every_event() -> list[str]:

@@ -17,6 +17,7 @@ from django.db.models.functions import RowNumber
 
 from fabrics.base import Resources
 from portal.accounts.models import ResourceGroup, ServiceIdentity
+from portal.budgets.models import Budget
 from portal.queues.models import Fabric, PriorityTier, Queue, QueueTarget, Quota, QuotaGrant
 from portal.sql import ROWS, Compiled
 from portal.worker import live
@@ -25,7 +26,7 @@ from portal.worker.models import GroupUsage
 from portal.workloads import calibration, context
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
-from scheduler import model
+from scheduler import model, reasons
 from scheduler.priority import allocations, average_gpus
 
 
@@ -230,9 +231,11 @@ def pending_candidates(limit: int | None = None) -> list[tuple[Any, ...]]:
 
 def _candidates(limit: int) -> QuerySet[Any]:
     """pending_candidates' query, built only when first compiled. An array's parent is never scheduled: its
-    elements are."""
+    elements are. Work a cycle told that its budget is spent waits outside the slice until the budget step gives
+    it back (portal.budgets.holds)."""
     return (
         Workload.objects.filter(state=State.PENDING, array_size=0)
+        .exclude(pending_reason_code=reasons.BUDGET_SPENT)
         .annotate(
             place=Window(
                 RowNumber(),
@@ -291,6 +294,7 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
         weights=weights(),
         tiers=tier_states(view),
         expected_runtimes=calibration.LEARNED.at(now),
+        held=budget_holds(view),
     )
     rooms = live.rooms(snapshot, live_since(now))  # what fabrics have free now, where they said so lately
     if rooms:
@@ -433,6 +437,31 @@ def _raised(limit: Resources, extra: int) -> Resources:
     if limit.gpus_milli >= model.UNLIMITED:
         return limit
     return replace(limit, gpus_milli=limit.gpus_milli + extra)
+
+
+def budget_holds(view: View | None = None) -> dict[tuple[int, int], reasons.Reason]:
+    """The work spent budgets hold, as the scheduler keys it (model.Snapshot.held): a team's budget holds the
+    team's work, a member's her work in the team, an agent identity's its work anywhere (one query, or none under
+    a view that has it: a change of a hold moves the generation, migration budgets 0002)."""
+    rows = _read(
+        view,
+        "budget holds",
+        lambda: ROWS.rows(
+            "budget holds",
+            lambda: Budget.objects.exclude(held_reason="").values_list("scope", "team_id", "user_id", "held_reason"),
+        ),
+    )
+    held: dict[tuple[int, int], reasons.Reason] = {}
+    for scope, team_id, user_id, words in rows:
+        key = (
+            (team_id, 0)
+            if scope == Budget.Scope.TEAM
+            else (0, user_id)
+            if scope == Budget.Scope.AGENT
+            else (team_id, user_id)
+        )
+        held[key] = reasons.budget_spent(words)
+    return held
 
 
 def tier_states(view: View | None = None) -> dict[str, model.TierState]:

@@ -5,6 +5,7 @@
     admit     snapshot -> decide() -> apply, about 10 ms on a small site       waits for another admission
     dispatch  hand admitted work to its fabric                                asks a running dispatch to go again
     rollup    hourly rollups for the dashboards, every GRIDLANE_ROLLUP_SECONDS skipped while another rolls up
+    budgets   count budgets' spend, hold work of spent ones, tell leads       after the rollup, as often
     gpuidle   warn of idle GPUs, stop idle notebooks and leases, per queue    after the rollup, as often
     objectives  wait objectives' burn rates; one alert per burn episode       after the rollup, as often
     burst     cloud instances for work that waits for capacity, ended idle    skipped while another scales
@@ -35,6 +36,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from portal.budgets import step as budget_step
 from portal.burst import autoscale as scaling
 from portal.notify import outbox, send
 from portal.objectives import evaluate as objectives
@@ -91,6 +93,9 @@ def cycle(kick: bool = False) -> dict[str, Any]:
         with cycle_lock("rollup") as held:
             if held:
                 rollup.step(timezone.now())
+        with cycle_lock("budgets") as held:
+            if held:
+                summary |= budget_step.step(timezone.now())
         with cycle_lock("gpu-idle") as held:
             if held:
                 summary |= {f"gpu idle {k}": v for k, v in gpu_idle.step(timezone.now()).items()}

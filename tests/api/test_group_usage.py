@@ -154,15 +154,15 @@ def test_the_answer_takes_the_same_few_queries_for_a_day_or_a_year_of_rollups(
 ):
     client = api_as(bob)
     client.get(URL.format("vision"))  # the token's first use is recorded (once a minute): not this endpoint's cost
-    # The token (with its owner); the team; the totals, the reservation by hour, the rows.
-    with django_assert_num_queries(5):
+    # The token (with its owner); the team; the totals, the reservation by hour, the rows; the team's budgets.
+    with django_assert_num_queries(6):
         assert client.get(URL.format("vision") + "&by=queue").status_code == 200
     vision = ResourceGroup.objects.get(slug="vision")
     queue = Queue.objects.get(slug="burst")
     UsageRollup.objects.bulk_create(
         UsageRollup(group=vision, queue=queue, hour=T0 - HOUR * k, gpu_hours=1.0, cost=4.0) for k in range(1, 24 * 365)
     )
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(6):
         year = client.get("/api/v1/groups/vision/usage/?from=2025-11-30&to=2026-11-30T12:00:00Z&by=queue")
     assert year.json()["totals"]["allocated_gpu_hours"] == pytest.approx(5.0 + 24 * 365 - 1)
 

@@ -129,9 +129,9 @@ def test_the_dashboard_takes_a_bounded_number_of_queries(
     c = client_for(client, alice)
     for i in range(20):
         submit(alice, name=f"w{i}", gpus=0.5)
-    # The session and the user, then nine: the team (and whether the reader leads it), its quotas and grants, the
-    # two rollups, its work and what it holds, the quota history and the scheduler's accounting.
-    with django_assert_max_num_queries(11):
+    # The session and the user, then ten: the team (and whether the reader leads it), its quotas and grants, the
+    # two rollups, its work and what it holds, the quota history, the scheduler's accounting and its budgets.
+    with django_assert_max_num_queries(12):
         assert c.get("/teams/vision/?window=30d").status_code == 200
 
 
@@ -236,7 +236,7 @@ def test_the_demo_notice_of_simulated_readings_costs_one_query_and_a_site_none(
     c = client_for(client, alice)
     c.get("/teams/vision/?window=30d")  # warm: what the first request of a process reads once
     settings.DEMO = False
-    with django_assert_max_num_queries(11) as site:
+    with django_assert_max_num_queries(12) as site:  # (its budgets among them: one query)
         assert "simulated-gpus" not in c.get("/teams/vision/?window=30d").content.decode()
     settings.DEMO = True
     with django_assert_num_queries(len(site.captured_queries) + 1):

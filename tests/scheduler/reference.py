@@ -7,7 +7,8 @@ through the ledger's plain methods. It shares with decide() only what is not the
 the estimates' step functions (backfill.py, estimates.py), and the reasons' words (reasons.py).
 
 The rules, in order:
-1. Order the line (priority.ordered).
+1. Order the line (priority.ordered). Work held by a spent budget (its team's, its owner's in the team, or its
+   owner's anywhere) waits with the hold's reason and takes no part in the passes below.
 2. The team pass, in line order: an array element past its array's % limit waits. Work within its team's unused
    reservation on a healthy target (or an agent's GPU work within the agent's own reservation) is owed: it
    starts on the first such target where its caps hold and free capacity less what is held fits it; else it
@@ -69,7 +70,8 @@ class Reference:
 
     def decide(self) -> Decisions:
         line = ordered(self.s)
-        rest = [job for job in line if not self.throttled(job) and not self.owed(job, department=False)]
+        considered = [job for job in line if not self.held(job)]
+        rest = [job for job in considered if not self.throttled(job) and not self.owed(job, department=False)]
         if self.s.parents and (self.preempted or self.departments_have_room()):
             rest = [job for job in rest if not self.owed(job, department=True)]
         for job in rest:
@@ -94,6 +96,13 @@ class Reference:
 
     def healthy(self, fid: int) -> bool:
         return self.s.fabrics[fid].healthy
+
+    def held(self, job: Job) -> bool:
+        for key in ((job.group_id, 0), (job.group_id, job.owner_id), (0, job.owner_id)):
+            if key in self.s.held:
+                self.why[job.id] = Why(self.s.held[key])
+                return True
+        return False
 
     def throttled(self, job: Job) -> bool:
         if not job.array_throttle:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from fabrics.base import Resources
 from scheduler import FabricState, Job, QueueState, Quota, Snapshot, decide
 from scheduler.model import UNLIMITED, TierState
+from scheduler.reasons import Reason, budget_spent
 from tests.scheduler import reference
 from tests.scheduler.shapes import NOW
 
@@ -136,7 +137,18 @@ def snapshots(draw: st.DrawFn, busy: bool = False) -> Snapshot:
         agents=frozenset(o for o in OWNERS if draw(st.booleans())),
         parents=parents,
         tiers=tiers,
+        held=draw(holds()),
     )
+
+
+@st.composite
+def holds(draw: st.DrawFn) -> dict[tuple[int, int], Reason]:
+    """Spent budgets, now and then: a team's, a member's in a team, an identity's anywhere."""
+    if not draw(st.booleans()):
+        return {}
+    scopes = [(t, 0) for t in TEAMS] + [(t, o) for t in TEAMS for o in OWNERS] + [(0, o) for o in OWNERS]
+    chosen = draw(st.lists(st.sampled_from(scopes), max_size=3, unique=True))
+    return {scope: budget_spent(f"held: the budget of {scope} is spent") for scope in chosen}
 
 
 @SETTINGS
