@@ -95,7 +95,7 @@ def candidates(now: datetime) -> list[tuple[list[Workload], int]]:
         for g in groups.values()
         if min(w.admitted_at or now for w in g) <= now - patience(g[0].queue)
         and g[0].fabric is not None
-        and hasattr(fabric_for(g[0].fabric), "take_back")
+        and _takes_back(fabric_for(g[0].fabric), g)
     ]
     if not due:
         return []
@@ -131,8 +131,7 @@ def start(group: list[Workload], to: int, now: datetime) -> int:
         if Move.objects.filter(workload__in=group).exists():
             return 0
         Move.objects.bulk_create(
-            Move(workload=w, from_fabric=w.fabric, external_id=w.external_id, to_fabric_id=to, at=now)
-            for w in group
+            Move(workload=w, from_fabric=w.fabric, external_id=w.external_id, to_fabric_id=to, at=now) for w in group
         )
         whole = f" with the {len(group) - 1} other waiting elements of its array" if len(group) > 1 else ""
         for w in group:
@@ -158,7 +157,9 @@ def finish(move: Move) -> int:
         return 0
     if status.state == JobState.QUEUED:
         return 0  # not taken back yet: the next run asks again
-    if status.state != JobState.CANCELLED or status.host:
+    # Taken back: cancelled without a node, or gone where the fabric deletes what it takes back (Kubernetes).
+    gone = status.state is JobState.MISSING and getattr(fabric, "taken_back_goes", False)
+    if (status.state != JobState.CANCELLED and not gone) or status.host:
         move.delete()
         _event(w, f"move dropped: the job started on {row.name} first and stays there")
         return 0
@@ -173,6 +174,14 @@ def finish(move: Move) -> int:
     )  # fmt: skip
     move.delete()
     return 1
+
+
+def _takes_back(fabric: object, group: list[Workload]) -> bool:
+    """Whether the fabric can take these jobs back (Kubernetes: whole Jobs, not an indexed Job's elements)."""
+    if not hasattr(fabric, "take_back"):
+        return False
+    takes = getattr(fabric, "takes_back", None)
+    return takes is None or all(takes(w.external_id) for w in group)
 
 
 def _event(w: Workload, reason: str) -> None:

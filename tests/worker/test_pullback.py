@@ -167,3 +167,16 @@ def test_a_gang_moves_only_where_all_its_nodes_fit(alice, submit, hpc):
     ]
     assert pullback.step(now) == 1
     assert hpc[1].taken == ["60"]  # one job, taken back once
+
+
+def test_a_fabric_that_deletes_what_it_takes_back_moves_on_a_missing_job(alice, submit, hpc):
+    """As Kubernetes does: the Job taken back is deleted, and poll reads it missing."""
+    now = timezone.now()
+    own = hpc[1]
+    local_has_room(at=now)
+    w = waiting(submit(alice, queue="hpc", gpus=1, memory_gb=1), hpc, "gl-k", 600, now)
+    own.taken_back_goes = True
+    own.take_back = lambda external_id: own.jobs.pop(external_id, None)
+    assert pullback.step(now) == 1
+    w.refresh_from_db()
+    assert (w.state, w.attempt) == (State.PENDING, 1)
