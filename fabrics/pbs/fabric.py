@@ -423,7 +423,9 @@ class PbsFabric(Batched):
         result = self.ssh.run(sampling.probe_argv(self._bin("qsub"), srun, launch), stdin=secret + "\n")
         if not result.ok or slurm_sampling.STARTED not in result.stdout:
             refused = runas.error(result.stderr)
-            raise refused or FabricError(slurm_sampling.reason(result.stderr, result.status), retryable=False)
+            # A step that ended at once (the launcher's 3) may start later, once the job's own processes run.
+            died = result.status == slurm_sampling.ENDED_AT_ONCE
+            raise refused or FabricError(slurm_sampling.reason(result.stderr, result.status), retryable=died)
 
     def capacity(self) -> Capacity:
         """What IT declared, healthy while the PBS server answers `qstat -Q`."""

@@ -108,6 +108,8 @@ class SamplerStart(models.Model):
     at = models.DateTimeField()
     started = models.BooleanField(default=False)
     reason = models.CharField(max_length=300, blank=True, help_text="Why it did not start; blank when it did.")
+    tries = models.PositiveSmallIntegerField(default=1, help_text="Starts tried for this run (at most MAX_TRIES).")
+    retry_at = models.DateTimeField(null=True, blank=True, help_text="When to try again; empty: no more tries.")
 
     def __str__(self) -> str:
         return f"{self.workload_id}: {'started' if self.started else self.reason}"
