@@ -23,6 +23,8 @@ Fabrics without `take_back` are never moved from.
 from __future__ import annotations
 
 import logging
+import os
+import time
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -138,6 +140,7 @@ def start(group: list[Workload], to: int, now: datetime) -> int:
             from_name = w.fabric.name if w.fabric else str(w.fabric_id)
             minutes = int((now - (w.admitted_at or now)).total_seconds() // 60)
             _event(w, f"moving{whole}: waited {minutes} min in {from_name}'s queue while {to_name} can start it now")
+    gate("intent")
     return sum(finish(move) for move in Move.objects.filter(workload__in=group).order_by("pk"))
 
 
@@ -151,6 +154,7 @@ def finish(move: Move) -> int:
     fabric = fabric_for(row)
     try:
         fabric.take_back(move.external_id)  # type: ignore[attr-defined]
+        gate("cancel")
         status = fabric.poll([move.external_id])[move.external_id]
     except FabricError as error:
         log.warning("moving %s from %s: %s (will try again)", w.pk, row.name, error)
@@ -163,17 +167,31 @@ def finish(move: Move) -> int:
         move.delete()
         _event(w, f"move dropped: the job started on {row.name} first and stays there")
         return 0
+    gate("confirm")
     reason = f"taken back from {row.name}'s queue to start elsewhere sooner"
     if not services.transition(w, State.PREEMPTED, reason=reason):
         return 0
+    gate("preempted")
     services.transition(
         w, State.PENDING, reason="back in line to start where there is room now", attempt=w.attempt + 1,
         fabric_id=None, target_id=None, external_id="", rendered="", host="", connect_url="",
         notebook_endpoint=None, admitted_at=None, started_at=None, exit_code=None, idle_stop_at=None,
         gpu_idle_warned_at=None, last_sample_at=None,
     )  # fmt: skip
+    gate("requeued")
     move.delete()
     return 1
+
+
+GATE_ENV = "GRIDLANE_MOVE_GATE"
+
+
+def gate(step: str) -> None:
+    """A test's hold at one step of a move: where GRIDLANE_MOVE_GATE names the step, say so on stdout and wait
+    there to be killed (the crash tests, tests/fabrics/slurm/test_move_crash_live.py). Nothing elsewhere."""
+    if os.environ.get(GATE_ENV) == step:
+        print(f"gate {step}", flush=True)  # the test reads it
+        time.sleep(3600)
 
 
 def _takes_back(fabric: object, group: list[Workload]) -> bool:
