@@ -150,6 +150,18 @@ class KubeClient:
             raise
         return True
 
+    def delete_job_unchanged(self, name: str, resource_version: str) -> bool:
+        """Delete the Job (background propagation) only if it is still at `resource_version` (the API server's
+        precondition: one decision on its side); False when it changed since (409) or is gone (404)."""
+        body = {"preconditions": {"resourceVersion": resource_version}, "propagationPolicy": "Background"}
+        try:
+            self._json(self.batch.delete_namespaced_job, name, self._ns(name), body=body)
+        except KubeError as error:
+            if error.code in (404, 409):
+                return False
+            raise
+        return True
+
     def read(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
         """A Secret, ConfigMap or PersistentVolumeClaim of that name; KubeError with code 404 when there is none."""
         calls: dict[str, Callable[..., Any]] = {

@@ -37,6 +37,7 @@ from fabrics.base import (
 )
 from fabrics.kubernetes import arrays, cadvisor, dcgm, free, home, kueue, kueue_reconcile, parse, render, teams, tenancy
 from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
+from fabrics.kubernetes.moves import take_back as take_back_job
 from fabrics.kubernetes.render import Manifests
 from fabrics.kubernetes.settings import KubeSettings
 
@@ -311,6 +312,18 @@ class KubernetesFabric(Batched):
         client.delete("services", external_id)
         if self.settings.volcano:
             client.delete("podgroups", external_id)
+
+    # A Job taken back is deleted: once gone, poll reads it missing, which the move reads as taken back.
+    taken_back_goes = True
+
+    def takes_back(self, external_id: str) -> bool:
+        """Whole Jobs are taken back; an array's element (an index of an indexed Job) is not."""
+        return arrays.element_of(external_id) is None
+
+    def take_back(self, external_id: str) -> None:
+        """Delete the Job only while it still waits and no pod of it ever had a node (fabrics.kubernetes.moves)."""
+        if self.takes_back(external_id):
+            take_back_job(self.client, external_id, self._pods_of, volcano=self.settings.volcano)
 
     def _cancel_element(self, name: str, index: int) -> None:
         """Mark the index cancelled on its Job (so its failure reads as a cancel), then delete its pod: a deleted

@@ -81,6 +81,17 @@ if [ -f "$d/$id.owner" ]; then
 fi
 exec "$@"
 """
+# Take a waiting job back: hold it (it can no longer start), then delete it only if it still has no execution
+# host; one that started before the hold took is released and left (exit 3: nothing was cancelled).
+_TAKE_BACK = r"""
+id=$1 qhold=$2 qstat=$3 qdel=$4 qrls=$5
+"$qhold" "$id" >/dev/null 2>&1 || exit 3
+if "$qstat" -f "$id" 2>/dev/null | grep -Eq '^[[:space:]]*(exec_host = [^[:space:]]|job_state = [REX])'; then
+  "$qrls" "$id" >/dev/null 2>&1
+  exit 3
+fi
+exec "$qdel" "$id"
+"""
 # qsub as the person (the guarded argv after the first three words), its script on stdin, then the owner
 # recorded under the job id. The script is written to a file in a folder only the submit account may enter,
 # readable by its inode (0644): the person's qsub reaches it through the descriptor it is handed (/dev/stdin,
@@ -356,6 +367,26 @@ class PbsFabric(Batched):
             return  # Slurm's qdel wrapper says nothing for a job that has already ended
         raise FabricError(f"qdel {external_id} failed: {result.message()}", retryable=True)
 
+    def take_back(self, external_id: str) -> None:
+        """Cancel the job only while it still waits: `qhold` first (a held job cannot start; PBS refuses to hold a
+        running one, the Torque wrappers set a pending job's priority to 0), then, only if qstat still shows it
+        without an execution host, `qdel` and the cancel marker; a job that started meanwhile is released from
+        the hold and runs on. All as its owner, in one round trip; the caller polls to learn which happened."""
+        if not JOB_ID.match(external_id):
+            return
+        marker = self._path(f"{external_id}.cancelled")
+        script = self._as_owner(
+            external_id,
+            ["bash", "-c", _TAKE_BACK, "take-back", external_id, self._bin("qhold"), self._bin("qstat"),
+             self._bin("qdel"), self._bin("qrls")],
+        )  # fmt: skip
+        result = self.ssh.run(["bash", "-c", '"${@:2}" && touch "$1"', "take-back", marker, *script])
+        if result.ok or result.status == 3 or re.search(r"Unknown Job|completed|finished", result.message(), re.I):
+            return  # taken back; or it started (3) or ended first: poll says which
+        if (refused := runas.error(result.stderr)) is not None:
+            raise refused
+        raise FabricError(f"taking back {external_id} failed: {result.message()}", retryable=True)
+
     def tail(self, external_id: str, max_bytes: int = 16_384) -> str:
         if not JOB_ID.match(external_id) or external_id in self._queued:
             return ""  # a job that has not started has written nothing: no round trip for it
@@ -392,7 +423,9 @@ class PbsFabric(Batched):
         result = self.ssh.run(sampling.probe_argv(self._bin("qsub"), srun, launch), stdin=secret + "\n")
         if not result.ok or slurm_sampling.STARTED not in result.stdout:
             refused = runas.error(result.stderr)
-            raise refused or FabricError(slurm_sampling.reason(result.stderr, result.status), retryable=False)
+            # A step that ended at once (the launcher's 3) may start later, once the job's own processes run.
+            died = result.status == slurm_sampling.ENDED_AT_ONCE
+            raise refused or FabricError(slurm_sampling.reason(result.stderr, result.status), retryable=died)
 
     def capacity(self) -> Capacity:
         """What IT declared, healthy while the PBS server answers `qstat -Q`."""

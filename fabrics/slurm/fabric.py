@@ -354,7 +354,9 @@ class SlurmFabric(Batched):
         result = self.ssh.run(sampling.launch_argv(self._as_owner(external_id, step)), stdin=secret + "\n")
         if not result.ok or sampling.STARTED not in result.stdout:
             refused = runas.error(result.stderr)
-            raise refused or FabricError(sampling.reason(result.stderr, result.status), retryable=False)
+            # A step that ended at once (the launcher's 3) may start later, once the job's own processes run.
+            died = result.status == sampling.ENDED_AT_ONCE
+            raise refused or FabricError(sampling.reason(result.stderr, result.status), retryable=died)
 
     def capacity(self) -> Capacity:
         try:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from fabrics.sampler import SAMPLER, TOOLS_ENV
 
 WATCH_S = 2  # seconds the launcher waits to see the step live
+ENDED_AT_ONCE = 3  # the launcher's exit status when the step ended within WATCH_S
 STARTED = "gridlane-sampler: started"
 JOB_ID = re.compile(r"^[0-9]{1,12}$")  # a whole job (an array element's 42_5 is not attached to)
 _ENV_VALUE = re.compile(r"^[A-Za-z0-9_.:/%?=&+~-]{1,2000}$")  # --export splits on commas: none here

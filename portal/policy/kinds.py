@@ -201,7 +201,8 @@ KINDS: dict[str, Kind] = {
             relations={"allowed_groups": "slug"}, queryset=lambda: Queue.objects.prefetch_related("allowed_groups"),
             units={"default_runtime_minutes": "minutes", "max_runtime_minutes": "minutes",
                    "gpu_share_percent": "% of each target fabric's GPUs; empty: no cap",
-                   "notebook_idle_minutes": "minutes; empty or 0: never", "gpu_idle_grace_minutes": "minutes"},
+                   "notebook_idle_minutes": "minutes; empty or 0: never", "gpu_idle_grace_minutes": "minutes",
+                   "pullback_patience_seconds": "seconds; empty: the site's GRIDLANE_PULLBACK_PATIENCE_SECONDS"},
             key_fields=("slug",),
         ),
         Kind(

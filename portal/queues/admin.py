@@ -54,7 +54,7 @@ class QueueForm(forms.ModelForm[Queue]):
         model = Queue
         fields = ["name", "slug", "description", "kinds", "allowed_groups", "default_runtime_minutes",
                   "max_runtime_minutes", "preemptible", "gpu_share_percent", "notebook_idle_minutes", "gpu_idle_action",
-                  "gpu_idle_grace_minutes", "enabled"]  # fmt: skip
+                  "gpu_idle_grace_minutes", "pullback_patience_seconds", "enabled"]  # fmt: skip
         labels = {"allowed_groups": "Teams that may use it"}
         help_texts = {"allowed_groups": "A queue open to no team is visible to nobody but IT."}
 

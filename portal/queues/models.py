@@ -178,6 +178,14 @@ class Queue(models.Model):
         help_text="With `stop`: how long a warned notebook or VM lease may stay idle before it is stopped. "
         "(With `preemptible` the mark stands from the warning until the GPUs are busy again.)",
     )
+    pullback_patience_seconds = models.PositiveIntegerField(
+        "Patience in a fabric's own queue (seconds)",
+        null=True,
+        blank=True,
+        help_text="How long work may wait in a fabric's own queue (Slurm's, PBS's, Kueue's) while another target "
+        "of this queue could start it now, before Gridlane takes it back and sends it there. Empty: the site's "
+        "default (GRIDLANE_PULLBACK_PATIENCE_SECONDS, 300 s).",
+    )
     enabled = models.BooleanField(default=True)
 
     class Meta:

@@ -58,6 +58,29 @@ class UsageGpuSample(models.Model):
         return f"{self.workload_id} {self.node}/{self.gpu} at {self.at:%Y-%m-%d %H:%M}"
 
 
+class UsageGpuWindow(models.Model):
+    """One GPU of one node over five minutes (BUCKET_S in portal.usage.gpu_windows): how many readings gave its
+    utilisation, their sum, and its peak memory, added to at ingest beside the UsageGpuSample rows. The efficiency
+    page groups these into its windows instead of scanning every reading (a week of 8 GPUs: 16,128 rows, not
+    161,280)."""
+
+    workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="+")
+    node = models.CharField(max_length=64, blank=True, default="")
+    gpu = models.PositiveSmallIntegerField()
+    start = models.DateTimeField(help_text="The start of its five minutes, counted from the epoch.")
+    readings = models.PositiveIntegerField(default=0, help_text="Readings that gave a utilisation (MIG: maybe none).")
+    utilisation_sum = models.FloatField(default=0.0)
+    memory_peak_mib = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(fields=["workload", "start", "node", "gpu"], name="one_gpu_window")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id} {self.node}/{self.gpu} from {self.start:%Y-%m-%d %H:%M}"
+
+
 class UsageTurn(models.Model):
     """The last reading kept per workload and node: each node's sampler has its own turn, so that the nodes of
     one job, reading at the same moment, never crowd each other out (portal.usage.samples.do_sample)."""
@@ -85,6 +108,8 @@ class SamplerStart(models.Model):
     at = models.DateTimeField()
     started = models.BooleanField(default=False)
     reason = models.CharField(max_length=300, blank=True, help_text="Why it did not start; blank when it did.")
+    tries = models.PositiveSmallIntegerField(default=1, help_text="Starts tried for this run (at most MAX_TRIES).")
+    retry_at = models.DateTimeField(null=True, blank=True, help_text="When to try again; empty: no more tries.")
 
     def __str__(self) -> str:
         return f"{self.workload_id}: {'started' if self.started else self.reason}"

@@ -38,6 +38,7 @@ from django.db.models import OuterRef, Q, Subquery
 from fabrics.sampler import MAX_READINGS, SAMPLE_BATCH_ENV, SAMPLE_SECONDS_ENV, SAMPLES_URL_ENV, Reading, parse
 from fabrics.ssh.notebook import ENDPOINT_SECRET_ENV
 from portal.counters import counts
+from portal.usage import gpu_windows
 from portal.usage.models import UsageGpuSample, UsageSample, UsageTurn
 from portal.workloads import notebook_endpoint
 from portal.workloads.models import Workload, run_id_of
@@ -273,7 +274,8 @@ def do_sample(w: Sampled, taken: list[Taken], now: datetime) -> int:
     `sampled_by` read it with the workload: the sampler names its node on the URL); the turn
     taken with a conditional write (two reports racing cannot both get it; the loser is answered 429 and its
     sampler sends its readings again), only while the workload starts or runs; the readings (UsageSample, one per
-    reading, with how many of its GPUs read idle); and their GPUs (UsageGpuSample, one per GPU)."""
+    reading, with how many of its GPUs read idle); and their GPUs (UsageGpuSample, one per GPU, with their
+    five-minute sums, UsageGpuWindow, which the efficiency page reads: one statement on PostgreSQL)."""
     if w.state not in REPORTING:
         raise Refused("The workload neither starts nor runs; it takes no samples now.")
     node = taken[0].node if taken else ""
@@ -349,7 +351,7 @@ def _insert(w: Sampled, node: str, kept: list[Kept]) -> None:
     takes. A GPU is idle in a reading when it reads below IDLE_BELOW; one that reads no utilisation (a MIG
     instance without NVML's answer) is neither idle nor busy: it counts in neither gpus_read nor gpus_idle."""
     workload = UsageSample._meta.get_field("workload").get_db_prep_value(w.pk, connection)
-    rows, gpu_rows = [], []
+    rows, gpu_rows, windows = [], [], []
     for at, gpus, cpu in ((k.at, k.gpus, k.cpu_utilisation) for k in kept):
         known = [r.utilisation for r in gpus if r.utilisation is not None]
         memory = [r.memory_mib for r in gpus if r.memory_mib is not None]
@@ -360,10 +362,14 @@ def _insert(w: Sampled, node: str, kept: list[Kept]) -> None:
             node, len(known) if known else None, sum(1 for u in known if u < IDLE_BELOW) if known else None, cpu,
         ))  # fmt: skip
         gpu_rows += [(workload, when, node, r.index, r.utilisation, r.memory_mib) for r in gpus]
+        windows += [(workload, at, node, r.index, r.utilisation, r.memory_mib) for r in gpus]
     with connection.cursor() as cursor:
         cursor.execute(*_values(INSERT, rows))
-        for first in range(0, len(gpu_rows), ROWS_PER_INSERT):  # one statement for the usual post
-            cursor.execute(*_values(GPU_INSERT, gpu_rows[first : first + ROWS_PER_INSERT]))
+        chunks = [gpu_rows[first : first + ROWS_PER_INSERT] for first in range(0, len(gpu_rows), ROWS_PER_INSERT)]
+        for chunk in chunks[:-1]:
+            cursor.execute(*_values(GPU_INSERT, chunk))
+        # The last (the usual post's only) with their five-minute sums: one statement on PostgreSQL.
+        gpu_windows.add(cursor, windows, before=_values(GPU_INSERT, chunks[-1]) if chunks else None)
 
 
 def _values(statement: str, rows: list[tuple[Any, ...]]) -> tuple[str, list[Any]]:

@@ -1,5 +1,6 @@
-"""Pull back and re-route: work that has waited in a fabric's own queue longer than GRIDLANE_PULLBACK_PATIENCE_SECONDS,
-while another target of its queue has room for it now, is taken back from the first fabric and goes back in line,
+"""Pull back and re-route: work that has waited in a fabric's own queue longer than its queue's patience (IT's
+setting, `pullback_patience_seconds`; empty: the site's GRIDLANE_PULLBACK_PATIENCE_SECONDS, 300 s), while another
+target of its queue has room for it now, is taken back from the first fabric and goes back in line,
 where the scheduler routes it by soonest start (scheduler/soonest.py), so to the target with room.
 
 A move, in this order, each step safe to repeat:
@@ -14,20 +15,26 @@ Invariants: the worker finishes every recorded move before it reads any fabric's
 under the sync lock), so a crash at any step leaves one job, never two and never none: before 2 the job still
 waits and is taken back on the next run; after 2 and before 4 the workload is still dispatching, and the move is
 finished (never read as "cancelled outside Gridlane"); after the first transition of 4 the sync's preemption path
-requeues it. Only whole jobs move: an array's elements (one Slurm array) are not moved; a gang is one job.
+requeues it. Arrays and gangs move whole: the intent of every waiting element of an array is recorded in one
+transaction before any is taken back (an element that started meanwhile stays, like any job); a gang is one job.
 Fabrics without `take_back` are never moved from.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
+from django.db.models import Min
 
 from fabrics.base import FabricError, JobState, Resources
 from portal.queues.models import Fabric as FabricRow
-from portal.queues.models import QueueTarget
+from portal.queues.models import Queue, QueueTarget
 from portal.worker import live
 from portal.worker.capacity import live_since
 from portal.worker.connections import fabric_for
@@ -42,32 +49,57 @@ log = logging.getLogger("gridlane.worker")
 MOVES_PER_RUN = 20
 
 
-def patience() -> timedelta:
+def patience(queue: Queue | None = None) -> timedelta:
+    """How long work of `queue` may wait in a fabric's own queue before it is moved: the queue's setting, else
+    the site's default."""
+    own = None if queue is None else queue.pullback_patience_seconds
+    if own is not None:
+        return timedelta(seconds=own)
     return timedelta(seconds=getattr(settings, "GRIDLANE_PULLBACK_PATIENCE_SECONDS", 300))
+
+
+def _shortest_patience() -> timedelta:
+    """The least patience of any queue (or the site's default): no workload waited past its own before that."""
+    least = Queue.objects.aggregate(least=Min("pullback_patience_seconds"))["least"]
+    site = patience()
+    return site if least is None else min(site, timedelta(seconds=least))
 
 
 def step(now: datetime) -> int:
     """Finish every recorded move, then start the moves due now; returns how many workloads went back in line."""
     done = sum(finish(move) for move in Move.objects.order_by("at"))
-    for workload, to in candidates(now)[:MOVES_PER_RUN]:
-        done += start(workload, to, now)
+    for group, to in candidates(now)[:MOVES_PER_RUN]:
+        done += start(group, to, now)
     return done
 
 
-def candidates(now: datetime) -> list[tuple[Workload, int]]:
-    """Work waiting in a fabric's queue past its patience, with the first other target of its queue that has room
-    for it now (by that target's fresh observation)."""
-    waiting = list(
-        Workload.objects.filter(
-            state=State.DISPATCHING,
-            admitted_at__lte=now - patience(),
-            array_parent__isnull=True,
-            fabric__isnull=False,
-        )
+def candidates(now: datetime) -> list[tuple[list[Workload], int]]:
+    """Work waiting in a fabric's queue past its queue's patience, each with the first other target of its queue
+    that has room for it now (by that target's fresh observation, less what earlier moves of this run take
+    there). An array moves whole: its elements waiting in one fabric's queue form one group, moved together
+    where there is room for all of them, else none; a gang (one job over several nodes) moves where all its nodes
+    fit."""
+    in_queues = (
+        Workload.objects.filter(state=State.DISPATCHING, admitted_at__isnull=False, fabric__isnull=False, array_size=0)
         .exclude(external_id="")
-        .select_related("fabric")
+        .select_related("fabric", "queue")
+        .order_by("admitted_at", "pk")
     )
-    if not waiting:
+    waiting = list(in_queues.filter(admitted_at__lte=now - _shortest_patience()))
+    arrays = {w.array_parent_id for w in waiting if w.array_parent_id is not None}
+    if arrays:  # their elements sent later wait too, and move with them
+        waiting += in_queues.filter(array_parent_id__in=arrays).exclude(pk__in=[w.pk for w in waiting])
+    groups: dict[tuple[object, int | None], list[Workload]] = {}
+    for w in waiting:  # an array's elements in one fabric's queue together; any other workload alone
+        groups.setdefault((w.array_parent_id or w.pk, w.fabric_id), []).append(w)
+    due = [
+        g
+        for g in groups.values()
+        if min(w.admitted_at or now for w in g) <= now - patience(g[0].queue)
+        and g[0].fabric is not None
+        and _takes_back(fabric_for(g[0].fabric), g)
+    ]
+    if not due:
         return []
     rooms = {fid: answer for fid, (_, answer) in live.fresh(now, live_since(now)).items()}
     healthy = set(FabricRow.objects.filter(enabled=True, healthy=True).values_list("pk", flat=True))
@@ -75,37 +107,41 @@ def candidates(now: datetime) -> list[tuple[Workload, int]]:
     for queue_id, fabric_id in QueueTarget.objects.order_by("queue_id", "order", "pk").values_list("queue", "fabric"):
         targets.setdefault(queue_id, []).append(fabric_id)
     out = []
-    for w in waiting:
-        if w.fabric is None or not hasattr(fabric_for(w.fabric), "take_back"):
-            continue
-        per_node = Resources(w.gpus_milli, w.cpus_milli, w.memory_mib)
-        gpu_type = getattr(w, "gpu_type", "")
-        for fid in targets.get(w.queue_id, []):
+    for group in due:
+        first = group[0]
+        per_node = Resources(first.gpus_milli, first.cpus_milli, first.memory_mib)
+        nodes = sum(w.nodes for w in group)  # every element's nodes, or the gang's
+        for fid in targets.get(first.queue_id, []):
             room = rooms.get(fid)
             if (
-                fid != w.fabric_id
+                fid != first.fabric_id
                 and fid in healthy
                 and room is not None
-                and room.room_for(per_node, w.nodes, gpu_type)
+                and room.room_for(per_node, nodes, getattr(first, "gpu_type", ""))
             ):
-                out.append((w, fid))
+                rooms[fid] = replace(room, free=room.free - per_node.times(nodes))
+                out.append((group, fid))
                 break
     return out
 
 
-def start(w: Workload, to: int, now: datetime) -> int:
-    """Record the intent, then take the job back (see the module docstring)."""
+def start(group: list[Workload], to: int, now: datetime) -> int:
+    """Record the intent of the whole group (an array's waiting elements: all or none), then take each job back
+    (see the module docstring)."""
     to_name = FabricRow.objects.filter(pk=to).values_list("name", flat=True).first() or str(to)
-    from_name = w.fabric.name if w.fabric else str(w.fabric_id)
-    minutes = int((now - (w.admitted_at or now)).total_seconds() // 60)
-    _, created = Move.objects.get_or_create(
-        workload=w,
-        defaults={"from_fabric_id": w.fabric_id, "external_id": w.external_id, "to_fabric_id": to, "at": now},
-    )
-    if not created:
-        return 0
-    _event(w, f"moving: waited {minutes} min in {from_name}'s queue while {to_name} can start it now")
-    return finish(Move.objects.get(pk=w.pk))
+    with transaction.atomic():
+        if Move.objects.filter(workload__in=group).exists():
+            return 0
+        Move.objects.bulk_create(
+            Move(workload=w, from_fabric=w.fabric, external_id=w.external_id, to_fabric_id=to, at=now) for w in group
+        )
+        whole = f" with the {len(group) - 1} other waiting elements of its array" if len(group) > 1 else ""
+        for w in group:
+            from_name = w.fabric.name if w.fabric else str(w.fabric_id)
+            minutes = int((now - (w.admitted_at or now)).total_seconds() // 60)
+            _event(w, f"moving{whole}: waited {minutes} min in {from_name}'s queue while {to_name} can start it now")
+    gate("intent")
+    return sum(finish(move) for move in Move.objects.filter(workload__in=group).order_by("pk"))
 
 
 def finish(move: Move) -> int:
@@ -118,27 +154,52 @@ def finish(move: Move) -> int:
     fabric = fabric_for(row)
     try:
         fabric.take_back(move.external_id)  # type: ignore[attr-defined]
+        gate("cancel")
         status = fabric.poll([move.external_id])[move.external_id]
     except FabricError as error:
         log.warning("moving %s from %s: %s (will try again)", w.pk, row.name, error)
         return 0
     if status.state == JobState.QUEUED:
         return 0  # not taken back yet: the next run asks again
-    if status.state != JobState.CANCELLED or status.host:
+    # Taken back: cancelled without a node, or gone where the fabric deletes what it takes back (Kubernetes).
+    gone = status.state is JobState.MISSING and getattr(fabric, "taken_back_goes", False)
+    if (status.state != JobState.CANCELLED and not gone) or status.host:
         move.delete()
         _event(w, f"move dropped: the job started on {row.name} first and stays there")
         return 0
+    gate("confirm")
     reason = f"taken back from {row.name}'s queue to start elsewhere sooner"
     if not services.transition(w, State.PREEMPTED, reason=reason):
         return 0
+    gate("preempted")
     services.transition(
         w, State.PENDING, reason="back in line to start where there is room now", attempt=w.attempt + 1,
         fabric_id=None, target_id=None, external_id="", rendered="", host="", connect_url="",
         notebook_endpoint=None, admitted_at=None, started_at=None, exit_code=None, idle_stop_at=None,
         gpu_idle_warned_at=None, last_sample_at=None, last_estimated_start=None, estimate_error_s=None,
     )  # fmt: skip
+    gate("requeued")
     move.delete()
     return 1
+
+
+GATE_ENV = "GRIDLANE_MOVE_GATE"
+
+
+def gate(step: str) -> None:
+    """A test's hold at one step of a move: where GRIDLANE_MOVE_GATE names the step, say so on stdout and wait
+    there to be killed (the crash tests, tests/fabrics/slurm/test_move_crash_live.py). Nothing elsewhere."""
+    if os.environ.get(GATE_ENV) == step:
+        print(f"gate {step}", flush=True)  # the test reads it
+        time.sleep(3600)
+
+
+def _takes_back(fabric: object, group: list[Workload]) -> bool:
+    """Whether the fabric can take these jobs back (Kubernetes: whole Jobs, not an indexed Job's elements)."""
+    if not hasattr(fabric, "take_back"):
+        return False
+    takes = getattr(fabric, "takes_back", None)
+    return takes is None or all(takes(w.external_id) for w in group)
 
 
 def _event(w: Workload, reason: str) -> None:

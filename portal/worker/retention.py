@@ -1,5 +1,6 @@
-"""Retention: raw usage samples, workload events and audit entries older than their setting's days go, in
-bounded batches, at most once per GRIDLANE_RETENTION_SECONDS; hourly rollups are kept (dashboards read only
+"""Retention: raw usage samples (with their GPUs' readings and five-minute sums), workload events and audit
+entries older than their setting's days go, in bounded batches, at most once per GRIDLANE_RETENTION_SECONDS;
+hourly rollups are kept (dashboards read only
 those, and they are recomputed only for the last few minutes' hours, so old samples are never needed again).
 
 A workload's events go only once the workload has finished: a live workload keeps its whole history.
@@ -15,7 +16,7 @@ from django.conf import settings
 from django.db.models import Model, QuerySet
 
 from portal.accounts.models import AuditEvent
-from portal.usage.models import UsageSample
+from portal.usage.models import UsageGpuSample, UsageGpuWindow, UsageSample
 from portal.worker import stats
 from portal.workloads.models import WorkloadEvent
 from portal.workloads.states import FINISHED
@@ -35,7 +36,10 @@ def prunable(now: datetime) -> dict[str, QuerySet[Model]]:
     days = settings.GRIDLANE_RETENTION_DAYS
     kinds: dict[str, QuerySet[Model]] = {}
     if days.get("usage"):
-        kinds["usage samples"] = UsageSample.objects.filter(at__lt=now - timedelta(days=days["usage"]))
+        cutoff = now - timedelta(days=days["usage"])
+        kinds["usage samples"] = UsageSample.objects.filter(at__lt=cutoff)
+        kinds["GPU readings"] = UsageGpuSample.objects.filter(at__lt=cutoff)
+        kinds["GPU windows"] = UsageGpuWindow.objects.filter(start__lt=cutoff)
     if days.get("events"):
         cutoff = now - timedelta(days=days["events"])
         kinds["workload events"] = WorkloadEvent.objects.filter(at__lt=cutoff, workload__state__in=FINISHED)

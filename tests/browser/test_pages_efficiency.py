@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from portal.usage import gpu_windows
 from portal.usage.models import UsageGpuSample, UsageSample
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -32,6 +33,7 @@ def test_the_owner_sees_each_gpu_s_use_and_memory_and_the_idle_gpu(browser_page,
                 for i, u in enumerate(use)
             )
         at += timedelta(minutes=10)
+    gpu_windows.rebuild(w.pk)
 
     signed_in(page, gridlane, alice)
     page.set_viewport_size({"width": 1280, "height": 900})

@@ -447,6 +447,10 @@ class Api:
 
     def _delete(self, kind: Kind, obj: dict[str, Any], query: dict[str, str], body: Any) -> tuple[int, Any]:
         options = body if isinstance(body, dict) else {}
+        preconditions = options.get("preconditions") or {}
+        for name, have in (("resourceVersion", obj["metadata"]["resourceVersion"]), ("uid", obj["metadata"]["uid"])):
+            if preconditions.get(name) and preconditions[name] != have:  # the API server's answer: 409
+                raise conflict(kind, obj["metadata"]["name"])
         policy = query.get("propagationPolicy") or options.get("propagationPolicy")
         if policy is None:
             # The REST default for batch/v1 Jobs is still to orphan their pods (kubectl asks for background).

@@ -12,8 +12,9 @@ from django.contrib.auth import get_user_model
 
 from gridlane_cli import stats
 from portal.accounts.models import Membership, ResourceGroup
+from portal.usage import gpu_windows
 from portal.usage.efficiency import efficiency, with_sampler
-from portal.usage.models import SamplerStart, UsageGpuSample, UsageSample
+from portal.usage.models import SamplerStart, UsageGpuSample, UsageGpuWindow, UsageSample
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
 
@@ -39,6 +40,7 @@ def readings_of_a_week(w: Workload, idle_day: int | None = None) -> None:
         at += EVERY
     UsageSample.objects.bulk_create(samples)
     UsageGpuSample.objects.bulk_create(gpus, batch_size=5000)
+    gpu_windows.rebuild(w.pk)  # the five-minute sums ingest writes beside them
 
 
 @pytest.fixture
@@ -174,6 +176,7 @@ def test_a_finished_job_keeps_its_summary_once_its_samples_are_pruned(week_job, 
         before = api_as(week_job.owner).get(f"/api/v1/workloads/{week_job.pk}/efficiency/").json()
         UsageSample.objects.filter(workload=week_job).delete()  # retention prunes the raw samples
         UsageGpuSample.objects.filter(workload=week_job).delete()
+        UsageGpuWindow.objects.filter(workload=week_job).delete()
         after = api_as(week_job.owner).get(f"/api/v1/workloads/{week_job.pk}/efficiency/").json()
     assert UsageSummary.objects.filter(workload=week_job).exists()
     assert after == before

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from portal.usage import gpu_windows
 from portal.usage.efficiency import _series, _window_start
 from portal.usage.models import UsageGpuSample, UsageSample
 
@@ -21,6 +22,7 @@ def test_windows_straddle_no_midnight_and_each_reading_lands_in_its_own(alice, s
     for i, at in enumerate(TIMES):
         UsageSample.objects.create(workload=w, at=at, source="job", gpus_milli=1000, gpu_utilisation=10.0 * (i + 1))
         UsageGpuSample.objects.create(workload=w, at=at, node="n1", gpu=0, utilisation=10.0 * (i + 1))
+    gpu_windows.rebuild(w.pk)
     gpus, windows = _series(w, MIDNIGHT - timedelta(hours=1), MIDNIGHT + timedelta(hours=1), window)
     want = sorted({_window_start(at, window) for at in TIMES})
     assert [x.at for x in windows] == want

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from portal.accounts.models import AuditEvent, ResourceGroup
 from portal.queues.models import Queue
-from portal.usage.models import UsageRollup, UsageSample
+from portal.usage.models import UsageGpuSample, UsageGpuWindow, UsageRollup, UsageSample
 from portal.worker import retention, tasks
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
@@ -31,21 +31,29 @@ def test_retention_deletes_what_is_due_and_nothing_else(alice, submit, settings,
         aged(WorkloadEvent, 400, workload=live, to_state="pending"),  # a live workload keeps its whole history
         aged(WorkloadEvent, 89, workload=done, to_state="running"),
         aged(AuditEvent, 364, action="policy.change"),
+        aged(UsageGpuSample, 29, workload=done, gpu=0),
+        UsageGpuWindow.objects.create(workload=done, gpu=0, start=now - 29 * DAY),
     ]
     due = [
         *(aged(UsageSample, 31 + i, workload=done, gpus_milli=1000) for i in range(7)),
         aged(WorkloadEvent, 91, workload=done, to_state="succeeded"),
         aged(AuditEvent, 366, action="signin"),
+        aged(UsageGpuSample, 31, workload=done, gpu=0),
+        UsageGpuWindow.objects.create(workload=done, gpu=0, start=now - 31 * DAY),
     ]
     vision = ResourceGroup.objects.get(slug="vision")
     rollup = UsageRollup.objects.create(group=vision, queue=Queue.objects.get(slug="train"), hour=now - 400 * DAY)
 
     # Bounded: two batches of three per kind at most, so one sample is left for next time.
-    with django_assert_max_num_queries(3 * 2 * 2 + 4):
+    with django_assert_max_num_queries(5 * 2 * 2 + 4):
         deleted = retention.prune(now, batch=3, max_batches=2)
-    assert deleted == {"usage samples": 6, "workload events": 1, "audit entries": 1}
+    assert deleted == {
+        "usage samples": 6, "GPU readings": 1, "GPU windows": 1, "workload events": 1, "audit entries": 1
+    }  # fmt: skip
     assert retention.prune(now, batch=3, max_batches=2) == {
         "usage samples": 1,
+        "GPU readings": 0,
+        "GPU windows": 0,
         "workload events": 0,
         "audit entries": 0,
     }

@@ -76,7 +76,9 @@ def test_a_native_pbs_job_on_slurm_s_torque_wrappers_is_sampled_inside_its_job(
     settings.GRIDLANE_SAMPLE_MIN_INTERVAL_S = 0.0
     w = running_native(pbs, alice, submit, pbs.config.settings, request, shared_dir)
     counts = samplers.step(timezone.now()) | {"summaries": 0}
-    assert counts == {"started": 1, "unknown": 0, "summaries": 0}, SamplerStart.objects.get(workload=w).reason
+    assert counts == {"started": 1, "unknown": 0, "retrying": 0, "summaries": 0}, SamplerStart.objects.get(
+        workload=w
+    ).reason
     # Its readings arrive from inside the job: the job's CPU time on its node (its processes, by SLURM_JOB_ID).
     wait_until(lambda: UsageTurn.objects.filter(workload=w, cpu_seconds__isnull=False).exists(), timeout=60)
     pbs.cancel(w.external_id)
@@ -92,7 +94,8 @@ def test_a_pbs_whose_qsub_is_not_slurm_s_keeps_the_use_unknown_naming_the_agent(
     (shared_dir / "qsub").chmod(0o755)
     assert w.fabric_id is not None
     Fabric.objects.filter(pk=w.fabric_id).update(settings=pbs.config.settings | {"bin_dir": str(shared_dir)})
-    assert samplers.step(timezone.now()) | {"summaries": 0} == {"started": 0, "unknown": 1, "summaries": 0}
+    counts = {"started": 0, "unknown": 1, "retrying": 0, "summaries": 0}  # final at once: no retry mends it
+    assert samplers.step(timezone.now()) | {"summaries": 0} == counts
     start = SamplerStart.objects.get(workload=w)
     assert not start.started
     assert "pbsdsh works only inside the job" in start.reason

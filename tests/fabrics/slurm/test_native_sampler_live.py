@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,12 @@ def test_a_native_two_node_job_is_sampled_on_both_nodes_for_its_gpus_only_and_en
         state=State.RUNNING, fabric=fabric, external_id=external_id, script=script, nodes=2, started_at=timezone.now()
     )
     wait_until(lambda: slurm.poll([external_id])[external_id].state == JobState.RUNNING, timeout=60)
-    assert samplers.step(timezone.now()) | {"summaries": 0} == {"started": 1, "unknown": 0, "summaries": 0}
+    assert samplers.step(timezone.now()) | {"summaries": 0} == {
+        "started": 1,
+        "unknown": 0,
+        "retrying": 0,
+        "summaries": 0,
+    }
     assert SamplerStart.objects.get(workload=w).started
     assert samplers.due() == []  # once per run
 
@@ -131,9 +137,14 @@ def test_a_sampler_that_cannot_start_leaves_the_use_unknown_with_the_reason(
         state=State.RUNNING, fabric=fabric, external_id=ended, script="#!/bin/bash\ntrue\n", started_at=timezone.now()
     )
 
-    assert samplers.step(timezone.now()) | {"summaries": 0} == {"started": 0, "unknown": 1, "summaries": 0}
+    # srun's step ends at once: tried again, a bounded number of times, then its reason stays.
+    at = timezone.now()
+    tried = [samplers.step(at + timedelta(hours=h)) for h in range(samplers.MAX_TRIES)]
+    assert [t["retrying"] for t in tried] == [1] * (samplers.MAX_TRIES - 1) + [0]
+    assert tried[-1]["unknown"] == 1
+    assert samplers.due(at + timedelta(days=1)) == []
     start = SamplerStart.objects.get(workload=w)
     assert not start.started
-    assert start.reason
+    assert start.reason.endswith(f"(after {samplers.MAX_TRIES} tries)")
     assert start.reason != samplers.STARTING
     assert not UsageSample.objects.filter(workload=w, source=UsageSample.Source.JOB).exists()
