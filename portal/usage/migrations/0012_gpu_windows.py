@@ -19,7 +19,7 @@ def backfill(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('usage', '0010_kept_summaries'),
+        ('usage', '0011_wait_slices'),
         ('workloads', '0016_capacity_observations_move_no_generation'),
     ]
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('usage', '0011_gpu_windows'),
+        ('usage', '0012_gpu_windows'),
     ]
 
     operations = [
