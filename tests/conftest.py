@@ -153,12 +153,13 @@ def _fresh_cache() -> None:
     tests/api/test_submit_context.py)."""
     from django.core.cache import cache
 
-    from portal.worker import snapshot
+    from portal.worker import dryrun, snapshot
     from portal.workloads import context
 
     cache.clear()
     context.forget()
     snapshot.SETTLED.forget()
+    dryrun.SNAPSHOTS.forget()  # (a dry run's kept snapshot: a rolled-back test's generation may come again)
 
 
 @pytest.fixture
