@@ -52,6 +52,7 @@ class Parts:
         default = cluster_gpus / max(1, len(groups))
         self.shares = {g: snapshot.shares.get(g, default) for g in groups}
         self.typed = any(j.gpu_type for j in snapshot.pending)
+        self._parts: dict[frozenset[Node], Snapshot] = {}  # narrowed, by the roots a job joins
 
     def _join_waiting(self, job: Job, limited: set[int]) -> None:
         team = ("g", job.group_id)
@@ -87,15 +88,23 @@ class Parts:
             roots.add(self._find(("f", fid)))
         if job.owner_id in limited:
             roots.add(self._find(("o", job.owner_id)))
+        key = frozenset(roots)
+        if key not in self._parts:
+            self._parts[key] = self._part(roots)
+        part = self._parts[key]
+        if job.group_id not in self.shares and len(part.pending) != len(s.pending):
+            return None  # a team new to the snapshot changes every team's default share
+        if not s.live and not job.gpu_type and self.typed and not any(j.gpu_type for j in part.pending):
+            return None  # the whole routes by GPU type (soonest.LiveRoutes), the part alone would not
+        return part
+
+    def _part(self, roots: set[Node]) -> Snapshot:
+        s = self.snapshot
         pending = [j for root in roots for j in self.pending.get(root, ())]
         if len(pending) == len(s.pending):
             return s
-        if job.group_id not in self.shares:
-            return None  # a team new to the snapshot changes every team's default share
         kept = set(map(id, pending))
         part = tuple(j for j in s.pending if id(j) in kept)  # in the snapshot's order
-        if not s.live and not job.gpu_type and self.typed and not any(j.gpu_type for j in part):
-            return None  # the whole routes by GPU type (soonest.LiveRoutes), the part alone would not
         return replace(s, pending=part, shares=self.shares)
 
 
