@@ -38,22 +38,23 @@ def run() -> dict[str, Any]:
     from bench.bench_scheduler import django_setup
 
     django_setup()
-    token = cast()
+    tokens = cast()
     results: dict[str, Any] = {
-        "stream": stream(token, teams=30, label="30 teams' shapes"),
-        "one_agent": stream(token, teams=1, label="one agent's shapes"),
+        "stream": stream(tokens, teams=30, label="30 teams' agents"),
+        "one_agent": stream(tokens, teams=1, label="one team's agent"),
         "cold": cold(),
     }
-    results["worker"] = worker_beside_stream(token)
+    results["worker"] = worker_beside_stream(tokens)
     return results
 
 
-def cast() -> str:
-    """The bench's teams, pools, running and waiting work; returns a bearer token of a member of every team."""
+def cast() -> list[str]:
+    """The bench's teams, pools, running and waiting work; returns a bearer token of each team's agent."""
+    from django.contrib.auth import get_user_model
     from django.utils import timezone
 
     from bench.bench_scheduler import _fresh_cast
-    from portal.accounts.models import ApiToken
+    from portal.accounts.models import ApiToken, Membership
     from portal.workloads.models import Workload
     from portal.workloads.states import State
 
@@ -76,8 +77,12 @@ def cast() -> str:
                              runtime_limit_s=3600, priority=("normal", "low")[i // len(queues) % 2],
                              submitted_at=now - timedelta(seconds=WAITING - i), updated_at=now))  # fmt: skip
     Workload.objects.bulk_create(rows, batch_size=2000)
-    _, token = ApiToken.issue(user, "bench")
-    return token
+    tokens = []
+    for i, (_, group) in enumerate(queues):  # an agent of each team, in that team alone
+        agent = get_user_model().objects.create(username=f"agent{i}")
+        Membership.objects.create(user=agent, group=group)
+        tokens.append(ApiToken.issue(agent, "bench")[1])
+    return tokens
 
 
 def bodies(n: int, seed: int, teams: int = 30) -> list[dict[str, Any]]:
@@ -91,24 +96,30 @@ def bodies(n: int, seed: int, teams: int = 30) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def client(token: str) -> Any:
-    from rest_framework.test import APIClient
+class Agents:
+    """One API client per team's agent; a body goes out as its queue's team's."""
 
-    api = APIClient(SERVER_NAME="127.0.0.1")
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return api
+    def __init__(self, tokens: list[str]) -> None:
+        from rest_framework.test import APIClient
+
+        self.clients = []
+        for token in tokens:
+            api = APIClient(SERVER_NAME="127.0.0.1")
+            api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+            self.clients.append(api)
 
 
-def send(api: Any, body: dict[str, Any]) -> dict[str, Any]:
+def send(agents: Agents, body: dict[str, Any]) -> dict[str, Any]:
+    api = agents.clients[int(body["queue"][1:].split("-")[0])]  # "t7-q0": team 7
     response = api.post("/api/v1/workloads/dry-run/", json.dumps(body), content_type="application/json")
     if response.status_code != 200:
         raise SystemExit(f"bench dryrun: {response.status_code} {response.content[:300]!r}")
     return response.json()  # type: ignore[no-any-return]
 
 
-def stream(token: str, teams: int, label: str) -> dict[str, Any]:
+def stream(tokens: list[str], teams: int, label: str) -> dict[str, Any]:
     """Dry runs one after another for STREAM_S seconds (at most STREAM of them)."""
-    api = client(token)
+    api = Agents(tokens)
     for body in bodies(50, seed=1, teams=teams):  # warm up: imports, compiled queries, the first snapshot
         send(api, body)
     times, outcomes = [], {"admit": 0, "wait": 0}
@@ -135,10 +146,11 @@ def stream(token: str, teams: int, label: str) -> dict[str, Any]:
 def cold() -> dict[str, Any]:
     """One placement per shape on a fresh Memo (a miss), beside decide() on the whole snapshot plus the job."""
     from portal.worker import dryrun
+    from portal.workloads import context
     from scheduler.dryrun import place
     from scheduler.dryrun_fast import Parts, place_fast
 
-    kept = dryrun.SNAPSHOTS.latest()
+    kept = dryrun.SNAPSHOTS.latest(context.read_generation())
     snap = kept.snapshot
     jobs = [j for j in snap.pending[:: max(1, len(snap.pending) // 40)]][:40]
     asked = [
@@ -167,12 +179,12 @@ def cold() -> dict[str, Any]:
     return {"fast_ms": round(fast_ms, 2), "plain_ms": round(plain_ms, 2), "parts_ms": round(parts_ms, 1)}
 
 
-def worker_beside_stream(token: str) -> dict[str, Any]:
+def worker_beside_stream(tokens: list[str]) -> dict[str, Any]:
     """The worker's admission, cycle after cycle, alone and then beside a dry-run stream in another process."""
     alone = cycles()
     child = subprocess.Popen(
         [sys.executable, "-m", "bench.bench_dryrun", "stream-child", str(RATE)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "BENCH_DRYRUN_TOKEN": token},
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "BENCH_DRYRUN_TOKENS": ",".join(tokens)},
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     if child.stdout is not None:
@@ -209,7 +221,7 @@ def stream_child(rate: int) -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     django.setup()
-    api = client(os.environ["BENCH_DRYRUN_TOKEN"])
+    api = Agents(os.environ["BENCH_DRYRUN_TOKENS"].split(","))
     sent = 0
     stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))

@@ -65,8 +65,8 @@ class Snapshots:
         self._kept: Kept | None = None
         self._lock = threading.Lock()  # one build at a time: the others wait for it, then take it
 
-    def latest(self) -> Kept:
-        generation = context.read_generation()
+    def latest(self, generation: int | None) -> Kept:
+        """The kept snapshot, or a new one where the `generation` (context.read_generation) moved or it aged."""
         kept = self._kept
         if kept is not None and self._fresh(kept, generation):
             return kept
@@ -132,8 +132,9 @@ def dry_run(user: Any, req: services.SubmitRequest) -> dict[str, Any]:
     """The answer to one submission: refused as a submit would be (SubmitRejected, QueueForbidden), or where it
     would land. Work whose team, queue and tier already have a whole slice of candidates waiting (the cycle
     considers the oldest GRIDLANE_CANDIDATES_PER_QUEUE of each) waits behind them, unconsidered this cycle."""
-    workload = services.check_submit(user, req)
-    kept = SNAPSHOTS.latest()
+    generation = context.read_generation()  # the submit's context is kept under it too, as a submit's is
+    workload = services.check_submit(user, req, generation=generation)
+    kept = SNAPSHOTS.latest(generation)
     job = job_of(workload, kept)
     if kept.slices[job.group_id, job.queue_id, job.priority] >= settings.GRIDLANE_CANDIDATES_PER_QUEUE:
         return _answer(workload, kept, Placement("wait", _first_target(kept, job), position=None), sliced=True)
@@ -144,7 +145,7 @@ def dry_run_many(user: Any, items: list[tuple[services.SubmitRequest, str | None
     """A bulk submit's answers, item by item: refused as the bulk submit would be (BulkRejected, SubmitRejected),
     or each where it would land beside the others (all in one decide())."""
     checked = services.check_submit_many(user, items)
-    kept = SNAPSHOTS.latest()
+    kept = SNAPSHOTS.latest(context.read_generation())
     if len(checked) == 1:
         return [_answer(checked[0][0], kept, MEMO.place(kept.snapshot, job_of(checked[0][0], kept)))]
     jobs = [replace(job_of(w, kept), id=f"{JOB_ID}-{i}") for i, (w, _) in enumerate(checked)]
