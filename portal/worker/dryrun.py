@@ -4,7 +4,8 @@ goes the fast way, scheduler/dryrun_fast.py).
 
 What it keeps: the last snapshot this process built (snapshot.build, as the worker's admission reads it), used
 again while the submit generation is the one it was built under and it is younger than
-GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS. So a dry run costs the submit's checks and, on a kept snapshot, one
+GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS (or BUILDS_APART times its build's time, where that is longer). So a dry run
+costs the submit's checks (under the generation: a kept context, as a submit's) and, on a kept snapshot, one
 placement; an answer is as old as that snapshot at most.
 
 What it writes: nothing. No workload, event, idempotency key, rate-limit count or fair-share usage (the snapshot
@@ -36,6 +37,9 @@ from scheduler.dryrun import ADMIT, Placement, read_back
 from scheduler.dryrun_fast import Memo
 
 JOB_ID = "dry-run"  # the asked job's id in the snapshot (never a workload's: those are uuids)
+# A snapshot is kept at least this many times as long as its build took: building takes at most a sixth of a
+# process's time however slow a build is (10,000 waiting: 0.4 s on a quiet machine, 2.4 s on a loaded one).
+BUILDS_APART = 5
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class Kept:
     snapshot: model.Snapshot
     generation: int | None
     built: float  # the clock's reading when it was built
+    took: float  # how long the build took, in seconds
     kinds: dict[str, tuple[int, ...]]
     prices: dict[int, Prices]
     slices: Counter[tuple[int, int, str]]  # waiting work per team, queue and tier
@@ -78,13 +83,15 @@ class Snapshots:
 
     def _fresh(self, kept: Kept, generation: int | None) -> bool:
         age = self.clock() - kept.built
-        return kept.generation == generation and 0 <= age < settings.GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS
+        most = max(settings.GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS, BUILDS_APART * kept.took)
+        return kept.generation == generation and 0 <= age < most
 
     def forget(self) -> None:
         self._kept = None
 
 
 def _build(generation: int | None, built: float) -> Kept:
+    started = time.perf_counter()
     snap, _ = snapshots.build(timezone.now())
     rows = Fabric.objects.filter(enabled=True).values_list(
         "pk", "kind", "gpu_hour_price", "cpu_hour_price", "memory_gb_hour_price"
@@ -95,7 +102,7 @@ def _build(generation: int | None, built: float) -> Kept:
         kinds[kind] = (*kinds.get(kind, ()), pk)
         prices[pk] = Prices(gpu, cpu, memory)
     slices = Counter((j.group_id, j.queue_id, j.priority) for j in snap.pending)
-    return Kept(snap, generation, built, kinds, prices, slices)
+    return Kept(snap, generation, built, time.perf_counter() - started, kinds, prices, slices)
 
 
 SNAPSHOTS = Snapshots()

@@ -178,8 +178,7 @@ REQUESTS = st.fixed_dictionaries(
 
 @examples(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(asks=st.lists(REQUESTS, min_size=6, max_size=14))
-def test_a_dry_run_and_the_submit_after_it_land_alike(cast, api_as, settings, asks):
-    settings.GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS = 0  # each dry run reads the state as it is
+def test_a_dry_run_and_the_submit_after_it_land_alike(cast, api_as, asks):
     Workload.objects.all().delete()
     clients = {name: api_as(cast[name]) for name in ("alice", "charlie")}
     start = datetime(2026, 12, 1, 9, tzinfo=UTC)
@@ -189,6 +188,7 @@ def test_a_dry_run_and_the_submit_after_it_land_alike(cast, api_as, settings, as
             client = clients[ask["user"]]
             body = BODY | {"resources": {"gpus": ask["gpus"]}, "runtime_limit_minutes": ask["runtime"],
                            "priority": ask["priority"]}  # fmt: skip
+            dryrun.SNAPSHOTS.forget()  # the dry run reads the state as it is now (the last admission's included)
             answer = post(client, URL, body)
             assert answer.status_code == 200, answer.content
             created = post(client, "/api/v1/workloads/", body)
@@ -205,3 +205,21 @@ def test_a_dry_run_and_the_submit_after_it_land_alike(cast, api_as, settings, as
                 assert workload.queue_position == want["position"]
             if ask["finish"]:
                 Workload.objects.filter(state=State.ADMITTED).update(state=State.SUCCEEDED)
+
+
+def test_a_kept_snapshot_is_used_again_until_it_ages_or_the_generation_moves(cast):
+    from django.conf import settings
+
+    from portal.workloads import context
+
+    now = [100.0]
+    kept = dryrun.Snapshots(clock=lambda: now[0])
+    generation = context.read_generation()
+    first = kept.latest(generation)
+    assert kept.latest(generation) is first
+    now[0] += max(settings.GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS, dryrun.BUILDS_APART * first.took) + 1
+    second = kept.latest(generation)
+    assert second is not first
+    assert kept.latest(generation) is second
+    third = kept.latest((generation or 0) + 1)  # a policy change
+    assert third is not second
