@@ -15,7 +15,7 @@ from typing import Any
 
 from fabrics.agent import agent as agent_program
 from fabrics.agent.client import Api, ApiError
-from gridlane_cli import bundle, everyday, policy, stats
+from gridlane_cli import bundle, dryrun, everyday, policy, stats
 from gridlane_cli.config import config_path, resolve
 
 CAP_HEADER = "Gridlane-Code-Max-Bytes"  # the portal's size cap for code, on its answers about bundles
@@ -41,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="an sbatch/qsub script or a Kubernetes Job manifest (read for the request); - is stdin",
     )
     submit.add_argument("--queue")
+    submit.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON")
+    submit.add_argument(
+        "--dry-run", action="store_true",
+        help="ask where it would land (start now where, or wait: place, estimate, reason, cost), recording nothing; "
+        "--code is left out of what is asked (nothing is uploaded)",
+    )  # fmt: skip
     submit.add_argument(
         "--from-file", metavar="JSONL",
         help="submit many: one API workload body per line (with an optional idempotency_key), '-' for stdin; "
@@ -220,11 +226,15 @@ def run(args: argparse.Namespace, api: Api) -> int:
     if args.command == "policy":
         return policy.run(args, api)
     if args.command == "submit" and args.from_file:
+        if args.dry_run:
+            return dryrun.run_many(api, read_jsonl(args.from_file)[:BULK], args.json)
         return submit_file(args, api)
     if args.command == "submit":
         if not args.queue:
             raise ApiError(0, "give --queue (or --from-file)")
         body = submit_body(args)
+        if args.dry_run:
+            return dryrun.run(api, body, args.json)
         if args.code:
             body["code"] = {"digest": upload_code(api, args.code, args.group)}
         out = api.post("workloads/", body)

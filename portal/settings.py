@@ -288,6 +288,8 @@ GRIDLANE_PRIORITY_WEIGHTS = {
 }
 # Per team, queue and priority tier, how many of the oldest pending workloads one cycle considers.
 GRIDLANE_CANDIDATES_PER_QUEUE = int(os.environ.get("GRIDLANE_CANDIDATES_PER_QUEUE", "256"))
+# A dry run reuses the last snapshot its process built for up to this many seconds (portal.worker.dryrun).
+GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS = float(os.environ.get("GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS", "2"))
 # Code that travels with jobs (portal.code): where uploaded bundles are kept, and the most a bundle may hold,
 # packed or unpacked (a bigger one is refused with 413).
 GRIDLANE_CODE_DIR = Path(os.environ.get("GRIDLANE_CODE_DIR", VAR_DIR / "code"))

@@ -153,7 +153,7 @@ def _fresh_cache() -> None:
     tests/api/test_submit_context.py)."""
     from django.core.cache import cache
 
-    from portal.worker import snapshot
+    from portal.worker import dryrun, snapshot
     from portal.workloads import calibration, context
 
     cache.clear()
@@ -161,6 +161,7 @@ def _fresh_cache() -> None:
     snapshot.SETTLED.forget()
     calibration.LEARNED.forget()
     calibration.forget_bands()
+    dryrun.SNAPSHOTS.forget()  # (a dry run's kept snapshot: a rolled-back test's generation may come again)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from portal import access
 from portal.accounts import ratelimit
 from portal.api import auth, single_submit
+from portal.api.dry_run import BulkDryRunOut, DryRunOut
 from portal.api.serializers import (
     BulkIn,
     BulkOut,
@@ -29,6 +30,7 @@ from portal.api.serializers import (
     element_counts,
 )
 from portal.known_fields import KnownFieldsOnly, refuse_unknown
+from portal.worker import dryrun
 from portal.workloads import services
 from portal.workloads.models import Workload
 from portal.workloads.states import State
@@ -223,6 +225,46 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         created = any(new for _, new in done)
         rows = [{"id": w.pk, "name": w.name, "state": w.state, "created": new} for w, new in done]
         return Response({"items": rows}, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(request=WorkloadIn, responses={200: DryRunOut, 400: ERRORS, 403: ERRORS})
+    @action(detail=False, methods=["post"], url_path="dry-run")
+    def dry_run(self, request: Request) -> Response:
+        """Where a submission would land now, recording nothing: the body of a submit, refused as a submit would
+        refuse it (400, 403), else admitted now on a target or waiting (its place, reason and estimated start),
+        whether it would borrow, and its cost at the target's prices (portal.worker.dryrun). A dry run is not
+        counted against the submit rate limit, and an Idempotency-Key is checked for its form only."""
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not single_submit.IDEMPOTENCY_KEY_RE.fullmatch(key):
+            raise ValidationError({"Idempotency-Key": ["Use 1-200 printable ASCII characters."]})
+        try:
+            answer = dryrun.dry_run(request.user, WorkloadIn.parse(request.data))
+        except (services.SubmitRejected, services.QueueForbidden) as refused:
+            return single_submit.refusal(refused)
+        return Response(DryRunOut(answer).data)
+
+    @extend_schema(request=BulkIn, responses={200: BulkDryRunOut, 400: BULK_ERRORS, 403: BULK_ERRORS})
+    @action(detail=False, methods=["post"], url_path="bulk/dry-run")
+    def bulk_dry_run(self, request: Request) -> Response:
+        """A bulk submit's dry run: the same body, refused item by item as the bulk submit would refuse it, else
+        each item's answer as the single dry run gives it, all items placed together. Records and counts
+        nothing."""
+        incoming = BulkIn(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        parsed, errors = incoming.requests()
+        items = [(req, key) for _, req, key in parsed]
+        try:
+            if errors:  # still check the items that parsed, so that every bad item is named at once
+                services.check_submit_many(request.user, items)
+                return Response({"errors": {"items": errors}}, status=status.HTTP_400_BAD_REQUEST)
+            answers = dryrun.dry_run_many(request.user, items)
+        except services.SubmitRejected as rejected:
+            raise ValidationError(rejected.errors) from rejected
+        except services.BulkRejected as rejected:
+            found = {parsed[i][0]: e for i, e in rejected.errors.items()} | errors
+            return Response(
+                {"errors": {"items": dict(sorted(found.items()))}}, status=400 if errors else rejected.status
+            )
+        return Response({"items": DryRunOut(answers, many=True).data})
 
     @extend_schema(request=PatchIn, responses={200: WorkloadDetailOut, 400: ERRORS, 403: ERRORS, 409: ERRORS})
     def partial_update(self, request: Request, pk: str) -> Response:

@@ -21,7 +21,7 @@ from portal import access
 from portal.accounts import ratelimit
 from portal.agents.models import LeaseKey
 from portal.connect import sharing
-from portal.workloads import listing, logs, notebook_endpoint, services
+from portal.workloads import listing, logs, notebook_endpoint, preview, services
 from portal.workloads.forms import (
     FORM_OF_KIND,
     BatchScriptForm,
@@ -167,6 +167,8 @@ def _new(
     browser shows for the page (when the request's own is one a browser cannot open again). A submit that
     went through leads to the new workload's page, by a redirect (htmx: HX-Redirect, its address pushed)."""
     page = {"form": form, "title": title, "action": action or request.path, "guide": form.guide(), "url": url}
+    if request.method == "POST" and "check" in request.POST:
+        return _check(request, form, page)
     if request.method == "POST":
         try:
             ratelimit.check_submit(request.user)
@@ -192,6 +194,22 @@ def _new(
             return redirect(workload)
     template = "workloads/_form.html" if _partial(request) else "workloads/new.html"
     # 422 for a form with errors: htmx swaps it in (see the htmx-config in base.html), browsers show it.
+    return render(request, template, page, status=422 if form.errors else 200)
+
+
+def _check(
+    request: HttpRequest, form: TrainingForm | BatchScriptForm | NotebookForm | VMForm, page: dict[str, Any]
+) -> HttpResponse:
+    """The form's Check button: where the submission would land (the worker's dry run), shown under the form,
+    recording and counting nothing; a refusal shows on the form's fields as a submit's would."""
+    if form.is_valid():
+        try:
+            page["check"] = preview.ask(request.user, form.to_request())
+        except services.SubmitRejected as rejected:
+            form.add_service_errors(rejected.errors)
+        except services.QueueForbidden as forbidden:
+            form.add_error("queue", str(forbidden))
+    template = "workloads/_form.html" if _partial(request) else "workloads/new.html"
     return render(request, template, page, status=422 if form.errors else 200)
 
 

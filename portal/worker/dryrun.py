@@ -1,0 +1,217 @@
+"""The dry run: where a submission would land now, recording nothing. The submit's own checks (a refusal is the
+submit's), then the worker's latest snapshot plus the request through decide() (scheduler/dryrun.py; one job
+goes the fast way, scheduler/dryrun_fast.py).
+
+What it keeps: the last snapshot this process built (snapshot.build, as the worker's admission reads it), used
+again while the submit generation is the one it was built under and it is younger than
+GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS (or BUILDS_APART times its build's time, where that is longer). So a dry run
+costs the submit's checks (under the generation: a kept context, as a submit's) and, on a kept snapshot, one
+placement; an answer is as old as that snapshot at most.
+
+What it writes: nothing. No workload, event, idempotency key, rate-limit count or fair-share usage (the snapshot
+reads each team's decayed use as the worker last wrote it, without the GPU-seconds since).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from fabrics.base import Resources
+from portal.queues.models import Fabric
+from portal.worker import snapshot as snapshots
+from portal.workloads import context, services
+from portal.workloads.models import Workload
+from scheduler import model
+from scheduler.decide import decide
+from scheduler.dryrun import ADMIT, Placement, read_back
+from scheduler.dryrun_fast import Memo
+
+JOB_ID = "dry-run"  # the asked job's id in the snapshot (never a workload's: those are uuids)
+# A snapshot is kept at least this many times as long as its build took: building takes at most a sixth of a
+# process's time however slow a build is (10,000 waiting: 0.4 s on a quiet machine, 2.4 s on a loaded one).
+BUILDS_APART = 5
+
+
+@dataclass(frozen=True)
+class Prices:
+    gpu: Decimal | None
+    cpu: Decimal | None
+    memory_gb: Decimal | None
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One snapshot and what a dry run reads beside it: each fabric's kind and prices."""
+
+    snapshot: model.Snapshot
+    generation: int | None
+    built: float  # the clock's reading when it was built
+    took: float  # how long the build took, in seconds
+    kinds: dict[str, tuple[int, ...]]
+    prices: dict[int, Prices]
+    slices: Counter[tuple[int, int, str]]  # waiting work per team, queue and tier
+
+
+class Snapshots:
+    """The last snapshot, kept while its generation holds and it is young (see the module docstring)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._kept: Kept | None = None
+        self._lock = threading.Lock()  # one build at a time: the others wait for it, then take it
+
+    def latest(self, generation: int | None) -> Kept:
+        """The kept snapshot, or a new one where the `generation` (context.read_generation) moved or it aged."""
+        kept = self._kept
+        if kept is not None and self._fresh(kept, generation):
+            return kept
+        with self._lock:
+            kept = self._kept
+            if kept is None or not self._fresh(kept, generation):
+                kept = self._kept = _build(generation, self.clock())
+        return kept
+
+    def _fresh(self, kept: Kept, generation: int | None) -> bool:
+        age = self.clock() - kept.built
+        most = max(settings.GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS, BUILDS_APART * kept.took)
+        return kept.generation == generation and 0 <= age < most
+
+    def forget(self) -> None:
+        self._kept = None
+
+
+def _build(generation: int | None, built: float) -> Kept:
+    started = time.perf_counter()
+    snap, _ = snapshots.build(timezone.now())
+    rows = Fabric.objects.filter(enabled=True).values_list(
+        "pk", "kind", "gpu_hour_price", "cpu_hour_price", "memory_gb_hour_price"
+    )
+    kinds: dict[str, tuple[int, ...]] = {}
+    prices = {}
+    for pk, kind, gpu, cpu, memory in rows:
+        kinds[kind] = (*kinds.get(kind, ()), pk)
+        prices[pk] = Prices(gpu, cpu, memory)
+    slices = Counter((j.group_id, j.queue_id, j.priority) for j in snap.pending)
+    return Kept(snap, generation, built, time.perf_counter() - started, kinds, prices, slices)
+
+
+SNAPSHOTS = Snapshots()
+MEMO = Memo()
+
+
+def job_of(workload: Workload, kept: Kept) -> model.Job:
+    """The workload a submit would record, as the scheduler would see it: submitted at the snapshot's `now`.
+    An array is one of its elements (an array's parent is never scheduled)."""
+    return model.Job(
+        id=JOB_ID,
+        group_id=workload.group_id,
+        queue_id=workload.queue_id,
+        per_node=Resources(workload.gpus_milli, workload.cpus_milli, workload.memory_mib),
+        nodes=workload.nodes,
+        priority=workload.priority,
+        submitted_at=kept.snapshot.now,
+        runtime_limit_s=workload.runtime_limit_s,
+        owner_id=workload.owner_id,
+        only_on=kept.kinds.get(workload.native_kind, ()) if workload.native_kind else None,
+        array_id=JOB_ID if workload.array_size else "",
+        array_throttle=workload.array_throttle or 0,
+        gpu_type=workload.gpu_type,
+    )
+
+
+def estimate_band(queue_id: int, estimated: datetime | None, now: datetime) -> tuple[datetime, datetime] | None:
+    """The band around an estimated start, where the queue's measured estimate error gives one; None until it does
+    (the one place a calibrated band is filled in)."""
+    return None
+
+
+def dry_run(user: Any, req: services.SubmitRequest) -> dict[str, Any]:
+    """The answer to one submission: refused as a submit would be (SubmitRejected, QueueForbidden), or where it
+    would land. Work whose team, queue and tier already have a whole slice of candidates waiting (the cycle
+    considers the oldest GRIDLANE_CANDIDATES_PER_QUEUE of each) waits behind them, unconsidered this cycle."""
+    generation = context.read_generation()  # the submit's context is kept under it too, as a submit's is
+    workload = services.check_submit(user, req, generation=generation)
+    kept = SNAPSHOTS.latest(generation)
+    job = job_of(workload, kept)
+    if kept.slices[job.group_id, job.queue_id, job.priority] >= settings.GRIDLANE_CANDIDATES_PER_QUEUE:
+        return _answer(workload, kept, Placement("wait", _first_target(kept, job), position=None), sliced=True)
+    return _answer(workload, kept, MEMO.place(kept.snapshot, job))
+
+
+def dry_run_many(user: Any, items: list[tuple[services.SubmitRequest, str | None]]) -> list[dict[str, Any]]:
+    """A bulk submit's answers, item by item: refused as the bulk submit would be (BulkRejected, SubmitRejected),
+    or each where it would land beside the others (all in one decide())."""
+    checked = services.check_submit_many(user, items)
+    kept = SNAPSHOTS.latest(context.read_generation())
+    if len(checked) == 1:
+        return [_answer(checked[0][0], kept, MEMO.place(kept.snapshot, job_of(checked[0][0], kept)))]
+    jobs = [replace(job_of(w, kept), id=f"{JOB_ID}-{i}") for i, (w, _) in enumerate(checked)]
+    whole = replace(kept.snapshot, pending=(*kept.snapshot.pending, *jobs))
+    decisions = decide(whole)
+    return [_answer(w, kept, read_back(whole, decisions, job)) for (w, _), job in zip(checked, jobs, strict=True)]
+
+
+def _first_target(kept: Kept, job: model.Job) -> int | None:
+    queue = kept.snapshot.queues.get(job.queue_id)
+    return queue.fabric_ids[0] if queue is not None and queue.fabric_ids else None
+
+
+def _answer(workload: Workload, kept: Kept, placed: Placement, sliced: bool = False) -> dict[str, Any]:
+    snap = kept.snapshot
+    fabric = snap.fabrics.get(placed.fabric_id) if placed.fabric_id is not None else None
+    if placed.outcome == ADMIT:
+        reason = "It would start now."
+        if fabric is not None:
+            reason = f"It would start now on {fabric.name}."
+    elif sliced:
+        reason = (
+            f"It would wait behind {settings.GRIDLANE_CANDIDATES_PER_QUEUE} or more earlier workloads of its team "
+            "in this queue and tier; it is considered when those go."
+        )
+    else:
+        reason = placed.reason.message if placed.reason is not None else "It would wait."
+    band = estimate_band(workload.queue_id, placed.estimated_start, snap.now)
+    return {
+        "outcome": placed.outcome,
+        "target": fabric.name if fabric is not None else None,
+        "estimated_start": snap.now if placed.outcome == ADMIT else placed.estimated_start,
+        "estimate_band": list(band) if band is not None else None,
+        "position": placed.position,
+        "reason_code": placed.reason.code if placed.reason is not None else "",
+        "reason": reason,
+        "borrowing": placed.borrowing,
+        "preemptible": placed.borrowing and _preemptible(snap, workload.queue_id),
+        "estimated_cost": _cost(workload, kept.prices.get(placed.fabric_id or 0)),
+        "snapshot_at": snap.now,
+    }
+
+
+def _preemptible(snap: model.Snapshot, queue_id: int) -> bool:
+    queue = snap.queues.get(queue_id)
+    return queue is not None and queue.preemptible
+
+
+def _cost(workload: Workload, prices: Prices | None) -> dict[str, Any] | None:
+    """Its runtime limit at the target's prices (GPUs, CPUs and memory, as the chargeback counts them): the most
+    it would cost; None where the target has no price."""
+    if prices is None or (prices.gpu is None and prices.cpu is None and prices.memory_gb is None):
+        return None
+    hours = Decimal(workload.runtime_limit_s) / 3600
+    nodes = Decimal(workload.nodes)
+    per_hour = (
+        Decimal(workload.gpus_milli) / 1000 * (prices.gpu or 0)
+        + Decimal(workload.cpus_milli) / 1000 * (prices.cpu or 0)
+        + Decimal(workload.memory_mib) / 1024 * (prices.memory_gb or 0)
+    )
+    amount = (per_hour * nodes * hours).quantize(Decimal("0.01"))
+    return {"amount": str(amount), "currency": settings.GRIDLANE_CURRENCY}
