@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -29,7 +29,7 @@ from django.utils import timezone
 from fabrics.base import Resources
 from portal.queues.models import Fabric
 from portal.worker import snapshot as snapshots
-from portal.workloads import context, services
+from portal.workloads import calibration, context, services
 from portal.workloads.models import Workload
 from scheduler import model
 from scheduler.decide import decide
@@ -131,8 +131,14 @@ def job_of(workload: Workload, kept: Kept) -> model.Job:
 
 def estimate_band(queue_id: int, estimated: datetime | None, now: datetime) -> tuple[datetime, datetime] | None:
     """The band around an estimated start, where the queue's measured estimate error gives one; None until it does
-    (the one place a calibrated band is filled in)."""
-    return None
+    (the queue's band: workloads.calibration, one query per queue and minute in a process)."""
+    if estimated is None:
+        return None
+    found = calibration.band_for(queue_id)
+    if found is None:
+        return None
+    low, high = found
+    return max(estimated + timedelta(seconds=low), now), estimated + timedelta(seconds=high)
 
 
 def dry_run(user: Any, req: services.SubmitRequest) -> dict[str, Any]:

@@ -69,6 +69,25 @@ def test_work_behind_a_full_fabric_waits_with_its_place_reason_and_estimate(api_
     assert answer["estimated_start"] is not None
 
 
+def test_a_waiting_answer_carries_the_queues_measured_band(api_as, alice, submit):
+    """Where the queue's recent starts were estimated (workloads.calibration), the estimate comes with the band
+    its errors put around it (always holding the estimate): here starts came 2 to 10 minutes late."""
+    running = submit(alice, gpus=6, runtime_limit_minutes=60)
+    tasks.admit()
+    now = datetime.now(UTC)
+    for minutes in (2, 4, 6, 8, 10):
+        twin = submit(alice, gpus=1, runtime_limit_minutes=60)
+        Workload.objects.filter(pk=twin.pk).update(started_at=now, estimate_error_s=minutes * 60)
+    assert Workload.objects.get(pk=running.pk).queue_id == twin.queue_id
+    dryrun.SNAPSHOTS.forget()
+    answer = post(api_as(alice), URL, BODY | {"resources": {"gpus": 4}}).json()
+    assert answer["outcome"] == "wait"
+    low, high = (datetime.fromisoformat(t) for t in answer["estimate_band"])
+    estimated = datetime.fromisoformat(answer["estimated_start"])
+    assert low == estimated < high  # every start came late: the band holds the estimate and runs after it
+    assert timedelta(minutes=9) <= high - estimated <= timedelta(minutes=10)
+
+
 @pytest.mark.parametrize(
     "body",
     [
