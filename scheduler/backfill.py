@@ -54,6 +54,15 @@ class Plan:
         None when the fabric's reservations are all planned, or it never fits."""
         if len(self.starts) >= RESERVED:
             return None
+        start = self.earliest(runtime_s, need)
+        if start is not None:
+            self._take(start, start + timedelta(seconds=runtime_s), need)
+            self.starts.append(start)
+        return start
+
+    def earliest(self, runtime_s: int, need: Amount) -> datetime | None:
+        """The start of the earliest window where `need` stays free for the whole runtime (None: never); nothing
+        is taken."""
         times, free = self.times, self.free
         duration = timedelta(seconds=runtime_s)
         g, c, m = need
@@ -70,10 +79,7 @@ class Plan:
                     break
                 j += 1
             if j == n or times[j] >= end:
-                start = times[i]
-                self._take(start, end, need)
-                self.starts.append(start)
-                return start
+                return times[i]
         return None
 
     @property

@@ -11,6 +11,8 @@ fabric's plan has room for more reservations.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from scheduler import reasons
 from scheduler.backfill import RESERVED, Plan
 from scheduler.cycle import Cycle
@@ -56,11 +58,15 @@ def consider(c: Cycle, job: Job, route: Route) -> None:
         why.append(outcome)
     if c.preempting and _tier_preempts(c, job, route, why):
         return
-    for (fid, need), blocked in zip(route.targets, why, strict=True):
-        if blocked[1] is not None:
-            plan = plans.get(fid)
-            if plan is None or len(plan.starts) < RESERVED:  # a plan with all its reservations takes no more
-                _reserve(c, job, fid, need)
+    blocked = [
+        (fid, need)
+        for (fid, need), w in zip(route.targets, why, strict=True)
+        if w[1] is not None and (plans.get(fid) is None or len(plans[fid].starts) < RESERVED)
+    ]
+    if len(blocked) > 1:
+        _reserve_soonest(c, job, blocked)
+    elif blocked:
+        _reserve(c, job, *blocked[0])
     c.wait(job, why[0])  # the first target's reason: where it would go first
 
 
@@ -120,4 +126,24 @@ def _reserve(c: Cycle, job: Job, fid: int, need: Amount) -> None:
     if plan is None:
         free = sub(c.ledger.free(fid), c.ledger.held[fid])
         plan = c.plans[fid] = Plan(c.now, free, c.releases(fid))
+    plan.reserve(job.runtime_limit_s, need)
+
+
+def _reserve_soonest(c: Cycle, job: Job, blocked: list[tuple[int, Amount]]) -> None:
+    """Work blocked on several fabrics reserves its start on the one where it would start soonest (the first of
+    them on a tie), as Slurm's backfill does across partitions; where it fits none, on each as before."""
+    best: tuple[datetime, int, Amount, Plan] | None = None
+    for fid, need in blocked:
+        plan = c.plans.get(fid)
+        if plan is None:
+            plan = Plan(c.now, sub(c.ledger.free(fid), c.ledger.held[fid]), c.releases(fid))
+        start = plan.earliest(job.runtime_limit_s, need)
+        if start is not None and (best is None or start < best[0]):
+            best = (start, fid, need, plan)
+    if best is None:
+        for fid, need in blocked:
+            _reserve(c, job, fid, need)
+        return
+    _, fid, need, plan = best
+    c.plans[fid] = plan
     plan.reserve(job.runtime_limit_s, need)

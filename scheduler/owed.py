@@ -71,10 +71,10 @@ def teams_owed(c: Cycle, line: list[Job]) -> tuple[list[Job], list[Route]]:
 def departments_owe(c: Cycle) -> bool:
     """Whether the department pass can find anything owed: a department has unused reservation left on a
     fabric, or something was preempted (a team's own floor may have room again)."""
+    if c.preempted:
+        return True  # a team whose work was taken back may be owed again (within its own floor too)
     if not c.s.parents:
         return False
-    if c.preempted:
-        return True
     ledger = c.ledger
     departments = set(c.s.parents.values())
     return any(ledger.within_reservation(d, fid, ZERO) for d in departments for fid in c.s.fabrics)

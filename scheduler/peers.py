@@ -82,7 +82,8 @@ def named(name: str) -> Policy:
 
 def reservation_violations(snapshot: Snapshot, decisions: Decisions) -> int:
     """Teams with pending work, not admitted in this cycle, that fits within the team's unused reservation on
-    one of its queue's fabrics once the cycle's decisions are applied: counted the same way for every policy."""
+    one of its queue's fabrics it may run on (its GPU models only) once the cycle's decisions are applied:
+    counted the same way for every policy."""
     ledger = Ledger(snapshot)
     running = {j.id: j for j in snapshot.running}
     for p in decisions.preempt:
@@ -98,8 +99,7 @@ def reservation_violations(snapshot: Snapshot, decisions: Decisions) -> int:
     for job in snapshot.pending:
         if job.id in admitted or job.group_id in short:
             continue
-        queue = snapshot.queues.get(job.queue_id)
-        for fid in queue.fabric_ids if queue else ():
+        for fid in _targets(snapshot, job):
             if fid in ledger.sharing and ledger.within_reservation(
                 job.group_id, fid, need_on(job, ledger.sharing[fid])
             ):

@@ -7,9 +7,16 @@ creation_time, scheduled_time, deletion_time, ... A task arrives at creation_tim
 deletion_time - scheduled_time; tasks the trace never scheduled (deleted while pending) are left out.
 The trace has no teams: a task belongs to group crc32(name) % N, so the split is the same on every run.
 
-The pool is one fabric of G GPUs (GPUs only: the trace's CPU and memory requests are not simulated).
-Each group reserves (reserve_fraction * G / N) GPUs, and the queue allows preemption, so that a
-reservation is a floor. Each cycle's snapshot carries the groups' decayed GPU use and their allocations, as
+The pool is one fabric of G GPUs (GPUs only: the trace's CPU and memory requests are not simulated); a
+fraction of a GPU (gpu_milli < 1000) takes that fraction of the pool's GPU capacity. Each group reserves
+(reserve_fraction * G / N) GPUs, and the queue allows preemption, so that a reservation is a floor.
+A list whose tasks name GPU models (`gpu_spec`, e.g. "T4" or "V100M16|V100M32": any of these) replays on a
+pool split by model instead: one fabric per model, its GPUs the model's share of the cluster's in the node list
+(`pool_models`), every model a target of the queue, largest first; a typed task may go only to its models'
+fabrics (Job.only_on, which every policy honours: Kueue's flavors by node label, Slurm's --gres=gpu:<type>
+partitions), an untyped one anywhere. Each group then reserves its share on every model's fabric, in
+proportion to the fabric's size (in thousandths of a GPU, so that a small model keeps a floor too).
+Each cycle's snapshot carries the groups' decayed GPU use and their allocations, as
 the worker's does (a half-life of FAIR_SHARE_HALF_LIFE_S, the worker's default), so fair share acts here too.
 Users ask for a runtime limit of 1.5x what their task really takes (at least a minute): backfill plans with
 the limit, tasks end at their real runtime. A preempted task starts over.
@@ -26,6 +33,7 @@ import csv
 import heapq
 import json
 import math
+import os
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -44,6 +52,7 @@ EPOCH = datetime(2023, 1, 1, tzinfo=UTC)
 POOL = 1
 QUEUE = 1
 BIG = 10**12  # CPUs and memory are not simulated
+NODE_LIST = "openb_node_list_gpu_node.csv"
 FAIR_SHARE_HALF_LIFE_S = 24 * 3600.0  # GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS' default
 
 
@@ -54,6 +63,39 @@ class Task:
     runtime: float
     gpus_milli: int
     group: int
+    models: tuple[str, ...] = ()  # the GPU models it may run on (its gpu_spec); empty: any
+
+
+def gpu_models(spec: str) -> tuple[str, ...]:
+    """The models a gpu_spec accepts: "V100M16|V100M32" -> ("V100M16", "V100M32"); "" -> () (any)."""
+    return tuple(sorted({m.strip() for m in spec.split("|") if m.strip()}))
+
+
+def node_models(path: str) -> dict[str, int]:
+    """GPUs per model in an openb node list (columns `gpu`, `model`); nodes without GPUs are left out."""
+    totals: dict[str, int] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            gpus = int(row.get("gpu") or 0)
+            if gpus > 0 and row.get("model"):
+                totals[row["model"]] = totals.get(row["model"], 0) + gpus
+    return totals
+
+
+def pool_models(totals: dict[str, int], gpus: int) -> dict[str, int]:
+    """A pool of `gpus` GPUs split by model in proportion to the cluster's (largest remainder), every model
+    keeping at least one GPU (taken from the largest models where the floors overshoot)."""
+    whole = sum(totals.values())
+    if whole <= 0 or gpus < len(totals):
+        raise ValueError(f"cannot split {gpus} GPUs over {len(totals)} GPU models")
+    exact = {m: gpus * n / whole for m, n in totals.items()}
+    out = {m: max(1, math.floor(x)) for m, x in exact.items()}
+    by_remainder = sorted(exact, key=lambda m: (-(exact[m] - math.floor(exact[m])), m))
+    for m in by_remainder[: max(0, gpus - sum(out.values()))]:
+        out[m] += 1
+    while sum(out.values()) > gpus:
+        out[max(out, key=lambda m: (out[m], m))] -= 1
+    return out
 
 
 @dataclass
@@ -66,6 +108,18 @@ class Outcome:
     preemptions: int = 0
     makespan: float = 0.0
     cycles: int = 0
+    never_started: int = 0  # larger than every fabric of its GPU models: it waits until the trace ends
+
+
+def nodes_beside(trace: str) -> str:
+    """The openb node list with GPU models that sits beside a pod list."""
+    return os.path.join(os.path.dirname(os.path.abspath(trace)), NODE_LIST)
+
+
+def models_for(tasks: list[Task], nodes: str, gpus: int) -> dict[str, int] | None:
+    """The pool's GPUs per model when some task names a model (from the node list at `nodes`); else None (one
+    pool, as a list without GPU-type constraints has always replayed)."""
+    return pool_models(node_models(nodes), gpus) if any(t.models for t in tasks) else None
 
 
 def read_trace(path: str, groups: int, time_scale: float = 1.0, limit: int | None = None) -> list[Task]:
@@ -79,13 +133,14 @@ def read_trace(path: str, groups: int, time_scale: float = 1.0, limit: int | Non
                 continue
             gpus = int(row["num_gpu"] or 0) * int(row["gpu_milli"] or 0)
             group = zlib.crc32(row["name"].encode()) % groups
-            tasks.append(Task(row["name"], float(row["creation_time"]) / time_scale, runtime, gpus, group))
+            models = gpu_models(row.get("gpu_spec") or "") if gpus else ()
+            tasks.append(Task(row["name"], float(row["creation_time"]) / time_scale, runtime, gpus, group, models))
             if limit is not None and len(tasks) >= limit:
                 break
     tasks.sort(key=lambda t: (t.arrival, t.name))
     if tasks:
         start = tasks[0].arrival
-        tasks = [Task(t.name, t.arrival - start, t.runtime, t.gpus_milli, t.group) for t in tasks]
+        tasks = [replace(t, arrival=t.arrival - start) for t in tasks]
     return tasks
 
 
@@ -94,17 +149,21 @@ def runtime_limit(task: Task) -> int:
 
 
 def fifo(snapshot: Snapshot) -> Decisions:
-    """Strict arrival order: start tasks until the first one that does not fit, then stop."""
+    """Strict arrival order: start tasks (each on the first of its fabrics with room) until the first one that
+    does not fit, then stop."""
     from scheduler.model import Admit, Waiting
     from scheduler.reasons import Reason
 
-    free = snapshot.fabrics[POOL].capacity.gpus_milli - sum(j.total.gpus_milli for j in snapshot.running)
+    free = {fid: f.capacity.gpus_milli for fid, f in snapshot.fabrics.items()}
+    for j in snapshot.running:
+        free[j.fabric_id or POOL] -= j.total.gpus_milli
     admit, waiting = [], []
     blocked = False
     for job in sorted(snapshot.pending, key=lambda j: (j.submitted_at or EPOCH, j.id)):
-        if not blocked and job.total.gpus_milli <= free:
-            free -= job.total.gpus_milli
-            admit.append(Admit(job.id, POOL))
+        fid = next((f for f in job.only_on or free if job.total.gpus_milli <= free[f]), None)
+        if not blocked and fid is not None:
+            free[fid] -= job.total.gpus_milli
+            admit.append(Admit(job.id, fid))
         else:
             blocked = True
             waiting.append(Waiting(job.id, Reason("fifo", "behind the head of the line")))
@@ -264,15 +323,18 @@ class Both(Observer):
 class _Measure(Observer):
     """The simulator's figures: waits, useful and wasted GPU-seconds, violations, preemptions."""
 
-    def __init__(self, groups: int, capacity: int, reserved: int) -> None:
+    def __init__(self, groups: int, fabrics: Mapping[int, FabricState], reserved: Mapping[int, int]) -> None:
         self.out = Outcome(waits={g: {} for g in range(groups)})
-        self.capacity = capacity
+        self.sizes = {fid: f.capacity.gpus_milli for fid, f in fabrics.items()}
+        self.capacity = sum(self.sizes.values())
         self.reserved = reserved
+        self.started_once: set[str] = set()
 
     def started(self, item: Item, now: float) -> None:
         job = item.job
         if not need_on(job, True)[0] <= self.capacity:
             self.out.gang_violations += 1
+        self.started_once.add(job.id)
         self.out.waits[job.group_id][job.id] = now - item.arrival
 
     def stopped(self, item: Item, started: float, now: float, preempted: bool) -> None:
@@ -286,7 +348,12 @@ class _Measure(Observer):
 
     def cycled(self, clock: Clock, snapshot: Snapshot, decisions: Decisions) -> None:
         self.out.reservation_violations += _violations(snapshot, decisions, self.reserved, clock.pending)
-        if sum(j.total.gpus_milli for j, _, _ in clock.running.values()) > self.capacity:
+        held: dict[int | None, int] = {}
+        for job, _, _ in clock.running.values():
+            if job.only_on is not None and job.fabric_id not in job.only_on:
+                raise AssertionError(f"{job.id} runs on fabric {job.fabric_id}, not one of its GPU models")
+            held[job.fabric_id] = held.get(job.fabric_id, 0) + job.total.gpus_milli
+        if any(gpus > self.sizes.get(fid or 0, 0) for fid, gpus in held.items()):
             raise AssertionError(f"over capacity at t={clock.now}")
 
 
@@ -296,24 +363,36 @@ def policy_named(name: str) -> Policy:
 
 
 def simulate(tasks: list[Task], *, policy: str | Policy, groups: int, gpus: int, reserve_fraction: float = 0.5,
-             cycle_seconds: float = 10.0, limit_of: Callable[[Task], int] | None = None,
-             watch: Observer | None = None,
+             cycle_seconds: float = 10.0, models: Mapping[str, int] | None = None,
+             limit_of: Callable[[Task], int] | None = None, watch: Observer | None = None,
              learned: Callable[[datetime], Mapping[Any, int]] | None = None) -> Outcome:  # fmt: skip
-    """`limit_of`: each task's runtime limit (runtime_limit unless given); `watch`: told what happens too, after
+    """Replay the tasks on a pool of `gpus` GPUs: one fabric, or with `models` (GPUs per model, summing to
+    `gpus`: `pool_models`) one fabric per model. Tasks that name models need `models` (else ValueError: their
+    constraint would be dropped); a task larger than all its models' fabrics together never starts.
+
+    `limit_of`: each task's runtime limit (runtime_limit unless given); `watch`: told what happens too, after
     the simulator's own measure; `learned`: the learned runtimes each cycle's snapshot carries, at its time
     (Snapshot.expected_runtimes: they change estimates only; scheduler.calibrate)."""
     limit_of = limit_of or runtime_limit
     decide_fn = policy_named(policy) if isinstance(policy, str) else policy
     capacity = gpus * 1000
-    fabrics = {POOL: FabricState(POOL, "pool", Resources(capacity, BIG, BIG))}
-    queues = {QUEUE: QueueState(QUEUE, "trace", (POOL,), preemptible=True)}
-    reserved = int(capacity * reserve_fraction / groups) // 1000 * 1000
+    if models is None and any(t.models for t in tasks):
+        raise ValueError("the tasks name GPU models (gpu_spec): give the pool's GPUs per model")
+    sizes = sorted((models or {"pool": gpus}).items(), key=lambda kv: (-kv[1], kv[0]))
+    fabrics = {POOL + i: FabricState(POOL + i, m, Resources(n * 1000, BIG, BIG)) for i, (m, n) in enumerate(sizes)}
+    by_model = {f.name: fid for fid, f in fabrics.items()}
+    queues = {QUEUE: QueueState(QUEUE, "trace", tuple(fabrics), preemptible=True)}
+    if models is None:  # one pool: whole GPUs, as before
+        reserved = {POOL: int(capacity * reserve_fraction / groups) // 1000 * 1000}
+    else:  # each model's fabric its share, in thousandths
+        reserved = {fid: int(f.capacity.gpus_milli * reserve_fraction / groups) for fid, f in fabrics.items()}
     quotas: dict[tuple[int, int | None], Quota] = {
-        (g, POOL): Quota(g, POOL, reservation=Resources(reserved, 0, 0)) for g in range(groups)
+        (g, fid): Quota(g, fid, reservation=Resources(r, 0, 0)) for g in range(groups) for fid, r in reserved.items()
     }
     items = [
         Item(Job(t.name, t.group, QUEUE, Resources(t.gpus_milli, 0, 0),
-                 submitted_at=EPOCH + timedelta(seconds=t.arrival), runtime_limit_s=limit_of(t)),
+                 submitted_at=EPOCH + timedelta(seconds=t.arrival), runtime_limit_s=limit_of(t),
+                 only_on=tuple(sorted(by_model[m] for m in t.models if m in by_model)) if t.models else None),
              t.arrival, t.runtime)
         for t in tasks
     ]  # fmt: skip
@@ -326,30 +405,38 @@ def simulate(tasks: list[Task], *, policy: str | Policy, groups: int, gpus: int,
                         usage=use.at(now, running), shares=shares, weights=Weights(),
                         expected_runtimes=learned(now) if learned is not None else {})  # fmt: skip
 
-    measure = _Measure(groups, capacity, reserved)
+    measure = _Measure(groups, fabrics, reserved)
     observer: Observer = measure if watch is None else Both(measure, watch)
     clock = Clock(items, EPOCH, decide_fn, snapshot_of, observer, cycle_seconds=cycle_seconds)
     last = clock.run()
     measure.out.cycles = clock.cycles
+    measure.out.never_started = sum(1 for it in items if it.job.id not in measure.started_once)
     measure.out.makespan = max(measure.out.makespan, last)
     return measure.out
 
 
-def _violations(snapshot: Snapshot, decisions: Decisions, reserved: int, pending: dict[str, Job]) -> int:
-    """Groups whose next task fits within their unused reservation but was not started in this cycle."""
+def _violations(snapshot: Snapshot, decisions: Decisions, reserved: Mapping[int, int], pending: dict[str, Job]) -> int:
+    """Groups whose next task fits within their unused reservation on one of its fabrics but was not started
+    in this cycle."""
     gone = {p.job_id for p in decisions.preempt}
-    admitted = {a.job_id for a in decisions.admit}
-    used: dict[int, int] = {}
+    admitted = {a.job_id: a.fabric_id for a in decisions.admit}
+    used: dict[tuple[int, int | None], int] = {}
     for job in snapshot.running:
         if job.id not in gone:
-            used[job.group_id] = used.get(job.group_id, 0) + job.total.gpus_milli
+            key = (job.group_id, job.fabric_id)
+            used[key] = used.get(key, 0) + job.total.gpus_milli
     for job in snapshot.pending:
         if job.id in admitted:
-            used[job.group_id] = used.get(job.group_id, 0) + job.total.gpus_milli
+            key = (job.group_id, admitted[job.id])
+            used[key] = used.get(key, 0) + job.total.gpus_milli
     first: dict[int, Job] = {}
     for job in sorted(pending.values(), key=lambda j: (j.submitted_at or EPOCH, j.id)):
         first.setdefault(job.group_id, job)
-    return sum(1 for g, job in first.items() if job.total.gpus_milli <= reserved - used.get(g, 0))
+    return sum(
+        1
+        for g, job in first.items()
+        if any(job.total.gpus_milli <= reserved[f] - used.get((g, f), 0) for f in job.only_on or reserved)
+    )
 
 
 def _p(values: list[float], q: float) -> float:
@@ -373,6 +460,7 @@ def report(out: Outcome, gpus: int) -> dict[str, Any]:
             "gang_violations": out.gang_violations,
             "preemptions": out.preemptions,
             "cycles": out.cycles,
+            "never_started": out.never_started,
         },
         "groups": {str(g): _summary(list(ws.values())) for g, ws in sorted(out.waits.items())},
     }
@@ -393,11 +481,13 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--reserve-fraction", type=float, default=0.5, help="share of the pool reserved in all")
     parser.add_argument("--cycle-seconds", type=float, default=10.0)
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    parser.add_argument("--nodes", default=None, help="node list with GPU models (default: beside the trace)")
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args(list(argv) if argv is not None else None)
     tasks = read_trace(args.trace, args.groups, args.time_scale, args.limit)
     out = simulate(tasks, policy=args.policy, groups=args.groups, gpus=args.gpus,
-                   reserve_fraction=args.reserve_fraction, cycle_seconds=args.cycle_seconds)  # fmt: skip
+                   reserve_fraction=args.reserve_fraction, cycle_seconds=args.cycle_seconds,
+                   models=models_for(tasks, args.nodes or nodes_beside(args.trace), args.gpus))  # fmt: skip
     result = {"policy": args.policy, "gpus": args.gpus, "groups": args.groups, **report(out, args.gpus)}
     if args.json:
         json.dump(result, sys.stdout, indent=2)

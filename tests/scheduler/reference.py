@@ -15,15 +15,17 @@ The rules, in order:
    takes borrowed work back by preemption on the first such target where its caps hold (where only its
    department's limit holds it back, first from its sister teams); else it waits at the first such target,
    for its cap, or holding its need there. Other work goes on.
-3. The department pass, where there are departments and one has unused reservation left or something was
-   preempted: the same, for work within a department's unused reservation (once something is preempted, within
-   any level's, the team's again included). Other work goes on.
+3. The department pass, where something was preempted, or there are departments and one has unused
+   reservation left: the same, for work within a department's unused reservation (once something is
+   preempted, within any level's, the team's again included: a team whose work was taken back may be owed
+   again). Other work goes on.
 4. The borrowing pass, in line order: an array element past its % limit waits. Work without targets waits for
    its queue. Else it starts on the first target that is up, holds it by size, keeps its caps, has the free
    capacity, and the free capacity less what is held, and where backfill lets it start now. Else a tier that
    may preempt takes lower tiers' borrowed work on the first target where it waits only for capacity and no
-   plan is made. Else it reserves its start on each target where it waits for capacity (while the plan there
-   has room for more), and waits with its first target's reason.
+   plan is made. Else it reserves its start where it waits for capacity (while the plan there has room for
+   more): on the one such target where its earliest start is soonest (the first on a tie), or on each where it
+   has a start on none; and waits with its first target's reason.
 5. Waiting work, in line order: its place in its queue's line and its estimated start (for capacity on a
    fabric, or under a limit).
 """
@@ -72,7 +74,7 @@ class Reference:
         line = ordered(self.s)
         considered = [job for job in line if not self.held(job)]
         rest = [job for job in considered if not self.throttled(job) and not self.owed(job, department=False)]
-        if self.s.parents and (self.preempted or self.departments_have_room()):
+        if self.preempted or (self.s.parents and self.departments_have_room()):
             rest = [job for job in rest if not self.owed(job, department=True)]
         for job in rest:
             if not self.throttled(job):
@@ -276,9 +278,8 @@ class Reference:
                 if short and self.reclaim(job, fid, need, below=tier.rank):
                     self.admit(job, fid, need)
                     return
-        for (fid, need), blocked in zip(targets, why, strict=True):
-            if blocked.fabric is not None:
-                self.reserve(job, fid, need)
+        waits_for = [(fid, need) for (fid, need), w in zip(targets, why, strict=True) if w.fabric is not None]
+        self.reserve_soonest(job, [(fid, need) for fid, need in waits_for if self.plan_has_room(fid)])
         self.wait(job, why[0])
 
     def try_on(self, job: Job, fid: int, need: Amount) -> Why | None:
@@ -304,6 +305,25 @@ class Reference:
             return Why(reasons.behind_higher_priority(fabric.name, plan.first or self.s.now), fabric=fid)
         self.admit(job, fid, need)
         return None
+
+    def plan_has_room(self, fid: int) -> bool:
+        return fid not in self.plans or len(self.plans[fid].starts) < RESERVED
+
+    def reserve_soonest(self, job: Job, blocked: list[Target]) -> None:
+        """One blocked target: it reserves there. Several: only on the one where its earliest start is soonest
+        (the first on a tie); where it has a start on none of them, on each."""
+        starts = []
+        for fid, need in blocked:
+            plan = self.plans.get(fid) or Plan(self.s.now, sub(self.ledger.free(fid), self.ledger.held[fid]),
+                                               self.releases(fid))  # fmt: skip
+            starts.append(plan.earliest(job.runtime_limit_s, need) if len(blocked) > 1 else None)
+        timed = [(start, i) for i, start in enumerate(starts) if start is not None]
+        if timed:
+            fid, need = blocked[min(timed)[1]]
+            self.reserve(job, fid, need)
+            return
+        for fid, need in blocked:
+            self.reserve(job, fid, need)
 
     def reserve(self, job: Job, fid: int, need: Amount) -> None:
         if fid not in self.plans:
