@@ -31,30 +31,34 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 FULL = "full"  # the missing scope an endpoint no scoped token may use names: a token without scopes
 CAP = "cap_gpu_hours"  # the missing scope of a submit over the token's cap
 
-# The action of every API endpoint that writes, by its URL name; None: no scoped token may use it (minting or
-# revoking tokens, a fabric agent's calls, IT's policy API). Every safe request (GET, HEAD, OPTIONS) is "read".
-# An endpoint missing here is refused to scoped tokens (tests/api/test_token_scopes.py lists every route).
-ENDPOINT_ACTIONS: dict[str, str | None] = {
-    "api:workload-list": SUBMIT,
-    "api:workload-bulk": SUBMIT,
-    "api:workload-dry-run": READ,  # answers without recording anything
-    "api:workload-detail": MANAGE,  # PATCH: priority, lease
-    "api:workload-cancel": CANCEL,
-    "api:workload-extend": MANAGE,
-    "api:token-list": None,  # a token never mints another
-    "api:token-revoke": None,
-    "api:agent-register": None,
-    "api:agent-heartbeat": None,
-    "api:agent-claim": None,
-    "api:agent-ends": None,
-    "api:agent-status": None,
-    "api:agent-log": None,
-    "api:agent-usage": None,
-    "api:agent-lease-key": None,
-    "policy-plan": None,
-    "policy-apply": None,
-    "policy-kind": None,
-    "policy-object": None,
+# The action of every API request that writes, by its endpoint's URL name and its method; None: no scoped token
+# may send it (minting or revoking tokens, a fabric agent's calls, IT's policy API). Every safe request (GET, HEAD,
+# OPTIONS) is "read". A write missing here is refused to scoped tokens (tests/api/test_token_scopes.py holds every
+# route of the API to this table).
+ENDPOINT_ACTIONS: dict[tuple[str, str], str | None] = {
+    ("api:workload-list", "POST"): SUBMIT,
+    ("api:workload-bulk", "POST"): SUBMIT,
+    ("api:workload-dry-run", "POST"): READ,  # answers without recording anything
+    ("api:workload-detail", "PATCH"): MANAGE,  # priority, lease
+    ("api:workload-cancel", "POST"): CANCEL,
+    ("api:workload-extend", "POST"): MANAGE,
+    ("api:code-bundle", "PUT"): SUBMIT,  # a team's code bundle, uploaded for the work that names it
+    ("api:token-list", "POST"): None,  # a token never mints another
+    ("api:token-revoke", "POST"): None,
+    ("api:agent-register", "POST"): None,
+    ("api:agent-heartbeat", "POST"): None,
+    ("api:agent-claim", "POST"): None,
+    ("api:agent-ends", "POST"): None,
+    ("api:agent-status", "POST"): None,
+    ("api:agent-log", "POST"): None,
+    ("api:agent-usage", "POST"): None,
+    ("api:agent-lease-key", "PUT"): None,
+    ("policy-plan", "POST"): None,
+    ("policy-apply", "POST"): None,
+    ("policy-kind", "POST"): None,
+    ("policy-object", "PUT"): None,
+    ("policy-object", "PATCH"): None,
+    ("policy-object", "DELETE"): None,
 }
 
 
@@ -129,9 +133,10 @@ class ScopeRefused(PermissionDenied):
 
 def action_of(view_name: str | None, method: str) -> str | None:
     """The action a request of this method to this endpoint takes; None when no scoped token may send it."""
-    if method.upper() in SAFE_METHODS:
+    method = method.upper()
+    if method in SAFE_METHODS:
         return READ
-    return ENDPOINT_ACTIONS.get(view_name or "")
+    return ENDPOINT_ACTIONS.get((view_name or "", method))
 
 
 def check_endpoint(token: Any, view_name: str | None, method: str) -> None:
