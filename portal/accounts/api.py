@@ -35,17 +35,27 @@ class AgentOut(serializers.Serializer[Any]):
     gpu_limit_milli = serializers.IntegerField(allow_null=True)
 
 
+class ScopesOut(serializers.Serializer[Any]):
+    scoped = serializers.BooleanField(help_text="False: the token has its user's full power.")
+    read_only = serializers.BooleanField()  # type: ignore[assignment]  # (a field: the metaclass takes it off the class)
+    actions = serializers.ListField(child=serializers.ChoiceField(choices=scopes.ACTIONS))
+    queues = serializers.ListField(child=serializers.CharField(), help_text="Empty: every queue its user may use.")
+    cap_gpu_hours = serializers.DecimalField(max_digits=12, decimal_places=3, allow_null=True)
+
+
 class MeOut(serializers.Serializer[Any]):
     username = serializers.CharField()
     it_staff = serializers.BooleanField()
     teams = TeamOut(many=True)
     agent = AgentOut(allow_null=True, help_text="Set when the caller is an agent (a service identity).")
+    token = ScopesOut(allow_null=True, help_text="The scopes of the token the call came with; null: a session.")
 
 
 class MeView(APIView):
     @extend_schema(responses=MeOut)
     def get(self, request: Request) -> Response:
-        """Who the caller is: a person with teams and roles, or an agent with its team, queues and quota."""
+        """Who the caller is: a person with teams and roles, or an agent with its team, queues and quota; and
+        what the token it calls with may do (its scopes)."""
         user = request.user
         service = access.service_of(user)
         agent = None
@@ -63,16 +73,15 @@ class MeView(APIView):
                 "gpu_reservation_milli": service.gpu_reservation_milli,
                 "gpu_limit_milli": service.gpu_limit_milli,
             }
-        data = {"username": user.get_username(), "it_staff": access.is_it(user), "teams": teams, "agent": agent}
+        token = scopes.as_data(request.auth) if isinstance(request.auth, ApiToken) else None
+        data = {
+            "username": user.get_username(),
+            "it_staff": access.is_it(user),
+            "teams": teams,
+            "agent": agent,
+            "token": token,
+        }
         return Response(MeOut(data).data)
-
-
-class ScopesOut(serializers.Serializer[Any]):
-    scoped = serializers.BooleanField(help_text="False: the token has its user's full power.")
-    read_only = serializers.BooleanField()  # type: ignore[assignment]  # (a field: the metaclass takes it off the class)
-    actions = serializers.ListField(child=serializers.ChoiceField(choices=scopes.ACTIONS))
-    queues = serializers.ListField(child=serializers.CharField(), help_text="Empty: every queue its user may use.")
-    cap_gpu_hours = serializers.DecimalField(max_digits=12, decimal_places=3, allow_null=True)
 
 
 class TokenOut(serializers.ModelSerializer[ApiToken]):

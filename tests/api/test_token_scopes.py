@@ -10,6 +10,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -307,3 +309,33 @@ def test_a_scoped_tokens_submit_costs_the_statements_of_any_other(alice, django_
             assert post(client, URL, JOB | {"name": "first"}).status_code == 201
         with django_assert_num_queries(1):  # the insert, which checks the generation and counts
             assert post(client, URL, JOB | {"name": "second"}).status_code == 201
+
+
+def test_a_scoped_token_reads_in_as_many_statements_as_one_without_scopes(alice, submit):
+    """The scopes come with the token's row: a scoped token's requests read nothing more (the queue filter is a
+    condition of the same statements)."""
+    workload = submit(alice)
+    _, plain = token_of(alice)
+    _, scoped = token_of(alice, scope_actions=scopes.pack([scopes.READ, scopes.CANCEL]), scope_queues=["train"])
+    for client in (plain, scoped):
+        client.get(URL)  # each token's use this minute is recorded first (once a minute)
+    for path in (URL, f"{URL}{workload.pk}/", "/api/v1/queues/"):
+        counts = []
+        for client in (plain, scoped):
+            with CaptureQueriesContext(connection) as captured:
+                assert client.get(path).status_code == 200
+            counts.append(len(captured.captured_queries))
+        assert counts[0] == counts[1], (path, counts)
+
+
+def test_me_says_what_the_calling_token_may_do(alice):
+    _, client = token_of(alice, scope_actions=scopes.pack([scopes.READ]), scope_queues=["train"])
+    assert client.get("/api/v1/me/").json()["token"] == {
+        "scoped": True,
+        "read_only": True,
+        "actions": ["read"],
+        "queues": ["train"],
+        "cap_gpu_hours": None,
+    }
+    _, plain = token_of(alice)
+    assert plain.get("/api/v1/me/").json()["token"]["scoped"] is False
