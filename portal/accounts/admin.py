@@ -120,14 +120,21 @@ class ServiceIdentityAdmin(admin.ModelAdmin[ServiceIdentity]):
 class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     """Tokens are read-only here; IT revokes them with the action, which the audit log records."""
 
-    list_display = ["name", "user", "hint", "created_at", "last_used_at", "expires_at", "revoked_at"]
+    list_display = ["name", "user", "hint", "scopes", "created_at", "last_used_at", "expires_at", "revoked_at"]
     list_filter = ["revoked_at"]
     search_fields = ["name", "user__username", "hint"]
-    readonly_fields = ["user", "name", "hint", "created_at", "created_by", "last_used_at", "expires_at", "revoked_at"]
+    readonly_fields = [
+        "user", "name", "hint", "scopes", "created_at", "created_by", "last_used_at", "expires_at", "revoked_at",
+    ]  # fmt: skip
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # tokens are issued where the plaintext can be shown once, never typed in here
+
+    @admin.display(description="scopes")
+    def scopes(self, token: ApiToken) -> str:
+        """Fixed when it was issued: read-only, its actions, its queues, its cap; "full access" without any."""
+        return token.scope_summary
 
     def has_delete_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
         return False  # revoke instead: the row is what shows the token was used and by whom

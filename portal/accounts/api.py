@@ -7,7 +7,7 @@ from typing import Any
 
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal import access
-from portal.accounts import tokens
+from portal.accounts import scopes, tokens
 from portal.accounts.models import ApiToken
 from portal.known_fields import KnownFieldsOnly, refuse_unknown
 
@@ -35,17 +35,27 @@ class AgentOut(serializers.Serializer[Any]):
     gpu_limit_milli = serializers.IntegerField(allow_null=True)
 
 
+class ScopesOut(serializers.Serializer[Any]):
+    scoped = serializers.BooleanField(help_text="False: the token has its user's full power.")
+    read_only = serializers.BooleanField()  # type: ignore[assignment]  # (a field: the metaclass takes it off the class)
+    actions = serializers.ListField(child=serializers.ChoiceField(choices=scopes.ACTIONS))
+    queues = serializers.ListField(child=serializers.CharField(), help_text="Empty: every queue its user may use.")
+    cap_gpu_hours = serializers.DecimalField(max_digits=12, decimal_places=3, allow_null=True)
+
+
 class MeOut(serializers.Serializer[Any]):
     username = serializers.CharField()
     it_staff = serializers.BooleanField()
     teams = TeamOut(many=True)
     agent = AgentOut(allow_null=True, help_text="Set when the caller is an agent (a service identity).")
+    token = ScopesOut(allow_null=True, help_text="The scopes of the token the call came with; null: a session.")
 
 
 class MeView(APIView):
     @extend_schema(responses=MeOut)
     def get(self, request: Request) -> Response:
-        """Who the caller is: a person with teams and roles, or an agent with its team, queues and quota."""
+        """Who the caller is: a person with teams and roles, or an agent with its team, queues and quota; and
+        what the token it calls with may do (its scopes)."""
         user = request.user
         service = access.service_of(user)
         agent = None
@@ -63,15 +73,28 @@ class MeView(APIView):
                 "gpu_reservation_milli": service.gpu_reservation_milli,
                 "gpu_limit_milli": service.gpu_limit_milli,
             }
-        data = {"username": user.get_username(), "it_staff": access.is_it(user), "teams": teams, "agent": agent}
+        token = scopes.as_data(request.auth) if isinstance(request.auth, ApiToken) else None
+        data = {
+            "username": user.get_username(),
+            "it_staff": access.is_it(user),
+            "teams": teams,
+            "agent": agent,
+            "token": token,
+        }
         return Response(MeOut(data).data)
 
 
 class TokenOut(serializers.ModelSerializer[ApiToken]):
+    scopes = serializers.SerializerMethodField()
+
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "hint", "created_at", "last_used_at", "expires_at", "revoked_at"]
+        fields = ["id", "name", "hint", "scopes", "created_at", "last_used_at", "expires_at", "revoked_at"]
         read_only_fields = fields
+
+    @extend_schema_field(ScopesOut)
+    def get_scopes(self, token: ApiToken) -> dict[str, Any]:
+        return dict(ScopesOut(scopes.as_data(token)).data)
 
 
 class NewTokenOut(TokenOut):
@@ -85,6 +108,32 @@ class NewTokenOut(TokenOut):
 class TokenIn(KnownFieldsOnly, serializers.Serializer[Any]):
     name = serializers.CharField(max_length=100)
     expires_in_days = serializers.IntegerField(min_value=1, max_value=365, default=30)
+    read_only = serializers.BooleanField(default=False, help_text="It may read, and nothing else.")  # type: ignore[assignment]  # (as ScopesOut.read_only)
+    actions = serializers.ListField(
+        child=serializers.ChoiceField(choices=scopes.ACTIONS), required=False, help_text="Absent: every action."
+    )
+    queues = serializers.ListField(
+        child=serializers.CharField(max_length=50), required=False, max_length=200,
+        help_text="Slugs of queues the caller may use; absent or empty: all of them.",
+    )  # fmt: skip
+    cap_gpu_hours = serializers.DecimalField(
+        max_digits=12, decimal_places=3, required=False, allow_null=True,
+        help_text="GPU-hours the work it submits may spend in all; absent: no cap of its own.",
+    )  # fmt: skip
+
+    def scope_fields(self, user: Any) -> dict[str, Any]:
+        """The scopes asked for, checked against what `user` may do (400 naming the field)."""
+        data = self.validated_data
+        try:
+            return tokens.check_scopes(
+                user,
+                read_only=data["read_only"],
+                actions=data.get("actions"),
+                queues=data.get("queues") or None,
+                cap_gpu_hours=data.get("cap_gpu_hours"),
+            )
+        except tokens.ScopeErrors as refused:
+            raise serializers.ValidationError(refused.errors) from refused
 
 
 class TokenViewSet(viewsets.GenericViewSet[ApiToken]):
@@ -111,8 +160,11 @@ class TokenViewSet(viewsets.GenericViewSet[ApiToken]):
         """A new personal token; the answer carries the token itself, once."""
         incoming = TokenIn(data=request.data)
         incoming.is_valid(raise_exception=True)
+        scope_fields = incoming.scope_fields(request.user)
         expires_at = timezone.now() + timedelta(days=incoming.validated_data["expires_in_days"])
-        token, plaintext = tokens.issue(request.user, incoming.validated_data["name"], expires_at, by=request.user)
+        token, plaintext = tokens.issue(
+            request.user, incoming.validated_data["name"], expires_at, by=request.user, scope_fields=scope_fields
+        )
         data = {**TokenOut(token).data, "token": plaintext}
         return Response(data, status=status.HTTP_201_CREATED)
 

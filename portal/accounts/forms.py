@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from portal import access
-from portal.accounts import agents
+from portal.accounts import agents, scopes, tokens
 from portal.accounts.models import ResourceGroup, ServiceIdentity
 from portal.queues.models import Queue
 
@@ -19,8 +19,56 @@ TOKEN_LIFETIMES = [(7, "7 days"), (30, "30 days"), (90, "90 days"), (365, "a yea
 
 
 class TokenForm(forms.Form):
+    """A new token for `user` (the person, or an agent's user row): its name, lifetime and scopes.
+
+    No scope chosen: the token has its user's full power. Queues offered are those the user may use."""
+
     name = forms.CharField(max_length=100, help_text="What the token is for, e.g. “laptop CLI”.")
     expires_in_days = forms.TypedChoiceField(label="Expires after", choices=TOKEN_LIFETIMES, coerce=int, initial=30)
+    read_only = forms.BooleanField(required=False, help_text="It may read, and nothing else.")
+    actions = forms.MultipleChoiceField(
+        required=False,
+        choices=[(a, f"{a}: {scopes.ACTION_HELP[a]}") for a in scopes.ACTIONS],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked: every action.",
+    )
+    queues = forms.MultipleChoiceField(
+        required=False,
+        help_text="None chosen: every queue you may use.",
+        widget=forms.SelectMultiple(attrs={"size": 4}),
+    )
+    cap_gpu_hours = forms.DecimalField(
+        label="Cap (GPU-hours)",
+        required=False,
+        max_digits=12,
+        decimal_places=3,
+        help_text="GPU-hours the work it submits may spend in all. Empty: no cap of its own.",
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+        queues = self.fields["queues"]
+        assert isinstance(queues, forms.MultipleChoiceField)  # noqa: S101 (declared above)
+        queues.choices = [(q.slug, q.name) for q in access.usable_queues(user).order_by("slug")]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        try:
+            self.scope_fields = tokens.check_scopes(
+                self.user,
+                read_only=data.get("read_only", False),
+                actions=data.get("actions") or None,
+                queues=data.get("queues") or None,
+                cap_gpu_hours=data.get("cap_gpu_hours"),
+            )
+        except tokens.ScopeErrors as refused:
+            for field, messages in refused.errors.items():
+                for message in messages:
+                    self.add_error(field, message)
+        return data
 
     def expires_at(self, cap: datetime | None = None) -> datetime:
         """The expiry chosen, never later than `cap` (an agent's own expiry)."""

@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from portal import sql
+from portal.accounts import scopes
 
 
 class ResourceGroup(models.Model):
@@ -296,6 +297,23 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Scopes (portal.accounts.scopes), fixed when the token is issued and read with it in its one look-up.
+    # None everywhere: a token as powerful as its user.
+    scope_actions = models.PositiveSmallIntegerField(
+        null=True, blank=True, editable=False, help_text="The actions it may take, as bits; empty: every action."
+    )
+    scope_queues = models.JSONField(
+        null=True, blank=True, editable=False, help_text="Slugs of the only queues it may use; empty: its user's."
+    )
+    cap_gpu_hours = models.DecimalField(
+        "cap (GPU-hours)",
+        max_digits=12,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="GPU-hours the work it submits may spend in all; empty: no cap of its own.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -307,10 +325,26 @@ class ApiToken(models.Model):
     def live(self) -> bool:
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
 
+    @property
+    def scoped(self) -> bool:
+        """Whether any scope limits it (else it has its user's full power)."""
+        return self.scope_actions is not None or bool(self.scope_queues) or self.cap_gpu_hours is not None
+
+    @property
+    def scope_summary(self) -> str:
+        """Its scopes in words ("full access" without any), as token lists show them."""
+        return scopes.describe(self)
+
     @classmethod
     def issue(
-        cls, user: Any, name: str, expires_at: datetime | None = None, created_by: Any = None
+        cls,
+        user: Any,
+        name: str,
+        expires_at: datetime | None = None,
+        created_by: Any = None,
+        scopes: dict[str, Any] | None = None,
     ) -> tuple[ApiToken, str]:
+        """`scopes`: the scope fields (scope_actions, scope_queues, cap_gpu_hours), already checked."""
         plaintext = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token = cls.objects.create(
             user=user,
@@ -319,6 +353,7 @@ class ApiToken(models.Model):
             hint=plaintext[:12],
             expires_at=expires_at,
             created_by=created_by,
+            **(scopes or {}),
         )
         return token, plaintext
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db import connection
 from django.http import HttpRequest
 from django.utils import timezone
 
-from portal import sql
-from portal.accounts import audit
+from portal import access, sql
+from portal.accounts import audit, scopes
 from portal.accounts.models import ApiToken
 
 # Recording every use would write on every request; once a minute says enough about "last used".
@@ -21,10 +23,61 @@ def label(token: ApiToken) -> str:
     return f"{token.hint}… of {token.user.get_username()}"
 
 
-def issue(user: Any, name: str, expires_at: datetime | None, by: Any) -> tuple[ApiToken, str]:
-    """A new token for `user` (a person, or an agent's user row) and its plaintext, to be shown once."""
-    token, plaintext = ApiToken.issue(user, name, expires_at=expires_at, created_by=by)
-    audit.record("token.issued", label(token), actor=by, name=name, expires_at=expires_at)
+MAX_CAP_GPU_HOURS = Decimal(1_000_000_000)
+
+
+class ScopeErrors(Exception):
+    """Scopes a token may not be given: `errors` maps each field (read_only, actions, queues, cap_gpu_hours) to
+    what is wrong with it."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__(errors)
+        self.errors = errors
+
+
+def check_scopes(
+    user: Any,
+    read_only: bool = False,
+    actions: Sequence[str] | None = None,
+    queues: Sequence[str] | None = None,
+    cap_gpu_hours: Decimal | None = None,
+) -> dict[str, Any]:
+    """The ApiToken fields of these scopes for a token of `user` (ApiToken.issue's `scopes`), or ScopeErrors.
+
+    `actions` None (or, read-only, just "read"): every action; `queues` None or empty: every queue the user may
+    use. A token never has more power than its user: each queue must be one the user may use now."""
+    errors: dict[str, list[str]] = {}
+    if actions is not None:
+        unknown = sorted(set(actions) - set(scopes.ACTIONS))
+        if unknown:
+            errors["actions"] = [f"Unknown actions: {', '.join(unknown)} (choose from {', '.join(scopes.ACTIONS)})."]
+        elif not actions:
+            errors["actions"] = ["Choose at least one action, or none of them for every action."]
+    if read_only:
+        if actions is not None and set(actions) - {scopes.READ}:
+            errors.setdefault("read_only", ["A read-only token takes no other action than read."])
+        actions = [scopes.READ]
+    if queues:
+        usable = set(access.usable_queues(user).values_list("slug", flat=True))
+        outside = sorted(set(queues) - usable)
+        if outside:
+            errors["queues"] = [f"Not a queue {user.get_username()} may use: {', '.join(outside)}."]
+    if cap_gpu_hours is not None and not Decimal(0) < cap_gpu_hours <= MAX_CAP_GPU_HOURS:
+        errors["cap_gpu_hours"] = [f"Give a cap above 0 and at most {MAX_CAP_GPU_HOURS:,} GPU-hours."]
+    if errors:
+        raise ScopeErrors(errors)
+    return scopes.fields_for(actions, queues, cap_gpu_hours)
+
+
+def issue(
+    user: Any, name: str, expires_at: datetime | None, by: Any, scope_fields: dict[str, Any] | None = None
+) -> tuple[ApiToken, str]:
+    """A new token for `user` (a person, or an agent's user row) and its plaintext, to be shown once;
+    `scope_fields`: its scopes, as check_scopes gave them (None: a token with its user's full power)."""
+    token, plaintext = ApiToken.issue(user, name, expires_at=expires_at, created_by=by, scopes=scope_fields)
+    audit.record(
+        "token.issued", label(token), actor=by, name=name, expires_at=expires_at, scopes=scopes.describe(token)
+    )
     return token, plaintext
 
 

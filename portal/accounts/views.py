@@ -78,7 +78,7 @@ def account_page(
     context = {
         "memberships": user.memberships.select_related("group").order_by("group__slug"),  # type: ignore[union-attr]
         "tokens": user.api_tokens.all(),  # type: ignore[union-attr]
-        "form": form or TokenForm(),
+        "form": form or TokenForm(user=user),
         "new_token": new_token,
         "is_it": access.is_it(user),
     }
@@ -91,7 +91,7 @@ def account_page(
 
 @login_required
 def account(request: HttpRequest) -> HttpResponse:
-    return account_page(request, TokenForm())
+    return account_page(request)
 
 
 @login_required
@@ -99,11 +99,13 @@ def account(request: HttpRequest) -> HttpResponse:
 def token_create(request: HttpRequest) -> HttpResponse:
     if not access.may_issue_personal_tokens(request.user):
         return HttpResponse("Agents do not issue tokens.", status=403)
-    form = TokenForm(request.POST)
+    form = TokenForm(request.POST, user=request.user)
     if not form.is_valid():
         return account_page(request, form, status=422)
-    _, plaintext = tokens.issue(request.user, form.cleaned_data["name"], form.expires_at(), by=request.user)
-    return account_page(request, TokenForm(), new_token=plaintext)
+    _, plaintext = tokens.issue(
+        request.user, form.cleaned_data["name"], form.expires_at(), by=request.user, scope_fields=form.scope_fields
+    )
+    return account_page(request, new_token=plaintext)
 
 
 @login_required
@@ -143,7 +145,12 @@ def agent_new(request: HttpRequest) -> HttpResponse:
 
 
 def _agent_page(
-    request: HttpRequest, pk: int, form: AgentForm | None = None, new_token: str = "", status: int = 200
+    request: HttpRequest,
+    pk: int,
+    form: AgentForm | None = None,
+    new_token: str = "",
+    status: int = 200,
+    token_form: TokenForm | None = None,
 ) -> HttpResponse:
     service = access.access_service_identity(request.user, pk)
     manage = access.can_manage_service_identity(request.user, service)
@@ -151,7 +158,7 @@ def _agent_page(
         "agent": service,
         "manage": manage,
         "form": form or (AgentForm(instance=service, user=request.user) if manage else None),
-        "token_form": TokenForm() if manage else None,
+        "token_form": (token_form or TokenForm(user=service.user)) if manage else None,
         "tokens": service.user.api_tokens.all(),
         "new_token": new_token,
     }
@@ -185,11 +192,13 @@ def agent_token_create(request: HttpRequest, pk: int) -> HttpResponse:
         return HttpResponse("Only the team's leads and IT issue this agent's tokens.", status=403)
     if not service.is_active():
         return HttpResponse("The agent is disabled or expired.", status=409)
-    form = TokenForm(request.POST)
+    form = TokenForm(request.POST, user=service.user)
     if not form.is_valid():
-        return _agent_page(request, pk, status=422)
+        return _agent_page(request, pk, status=422, token_form=form)
     expires_at = form.expires_at(cap=service.expires_at)
-    _, plaintext = tokens.issue(service.user, form.cleaned_data["name"], expires_at, by=request.user)
+    _, plaintext = tokens.issue(
+        service.user, form.cleaned_data["name"], expires_at, by=request.user, scope_fields=form.scope_fields
+    )
     return _agent_page(request, pk, new_token=plaintext)
 
 

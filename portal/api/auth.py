@@ -12,7 +12,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from portal import access
-from portal.accounts import tokens
+from portal.accounts import scopes, tokens
 from portal.accounts.models import ApiToken, current_digest
 from portal.workloads import context
 
@@ -67,13 +67,25 @@ class BearerTokenAuthentication(BaseAuthentication):
         if plaintext is None:
             return None
         if self.keep and connection.vendor == "postgresql":
-            return kept(request, plaintext)
-        token = usable(ApiToken.lookup(plaintext))
-        tokens.note_use(token, request._request)
-        return token.user, token
+            user, token = kept(request, plaintext)
+        else:
+            token = usable(ApiToken.lookup(plaintext))
+            tokens.note_use(token, request._request)
+            user = token.user
+        in_scope(request, token)
+        return user, token
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="gridlane"'
+
+
+def in_scope(request: Request, token: ApiToken) -> None:
+    """scopes.ScopeRefused (403, naming the missing scope) when a scoped token may not send this request to this
+    endpoint; the scopes came with the token's own row, so this reads nothing."""
+    if not token.scoped:
+        return
+    match = request._request.resolver_match
+    scopes.check_endpoint(token, match.view_name if match is not None else None, request.method or "")
 
 
 # --- The single submit's token, kept ----------------------------------------------------------------------

@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import access
+from portal.accounts import scopes
 from portal.usage.efficiency import efficiency, with_sampler
 
 
@@ -28,5 +29,7 @@ from portal.usage.efficiency import efficiency, with_sampler
 @api_view(["GET"])
 def workload_efficiency(request: Request, pk: UUID) -> Response:
     workload = access.access_efficiency(request.user, pk, annotate=with_sampler)
+    if scopes.queues_of(request.auth) is not None:  # a token limited to some queues reads work in those only
+        scopes.check_queue(request.auth, workload.queue.slug, scopes.READ)
     window = timedelta(minutes=settings.GRIDLANE_IDLE_WINDOW_MINUTES)
     return Response(efficiency(workload, timezone.now(), window).summary())

@@ -23,7 +23,7 @@ from rest_framework.exceptions import ParseError, PermissionDenied, ValidationEr
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.accounts import ratelimit
+from portal.accounts import ratelimit, scopes
 from portal.api import auth
 from portal.api.serializers import WorkloadIn
 from portal.workloads import services
@@ -31,7 +31,13 @@ from portal.workloads.models import Workload
 
 IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,200}")
 # What a submit may be refused with, each answered by `refusal`.
-REFUSALS = (ratelimit.RateLimited, services.SubmitRejected, services.QueueForbidden, services.IdempotencyConflict)
+REFUSALS = (
+    ratelimit.RateLimited,
+    services.SubmitRejected,
+    services.QueueForbidden,
+    services.IdempotencyConflict,
+    services.TokenCapSpent,
+)
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,15 @@ def parse(request: Request) -> Parsed:
 
 
 def submit(request: Request, parsed: Parsed) -> tuple[Workload, bool]:
-    """(the workload, whether it is new): recorded, or the earlier one under the same Idempotency-Key."""
+    """(the workload, whether it is new): recorded, or the earlier one under the same Idempotency-Key.
+
+    A token limited to some queues may submit only to those (scopes.ScopeRefused, 403, once it is confirmed); the
+    workload records the token it was sent with, and a token's own cap counts it (services.TokenCapSpent)."""
+    try:
+        scopes.check_queue(request.auth, parsed.request.queue, scopes.SUBMIT)
+    except scopes.ScopeRefused:
+        count_refused(request)  # refused or not, a submission counts
+        raise
     try:
         return services.submit(
             request.user,
@@ -64,6 +78,7 @@ def submit(request: Request, parsed: Parsed) -> tuple[Workload, bool]:
             idempotency_key=parsed.idempotency_key,
             charge=ratelimit.Charge.of(request.user),
             unconfirmed=auth.unconfirmed(request),
+            token=request.auth,
         )
     except services.Unconfirmed:
         auth.confirm(request)
@@ -72,6 +87,7 @@ def submit(request: Request, parsed: Parsed) -> tuple[Workload, bool]:
             parsed.request,
             idempotency_key=parsed.idempotency_key,
             charge=ratelimit.Charge.of(request.user),
+            token=request.auth,
         )
 
 
@@ -86,7 +102,14 @@ def refusal(refused: Exception) -> Response:
         raise ValidationError(refused.errors) from refused
     if isinstance(refused, services.QueueForbidden):
         raise PermissionDenied(str(refused)) from refused
+    if isinstance(refused, services.TokenCapSpent):
+        raise cap_refusal(refused) from refused
     raise refused
+
+
+def cap_refusal(spent: services.TokenCapSpent) -> scopes.ScopeRefused:
+    """The 403 of a submit past its token's own cap, naming the scope."""
+    return scopes.ScopeRefused(str(spent), scopes.CAP)
 
 
 def count_refused(request: Request) -> None:

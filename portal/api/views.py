@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import access
-from portal.accounts import ratelimit
+from portal.accounts import ratelimit, scopes
 from portal.api import auth, single_submit
 from portal.api.dry_run import BulkDryRunOut, DryRunOut
 from portal.api.serializers import (
@@ -49,7 +49,10 @@ class QueueViewSet(viewsets.ViewSet):
     def list(self, request: Request) -> Response:
         """The queues the caller may use, with their backlog, running count, p95 wait and how good their estimated
         starts were."""
-        figures = queue_figures(access.usable_queues(request.user))
+        queues = access.usable_queues(request.user)
+        if (only := scopes.queues_of(request.auth)) is not None:  # a token limited to some queues
+            queues = queues.filter(slug__in=only)
+        figures = queue_figures(queues)
         rows = [
             {
                 "slug": f.queue.slug,
@@ -106,11 +109,20 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
     pagination_class = Pagination
 
     def get_queryset(self) -> QuerySet[Workload]:
-        return (
+        workloads = (
             access.visible_workloads(self.request.user)
             .select_related("queue", "group", "owner", "fabric")
             .defer("log_tail", "rendered")
         )
+        if (only := scopes.queues_of(self.request.auth)) is not None:  # a token limited to some queues
+            workloads = workloads.filter(queue__slug__in=only)
+        return workloads
+
+    def _workload(self, pk: str, action: str) -> Workload:
+        """The workload the caller may see, when its token may take `action` on its queue (else 403)."""
+        workload = access.access_workload(self.request.user, pk)
+        scopes.check_queue(self.request.auth, workload.queue.slug, action)
+        return workload
 
     def get_authenticators(self) -> list[BaseAuthentication]:
         """The single submit takes its token from what this process keeps (auth.kept)."""
@@ -168,7 +180,7 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
 
     @extend_schema(responses=WorkloadDetailOut)
     def retrieve(self, request: Request, pk: str) -> Response:
-        workload = access.access_workload(request.user, pk)
+        workload = self._workload(pk, scopes.READ)
         return Response(WorkloadDetailOut(workload, context={"request": request}).data)
 
     @extend_schema(
@@ -210,13 +222,16 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         incoming.is_valid(raise_exception=True)
         parsed, errors = incoming.requests()
         items = [(req, key) for _, req, key in parsed]
+        scopes.check_queues(request.auth, [req.queue for req, _ in items], scopes.SUBMIT)
         try:
             if errors:  # still check the items that parsed, so that every bad item is named at once
                 services.check_submit_many(request.user, items)
                 return Response({"errors": {"items": errors}}, status=status.HTTP_400_BAD_REQUEST)
-            done = services.submit_many(request.user, items)
+            done = services.submit_many(request.user, items, token=request.auth)
         except services.SubmitRejected as rejected:
             raise ValidationError(rejected.errors) from rejected
+        except services.TokenCapSpent as spent:
+            raise single_submit.cap_refusal(spent) from spent
         except services.BulkRejected as rejected:
             found = {parsed[i][0]: e for i, e in rejected.errors.items()} | errors
             return Response(
@@ -236,8 +251,10 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         key = request.headers.get("Idempotency-Key")
         if key is not None and not single_submit.IDEMPOTENCY_KEY_RE.fullmatch(key):
             raise ValidationError({"Idempotency-Key": ["Use 1-200 printable ASCII characters."]})
+        parsed = WorkloadIn.parse(request.data)
+        scopes.check_queue(request.auth, parsed.queue, scopes.SUBMIT)  # refused as its submit would be
         try:
-            answer = dryrun.dry_run(request.user, WorkloadIn.parse(request.data))
+            answer = dryrun.dry_run(request.user, parsed)
         except (services.SubmitRejected, services.QueueForbidden) as refused:
             return single_submit.refusal(refused)
         return Response(DryRunOut(answer).data)
@@ -252,6 +269,7 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         incoming.is_valid(raise_exception=True)
         parsed, errors = incoming.requests()
         items = [(req, key) for _, req, key in parsed]
+        scopes.check_queues(request.auth, [req.queue for req, _ in items], scopes.SUBMIT)  # as its submit would
         try:
             if errors:  # still check the items that parsed, so that every bad item is named at once
                 services.check_submit_many(request.user, items)
@@ -273,7 +291,7 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
 
         Everything asked for is checked before anything changes.
         """
-        workload = access.access_workload(request.user, pk)
+        workload = self._workload(pk, scopes.MANAGE)
         incoming = PatchIn(data=request.data)
         incoming.is_valid(raise_exception=True)
         priority, lease_hours = incoming.validated_data.get("priority"), incoming.validated_data.get("lease_hours")
@@ -297,7 +315,7 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         """Cancel a workload: at once if it has not started, else once its fabric confirms."""
-        workload = access.access_workload(request.user, pk)
+        workload = self._workload(pk, scopes.CANCEL)
         refuse_unknown(request.data, ())  # it takes no fields
         try:
             services.check_cancel(request.user, workload)
@@ -314,7 +332,7 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         400: no number of hours, or past the queue's maximum; 403: the caller may not manage it; 409: it is not
         pending or running, or its fabric cannot extend a lease.
         """
-        workload = access.access_workload(request.user, pk)
+        workload = self._workload(pk, scopes.MANAGE)
         incoming = ExtendIn(data=request.data)
         incoming.is_valid(raise_exception=True)
         try:
@@ -331,7 +349,7 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, pk: str) -> Response:
         """The end of the workload's output, as the worker last read it from the fabric."""
-        return Response({"tail": access.access_workload(request.user, pk).log_tail})
+        return Response({"tail": self._workload(pk, scopes.READ).log_tail})
 
     def _detail(self, pk: Any, code: int) -> Response:
         response = self.retrieve(self.request, str(pk))

@@ -116,6 +116,12 @@ class Workload(models.Model):
     # NULL, not "", for "no key": the unique constraint then ignores keyless workloads.
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     request_fingerprint = models.CharField(max_length=64, blank=True)
+    # The API token it was submitted with (None: the web pages, or a token since deleted): what a token's spending
+    # cap counts (portal.workloads.services.token_cap). Indexed only where set.
+    token = models.ForeignKey(
+        "accounts.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="workloads",
+        db_index=False, editable=False,
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-submitted_at"]
@@ -131,6 +137,7 @@ class Workload(models.Model):
             models.Index(fields=["group", "state"]),
             models.Index(fields=["owner", "-submitted_at"]),
             models.Index(fields=["array_parent", "state"]),
+            models.Index(fields=["token"], condition=models.Q(token__isnull=False), name="workload_token"),
         ]
 
     def __str__(self) -> str:

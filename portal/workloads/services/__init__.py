@@ -43,6 +43,7 @@ from portal.workloads.services.errors import (
     InvalidTransition,
     QueueForbidden,
     SubmitRejected,
+    TokenCapSpent,
     Unconfirmed,
 )
 from portal.workloads.services.fits import never_runs
@@ -68,7 +69,7 @@ __all__ = [
     "BULK_BATCH", "CHECKS", "ELEMENT_FIELDS", "IMAGE_RE", "KINDS", "MAX_BULK", "MAX_COMMAND_BYTES",
     "MAX_CPUS_PER_NODE", "MAX_GPUS_PER_NODE", "MAX_LEASE_HOURS", "MAX_MEMORY_GB_PER_NODE", "MAX_NODES", "NAME_RE",
     "BulkRejected", "CannotExtend", "Draft", "End", "Extension", "IdempotencyConflict", "InvalidTransition",
-    "QueueForbidden", "SubmitContext", "SubmitRejected", "SubmitRequest", "Unconfirmed",
+    "QueueForbidden", "SubmitContext", "SubmitRejected", "SubmitRequest", "TokenCapSpent", "Unconfirmed",
     "audit_target", "check_cancel", "check_extend", "check_lease_to", "check_reprioritize", "check_submit",
     "check_submit_many", "do_cancel", "do_clear_gpu_idle", "do_clear_idle", "do_extend", "do_reprioritize",
     "do_submit", "do_submit_many", "do_warn_gpu_idle", "do_warn_idle", "extend", "finish_many", "kick_worker",

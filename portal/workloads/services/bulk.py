@@ -16,6 +16,7 @@ from fabrics import native as fabric_native
 from portal import sql
 from portal.workloads import kick, store
 from portal.workloads.models import Workload, WorkloadEvent
+from portal.workloads.services import token_cap
 from portal.workloads.services.checks import check_submit, name_and_command_errors
 from portal.workloads.services.entitlement import SubmitContext, submit_context
 from portal.workloads.services.errors import BulkRejected, QueueForbidden, SubmitRejected
@@ -135,7 +136,14 @@ def elements(parent: Workload) -> list[Workload]:
     indexes, _ = fabric_native.array_indexes(parent.array)
     shared = {name: getattr(parent, name) for name in ELEMENT_FIELDS}
     return [
-        sql.unsaved(Workload, **shared, name=f"{parent.name}[{i}]"[:100], array_parent=parent, array_index=i)
+        sql.unsaved(
+            Workload,
+            **shared,
+            name=f"{parent.name}[{i}]"[:100],
+            array_parent=parent,
+            array_index=i,
+            token_id=parent.token_id,
+        )
         for i in indexes
     ]
 
@@ -170,10 +178,22 @@ def do_submit_many(checked: Checked, answered_whole: bool = False) -> list[tuple
     return [(w, earlier is None) for w, earlier in checked]
 
 
-def submit_many(user: Any, items: list[tuple[SubmitRequest, str | None]]) -> list[tuple[Workload, bool]]:
+def submit_many(
+    user: Any, items: list[tuple[SubmitRequest, str | None]], token: Any = None
+) -> list[tuple[Workload, bool]]:
     """Check every item, then record them all in one transaction, or none (see check_submit_many and
-    do_submit_many). A key taken by a concurrent request meanwhile: checked again once, then replayed."""
+    do_submit_many). A key taken by a concurrent request meanwhile: checked again once, then replayed.
+
+    With the API `token` they are sent with, each new workload records it, and a token with a cap of its own
+    has the new work counted against it first (token_cap.check: TokenCapSpent, nothing recorded)."""
     try:
-        return do_submit_many(check_submit_many(user, items))
+        return do_submit_many(_with_token(check_submit_many(user, items), token))
     except IntegrityError:
-        return do_submit_many(check_submit_many(user, items))
+        return do_submit_many(_with_token(check_submit_many(user, items), token))
+
+
+def _with_token(checked: Checked, token: Any) -> Checked:
+    new = [w for w, earlier in checked if earlier is None]
+    token_cap.stamp(new, token)
+    token_cap.check(token, new)
+    return checked

@@ -43,3 +43,15 @@ class BulkRejected(Exception):
 
 class CannotExtend(Exception):
     """The lease cannot be extended now, or not where it runs; the message says why, in plain words."""
+
+
+class TokenCapSpent(Exception):
+    """The work asked for would take the API token it is submitted with past its own spending cap
+    (ApiToken.cap_gpu_hours): nothing was recorded."""
+
+    def __init__(self, cap: float, spent: float, asked: float) -> None:
+        super().__init__(
+            f"This token's cap of {cap:g} GPU-hours would be passed: {spent:.2f} spent or committed, "
+            f"{asked:.2f} asked for."
+        )
+        self.cap, self.spent, self.asked = cap, spent, asked

@@ -59,7 +59,9 @@ class KeptSubmit:
             return None
         return cls(found[0], found[1], charge, unconfirmed is not None)
 
-    def submit(self, user: Any, req: SubmitRequest, idempotency_key: str | None) -> tuple[Workload, bool] | WholeWay:
+    def submit(
+        self, user: Any, req: SubmitRequest, idempotency_key: str | None, token: Any = None
+    ) -> tuple[Workload, bool] | WholeWay:
         """Check against the kept context and record in one statement; WholeWay when the guard no longer holds.
 
         A refusal by the kept context is counted on its own (every submission counts, refused or not), and is
@@ -79,6 +81,8 @@ class KeptSubmit:
                 raise
             return existing, False
         keyed(workload, req, idempotency_key)
+        if token is not None:  # the API token it is sent with (never a capped one: services.submit)
+            workload.token_id = token.pk
         inserted = insert(workload, self)
         if inserted is None:  # the generation moved: counted now, with the context read under the new one
             if self.unconfirmed:

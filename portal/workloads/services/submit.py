@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError
 
+from portal.workloads.services import token_cap
 from portal.workloads.services.bulk import do_submit_many
 from portal.workloads.services.checks import check_submit
 from portal.workloads.services.errors import QueueForbidden, SubmitRejected, Unconfirmed
@@ -26,6 +27,7 @@ def submit(
     generation: int | None = None,
     charge: Charge | None = None,
     unconfirmed: int | None = None,
+    token: Any = None,
 ) -> tuple[Workload, bool]:
     """Check and record a submission. Returns the workload and whether it was created now.
 
@@ -46,14 +48,18 @@ def submit(
     With `unconfirmed`, the generation the caller's token was kept under (portal.api.auth), the token is confirmed
     by that statement, which is then sent only with a context kept under the same generation; Unconfirmed is
     raised, before anything is written or counted, when the submit cannot go that way.
+
+    With the API `token` it is sent with, the workload records it; a token with a spending cap of its own has the
+    work counted against it first (token_cap: one query more, so such a submit never goes the one-statement way),
+    TokenCapSpent raised when it would pass the cap.
     """
     if charge is not None:
-        kept = KeptSubmit.find(user, req, charge, unconfirmed)
+        kept = None if token_cap.capped(token) else KeptSubmit.find(user, req, charge, unconfirmed)
         if kept is not None:
-            done = kept.submit(user, req, idempotency_key)
+            done = kept.submit(user, req, idempotency_key, token)
             if not isinstance(done, WholeWay):
                 return done
-            return submit(user, req, idempotency_key, generation=done.generation)
+            return submit(user, req, idempotency_key, generation=done.generation, token=token)
         if unconfirmed is not None:
             raise Unconfirmed
         generation = charge.count()
@@ -67,6 +73,12 @@ def submit(
             raise
         return existing, False
     keyed(workload, req, idempotency_key)
+    token_cap.stamp([workload], token)
+    if token_cap.capped(token):
+        existing = replay(user, req, idempotency_key) if idempotency_key else None
+        if existing is not None:  # a repeat is answered with the first one, never counted again
+            return existing, False
+        token_cap.check(token, [workload])
     if workload.array_size:
         try:  # an array is recorded as a bulk submit: the parent and its elements
             do_submit_many([(workload, None)], answered_whole=True)

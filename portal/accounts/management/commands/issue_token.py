@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.conf import settings
@@ -7,18 +8,35 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from portal.accounts import tokens
+from portal.accounts import scopes, tokens
 
 
 class Command(BaseCommand):
     help = (
         "Issue a new API token for USERNAME; the token is the last line of the output. Tokens are kept under a key "
-        "derived from the secret key: give the portal's GRIDLANE_SECRET_KEY, or GRIDLANE_DEMO=1 for the demo."
+        "derived from the secret key: give the portal's GRIDLANE_SECRET_KEY, or GRIDLANE_DEMO=1 for the demo. "
+        "Without scope flags the token has the user's full power."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--name", default="issued on the command line")
+        parser.add_argument("--read-only", action="store_true", help="It may read, and nothing else.")
+        parser.add_argument(
+            "--action",
+            action="append",
+            choices=scopes.ACTIONS,
+            dest="actions",
+            help="An action it may take (repeat for more); none given: every action.",
+        )
+        parser.add_argument(
+            "--queue",
+            action="append",
+            dest="queues",
+            metavar="SLUG",
+            help="A queue it may use, one the user may use (repeat for more); none given: all of the user's.",
+        )
+        parser.add_argument("--cap-gpu-hours", metavar="HOURS", help="GPU-hours the work it submits may spend in all.")
 
     def handle(self, *args: Any, username: str, name: str, **options: Any) -> None:
         try:
@@ -32,6 +50,27 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user called {username!r}.")
-        token, plaintext = tokens.issue(user, name, expires_at=None, by=None)
-        self.stdout.write(f"Token {token.hint}… for {username} (shown once; keep it safe):")
+        try:
+            scope_fields = tokens.check_scopes(
+                user,
+                read_only=options["read_only"],
+                actions=options["actions"],
+                queues=options["queues"],
+                cap_gpu_hours=_cap(options["cap_gpu_hours"]),
+            )
+        except tokens.ScopeErrors as refused:
+            raise CommandError(
+                " ".join(f"--{f.replace('_', '-')}: {' '.join(m)}" for f, m in refused.errors.items())
+            ) from None
+        token, plaintext = tokens.issue(user, name, expires_at=None, by=None, scope_fields=scope_fields)
+        self.stdout.write(f"Token {token.hint}… for {username}, {token.scope_summary} (shown once; keep it safe):")
         self.stdout.write(plaintext)
+
+
+def _cap(value: str | None) -> Decimal | None:
+    if value is None:
+        return None
+    try:
+        return Decimal(value)
+    except InvalidOperation:
+        raise CommandError(f"--cap-gpu-hours: {value!r} is not a number.") from None
