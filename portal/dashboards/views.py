@@ -18,8 +18,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from portal import access
+from portal.accounts.models import Membership
 from portal.dashboards import data, it
 from portal.dashboards.forms import DecisionForm, GrantForm
+from portal.notify import outbox
+from portal.notify.models import Event
 from portal.queues import grants
 from portal.queues.models import Fabric, QuotaGrant
 from portal.usage import idle_now, report
@@ -160,7 +163,20 @@ def it_grant_decide(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         if grants.do_decide(request.user, grant, approve, form.cleaned_data["note"], timezone.now()):
             messages.success(request, f"{grant}: {'approved' if approve else 'declined'}.")
+            _tell_leads(grant, approve)
     return redirect("it:grants")
+
+
+def _tell_leads(grant: QuotaGrant, approve: bool) -> None:
+    """The team's leads (and whoever asked) hear of IT's decision, where they asked to (portal.notify)."""
+    said = "approved" if approve else "declined"
+    note = f" IT's note: {grant.decision_note}" if grant.decision_note else ""
+    text = f"IT {said} the grant for {grant.team.name}: {grant}.{note}"
+    leads = Membership.objects.filter(group=grant.team, role=Membership.Role.LEAD).values_list("user_id", flat=True)
+    people = [*leads, *([grant.requested_by_id] if grant.requested_by_id else [])]
+    url = f"{settings.GRIDLANE_PUBLIC_URL}{reverse('dashboards:team', args=[grant.team.slug])}"
+    outbox.tell_people(people, Event.GRANT, f"grant:{grant.pk}:{grant.state}", f"Grant {said}: {grant.team.name}",
+                       text, url)  # fmt: skip
 
 
 @login_required

@@ -13,7 +13,7 @@ class PreferenceForm(forms.ModelForm[Preference]):
 
     events = forms.MultipleChoiceField(
         label="Tell me when my work",
-        choices=[(e.value, e.label.lower()) for e in Event],
+        choices=[(e.value, e.label[0].lower() + e.label[1:]) for e in Event if e != Event.TEST],
         widget=forms.CheckboxSelectMultiple,
         required=False,
     )

@@ -59,6 +59,9 @@ def test_the_queues_overview_shows_backlog_running_and_fabric_health(client, it_
     with django_assert_max_num_queries(10):
         page = client.get("/it/queues/").content.decode()
     assert "Training and batch" in page
+    train = Queue.objects.get(slug="train")
+    assert f'<a href="/admin/queues/queue/{train.pk}/change/"' in page  # each row opens its editor
+    assert 'href="/admin/queues/queue/add/">New queue</a>' in page
     (row,) = [r for r in it.queue_rows() if r.figures.queue.slug == "train"]
     assert (row.figures.backlog, row.figures.running, row.healthy) == (1, 1, False)
     assert "unhealthy" in page
