@@ -18,7 +18,7 @@ from portal import words
 from portal.burst.models import Instance
 from portal.dashboards import figures
 from portal.dashboards.data import WINDOWS
-from portal.queues.models import Fabric, KueueSync, Queue, QueueTarget
+from portal.queues.models import Fabric, KueueSync, Queue, QueueTarget, Quota, QuotaGrant
 from portal.usage.models import UsageRollup
 from portal.usage.rollup import HOUR, hour_of, hours_between
 from portal.worker.capacity import fresh
@@ -57,6 +57,12 @@ class FabricRow:
     fresh: bool = False  # the fabric's last answer is recent enough for the scheduler to plan with
     cpus_in_use: float = 0.0
     memory_gb_in_use: float = 0.0
+    reserved_gpus: float = 0.0  # teams' reservations there, with the grants in force (reserved_on)
+
+    @property
+    def over_reserved(self) -> bool:
+        """More GPUs are reserved there than IT declared: the teams cannot all have theirs at once."""
+        return self.reserved_gpus > self.gpus
 
     @property
     def cpus(self) -> float:
@@ -117,11 +123,41 @@ def fabric_rows() -> list[FabricRow]:
         .values_list("fabric_id", "g", "c", "m")
     }
     fabrics = Fabric.objects.select_related("kueue_sync").order_by("name")
+    reserved = reserved_on(now)
     rows = []
     for f in fabrics:
         g, c, m = held.get(f.pk, (0, 0, 0))
-        rows.append(FabricRow(f, g / 1000, fresh(f, now), cpus_in_use=c / 1000, memory_gb_in_use=m / 1024))
+        rows.append(FabricRow(f, g / 1000, fresh(f, now), cpus_in_use=c / 1000, memory_gb_in_use=m / 1024,
+                              reserved_gpus=reserved.get(f.pk, 0) / 1000))  # fmt: skip
     return rows
+
+
+def reserved_on(now: datetime) -> dict[int, int]:
+    """GPUs (milli) reserved on each fabric: each team's reservation there plus its approved grants in force, and a
+    department's own where it is more than its teams' together (a department's reservation holds its teams');
+    two queries."""
+    own: defaultdict[int, dict[int, int]] = defaultdict(dict)  # fabric -> group -> reserved
+    parent: dict[int, int | None] = {}
+    quotas = Quota.objects.filter(fabric__isnull=False, gpu_reservation_milli__gt=0)
+    for fabric_id, group_id, parent_id, milli in quotas.values_list(
+        "fabric_id", "group_id", "group__parent_id", "gpu_reservation_milli"
+    ):
+        own[fabric_id][group_id] = milli
+        parent[group_id] = parent_id
+    grants = QuotaGrant.objects.filter(state=QuotaGrant.State.APPROVED, starts_at__lte=now, ends_at__gt=now)
+    for fabric_id, team_id, parent_id, milli in grants.values_list("fabric_id", "team_id", "team__parent_id",
+                                                                   "gpus_milli"):  # fmt: skip
+        own[fabric_id][team_id] = own[fabric_id].get(team_id, 0) + milli
+        parent[team_id] = parent_id
+    out = {}
+    for fabric_id, groups in own.items():
+        below: defaultdict[int, int] = defaultdict(int)  # a department -> its teams' reservations there
+        for group_id, milli in groups.items():
+            up = parent.get(group_id)
+            if up is not None and up in groups:
+                below[up] += milli
+        out[fabric_id] = sum(max(milli, below.get(g, 0)) for g, milli in groups.items() if parent.get(g) not in groups)
+    return out
 
 
 @dataclass(frozen=True)

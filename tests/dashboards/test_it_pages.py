@@ -166,3 +166,22 @@ def test_without_a_gpu_price_the_page_gives_the_numbers_and_no_verdict(cast, set
     assert plan.choice.verdict == "nothing to buy or burst for: demand stayed within capacity"
     assert plan.choice.burst_rate is None
     assert plan.choice.burst_per_month is None
+
+
+def test_the_fabrics_page_warns_when_reservations_and_grants_in_force_exceed_a_fabric(client, it_admin):
+    from portal.accounts.models import ResourceGroup
+    from portal.queues.models import Quota, QuotaGrant
+
+    client.force_login(it_admin)
+    assert "over-reserved" not in client.get("/it/fabrics/").content.decode()  # the demo: 4 + 2 of 8 GPUs
+    local = Fabric.objects.get(name="local")
+    vision = ResourceGroup.objects.get(slug="vision")
+    research = ResourceGroup.objects.create(slug="research", name="Research")  # a department holding vision's 4
+    ResourceGroup.objects.filter(pk=vision.pk).update(parent=research)
+    Quota.objects.create(group=research, fabric=local, gpu_reservation_milli=5000)
+    assert [r.reserved_gpus for r in it.fabric_rows()] == [7]  # research's 5 (vision's 4 within), fraud's 2
+    now = timezone.now()
+    QuotaGrant.objects.create(team=vision, fabric=local, gpus_milli=3000, starts_at=now - timedelta(hours=1),
+                              ends_at=now + timedelta(hours=1), reason="deadline", state="approved")  # fmt: skip
+    page = client.get("/it/fabrics/").content.decode()
+    assert "Reservations here come to 9 GPUs with the grants in force, more than its 8 GPUs" in page
