@@ -55,6 +55,13 @@ record='{"port": %s, "token": "%s", "path": "%s"}\\n'
 printf "$$record" "$$port" "$$token" "$$base" > "$$GRIDLANE_JOB_DIR/notebook.json.tmp"
 mv "$$GRIDLANE_JOB_DIR/notebook.json.tmp" "$$GRIDLANE_JOB_DIR/notebook.json"
 export JUPYTER_TOKEN="$$token" JUPYTER_RUNTIME_DIR="$$GRIDLANE_JOB_DIR/jupyter-runtime"
+# Each session its own JupyterLab settings and workspaces (nothing shared with another session's, nothing left in
+# the home folder), and Jupyter's news off: no "Would you like to get notified about official Jupyter news?" pop-up.
+export JUPYTERLAB_SETTINGS_DIR="$$GRIDLANE_JOB_DIR/jupyterlab-settings"
+export JUPYTERLAB_WORKSPACES_DIR="$$GRIDLANE_JOB_DIR/jupyterlab-workspaces"
+news="$$JUPYTERLAB_SETTINGS_DIR/@jupyterlab/apputils-extension"
+mkdir -p "$$news" "$$JUPYTERLAB_WORKSPACES_DIR"
+printf '{"fetchNews": "false", "checkForUpdates": false}\n' > "$$news/notification.jupyterlab-settings"
 exec "$$python" -m jupyter_server --no-browser --ip 127.0.0.1 --port "$$port" --allow-root \\
   --ServerApp.root_dir="$$PWD" \\
   --ServerApp.base_url="$$base" --ServerApp.allow_remote_access=True
