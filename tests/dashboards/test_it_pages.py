@@ -185,3 +185,22 @@ def test_the_fabrics_page_warns_when_reservations_and_grants_in_force_exceed_a_f
                               ends_at=now + timedelta(hours=1), reason="deadline", state="approved")  # fmt: skip
     page = client.get("/it/fabrics/").content.decode()
     assert "Reservations here come to 9 GPUs with the grants in force, more than its 8 GPUs" in page
+
+
+def test_its_queue_p95_and_the_team_dashboard_count_a_wait_alike_while_the_work_still_waits(client, it_admin, alice,
+                                                                                          submit):  # fmt: skip
+    from portal.workloads import stats
+
+    waiting = submit(alice, name="waits", gpus=1)
+    Workload.objects.filter(pk=waiting.pk).update(submitted_at=timezone.now() - timedelta(minutes=10))
+    (row,) = [r for r in it.queue_rows() if r.figures.queue.slug == "train"]
+    assert row.figures.p95_wait_seconds is not None
+    assert row.figures.p95_wait_seconds >= 600  # not "no starts" while work has waited 10 minutes
+    client.force_login(it_admin)
+    assert "10 min" in client.get("/it/queues/").content.decode()
+    from tests.dashboards.test_views import client_for, figure
+
+    wait = figure(client_for(client, alice).get("/teams/vision/").content.decode(), "wait")
+    p95 = next(t for t in wait["data"] if t["name"] == "Training and batch p95")
+    assert p95["y"][-1] == pytest.approx(row.figures.p95_wait_seconds / 60, abs=0.1)  # the same wait, in minutes
+    assert stats.waited(waiting.submitted_at, None, waiting.submitted_at + timedelta(minutes=3)) == 180
