@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from portal import access
@@ -24,7 +25,7 @@ from portal.dashboards.forms import DecisionForm, GrantForm
 from portal.notify import outbox
 from portal.notify.models import Event
 from portal.queues import grants
-from portal.queues.models import Fabric, QuotaGrant
+from portal.queues.models import Fabric, Queue, QuotaGrant
 from portal.usage import idle_now, report
 from portal.usage.rollup import IDLE_BELOW
 
@@ -54,6 +55,8 @@ def team(request: HttpRequest, slug: str) -> HttpResponse:
         "d": dashboard,
         "windows": list(data.WINDOWS),
         "may_export": leads,
+        # The CSV of the window shown: from its first hour to the end of the current one (report.check_period).
+        "csv_query": urlencode({"from": dashboard.hours[0].isoformat()}) if dashboard.hours else "days=7",
         "may_ask": access.may_ask_for_grant(request.user, group, lead=lead),
         # Leads and IT: every grant of the window and to come; members: those approved and not over.
         "grants": [(g, g.shown_state(now)) for g in dashboard.grants if every_grant or g.shown_state(now) in LIVE],
@@ -198,8 +201,11 @@ def team_usage_csv(request: HttpRequest, slug: str) -> HttpResponse:
     columns = list(report.CSV_COLUMNS)
     writer = csv.writer(response)
     writer.writerow([period.by, *columns])
+    # A person reads the file: queues by their names (the API's rows keep the slugs it is queried by).
+    names = dict(Queue.objects.values_list("slug", "name")) if period.by == "queue" else {}
     for row in answer["rows"]:
-        writer.writerow([csv_safe(str(row[period.by])), *(_cell(row.get(c)) for c in columns)])
+        key = str(row[period.by])
+        writer.writerow([csv_safe(names.get(key, key)), *(_cell(row.get(c)) for c in columns)])
     writer.writerow(["total", *(_cell(answer["totals"][c]) for c in columns)])
     return response
 
