@@ -94,9 +94,11 @@ def test_capacity_planning_says_buy_or_burst_when_demand_passes_capacity(client,
     now = hour_of(timezone.now())
     for back in range(10):  # 6 GPUs used and 5 waiting on an 8-GPU fabric: 3 short, for 10 hours
         UsageRollup.objects.create(group=vision, queue=train, hour=now - timedelta(hours=back), gpu_hours=6,
-                                   pending_gpu_hours=5)  # fmt: skip
+                                   pending_gpu_hours=5, cpu_hours=12 - back, memory_gb_hours=40)  # fmt: skip
     (plan,) = it.capacity_plan("24h", timezone.now())
     assert (plan.flavor, plan.capacity, plan.short_hours, plan.hours) == ("demo", 8.0, 10, 24)
+    # CPUs and memory beside the GPUs: the flavor's own, and the most held in an hour of the window.
+    assert (plan.cpus, plan.memory_gb, plan.most_cpus_held, plan.most_memory_gb_held) == (16, 64, 12, 40)
     assert plan.signal
     used, waiting, capacity = plan.figure["data"]
     assert capacity["y"] == [8.0] * 24
@@ -107,6 +109,8 @@ def test_capacity_planning_says_buy_or_burst_when_demand_passes_capacity(client,
         page = client.get("/it/capacity/?window=24h").content.decode()
     assert "buy or burst" in page
     assert 'id="figure-flavor-1"' in page
+    assert "demo: 8 GPUs <span class=\"hint\">16 CPUs, 64 GB</span>" in page
+    assert "at most 12 CPUs of 16 CPUs and 40 of 64 GB held in an hour" in page
 
 
 def _burst_pool(flavor: str):
