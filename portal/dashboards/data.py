@@ -39,6 +39,10 @@ class Now:
     limit: float | None
     longest_wait_s: float | None  # how long its oldest waiting workload has waited
     granted: float = 0.0  # GPUs its temporary grants add to both now (portal.queues.grants)
+    cpus_in_use: float = 0.0  # CPUs and memory (GB) its running work holds, beside the GPUs
+    memory_gb_in_use: float = 0.0
+    cpus_waiting: float = 0.0  # and its waiting work asks for
+    memory_gb_waiting: float = 0.0
 
     @property
     def headroom(self) -> float | None:
@@ -205,6 +209,10 @@ def _live(
         .aggregate(
             in_use=Sum(held, filter=active),
             asked=Sum(held, filter=waiting),
+            cpus=Sum(F("cpus_milli") * F("nodes"), filter=active),
+            cpus_asked=Sum(F("cpus_milli") * F("nodes"), filter=waiting),
+            memory=Sum(F("memory_mib") * F("nodes"), filter=active),
+            memory_asked=Sum(F("memory_mib") * F("nodes"), filter=waiting),
             running=Count("pk", filter=active),
             waiting=Count("pk", filter=waiting),
             oldest=Min("submitted_at", filter=waiting),
@@ -220,6 +228,10 @@ def _live(
         limit=None if limit_milli is None else limit_milli / 1000,
         longest_wait_s=(now - oldest).total_seconds() if oldest else None,
         granted=granted,
+        cpus_in_use=(seen["cpus"] or 0) / 1000,
+        memory_gb_in_use=(seen["memory"] or 0) / 1024,
+        cpus_waiting=(seen["cpus_asked"] or 0) / 1000,
+        memory_gb_waiting=(seen["memory_asked"] or 0) / 1024,
     )
 
 
