@@ -16,6 +16,7 @@ class Event(models.TextChoices):
     IDLE = "idle", "Idle warning"
     LEASE = "lease", "Lease ending"
     GRANT = "grant", "My team's grant is decided (leads)"
+    TEAM_IDLE = "team_idle", "My team's GPUs sit idle (leads)"
     TEST = "test", "A test message"
 
 
