@@ -170,6 +170,11 @@ def it_grant_decide(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("it:grants")
 
 
+def _named(by: str, key: object, queue_names: dict[str, str]) -> object:
+    """What a person reads for a row's key: a queue's name, not its slug; members and fabrics as they are."""
+    return queue_names.get(str(key), key) if by == "queue" else key
+
+
 def _tell_leads(grant: QuotaGrant, approve: bool) -> None:
     """The team's leads (and whoever asked) hear of IT's decision, where they asked to (portal.notify)."""
     said = "approved" if approve else "declined"
@@ -224,11 +229,14 @@ def team_chargeback(request: HttpRequest, slug: str) -> HttpResponse:
     if period is not None:
         before = report.month_period(*_month_before(period.start))
         c = report.team_chargeback(group, period)
+        queue_names = dict(Queue.objects.values_list("slug", "name"))  # queues as people read them
         context |= {
             "period": period,
             "c": c,
             # (by, [(name, figures)]): the template cannot index a row by a name it holds in a variable.
-            "tables": [(by, [(row[by], row) for row in rows]) for by, rows in c["tables"].items()],
+            "tables": [
+                (by, [(_named(by, row[by], queue_names), row) for row in rows]) for by, rows in c["tables"].items()
+            ],
             "month": f"{period.start:%Y-%m}",
             "before": f"{before.start:%Y-%m}",
             "after": f"{period.end:%Y-%m}" if period.end <= now else None,
