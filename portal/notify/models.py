@@ -17,6 +17,7 @@ class Event(models.TextChoices):
     LEASE = "lease", "Lease ending"
     GRANT = "grant", "My team's grant is decided (leads)"
     TEAM_IDLE = "team_idle", "My team's GPUs sit idle (leads)"
+    TEAM_LIMIT = "team_limit", "My team's work waits at its limit (leads)"
     TEST = "test", "A test message"
 
 
