@@ -109,7 +109,7 @@ def test_capacity_planning_says_buy_or_burst_when_demand_passes_capacity(client,
         page = client.get("/it/capacity/?window=24h").content.decode()
     assert "buy or burst" in page
     assert 'id="figure-flavor-1"' in page
-    assert "demo: 8 GPUs <span class=\"hint\">16 CPUs, 64 GB</span>" in page
+    assert 'demo: 8 GPUs <span class="hint">16 CPUs, 64 GB</span>' in page
     assert "at most 12 CPUs of 16 CPUs and 40 of 64 GB held in an hour" in page
 
 
