@@ -13,6 +13,9 @@ A script carries only what its fabric kind's reader UNDERSTANDS (fabrics.slurm.d
 fabrics.pbs.directives), what the target forces (its value wins), and the directives IT lists on the target
 (`QueueTarget.directives_allowed`, `extra` here); never what the reader's NEVER names.
 
+A local fabric's target that IT lets run scripts (`QueueTarget.runs_scripts`) reads sbatch scripts with Slurm's
+reader and takes only what one host can honour (fabrics.local.scripts.HONOURED): nothing forced, no extras.
+
 Directive names are sbatch's long options (`partition`, `gpus-per-node`) or qsub's (`queue`, `account`,
 `resource`, see fabrics.pbs.directives).
 """
@@ -24,11 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabrics.base import Resources
+from fabrics.local import scripts as local_scripts
 from fabrics.pbs import directives as pbs_directives
 from fabrics.slurm import directives as slurm_directives
 from fabrics.slurm.directives import Directive, Directives
 
-KINDS = ("slurm", "pbs")
+KINDS = ("slurm", "pbs")  # the scripts' kinds: sbatch's and qsub's
+# The fabric kinds that run each kind of script, the fabric's own scheduler first; "": a plain script (no
+# directives), which any of them runs. A local fabric runs sbatch scripts on one host, where IT lets it.
+RUN_BY = {"slurm": ("slurm", "local"), "pbs": ("pbs",), "": ("slurm", "pbs", "local")}
 MAX_ARRAY = 1000
 
 
@@ -54,6 +61,8 @@ def read(kind: str, script: str) -> Directives:
 
 
 def forceable(kind: str) -> tuple[str, ...]:
+    if kind == "local":
+        return ()  # no scheduler of its own to force a partition or account on
     return pbs_directives.FORCEABLE if kind == "pbs" else slurm_directives.FORCEABLE
 
 
@@ -61,6 +70,8 @@ def check_allowed(kind: str, found: Sequence[Directive], extra: Collection[str],
     """DirectiveError (naming the line) for a directive the kind's allowlist and IT's extras do not take."""
     reader = pbs_directives if kind == "pbs" else slurm_directives
     reader.check_allowed(found, extra, forced)
+    if kind == "local":
+        local_scripts.check(found)
 
 
 def never(kind: str) -> Mapping[str, str]:
@@ -73,6 +84,8 @@ def check_extra(kind: str, extra: Any) -> list[str]:
     ValueError saying which is wrong."""
     if not isinstance(extra, list) or not all(isinstance(v, str) for v in extra):
         raise ValueError('a list of directive names, such as ["partition", "mail-type"]')
+    if kind == "local" and extra:
+        raise ValueError("a local fabric honours only the directives it reads: it takes no others")
     unknown = sorted(set(extra) - option_names(kind))
     if unknown:
         raise ValueError(f"{', '.join(unknown)}: no {kind} directive")
@@ -111,7 +124,8 @@ class Policy:
             raise ValueError('native.forced: an object such as {"partition": "gpu"}')
         for option, value in forced.items():
             if option not in forceable(kind):
-                raise ValueError(f"native.forced: a {kind} queue may force {', '.join(forceable(kind))}")
+                may = ", ".join(forceable(kind)) or "nothing (it has no scheduler of its own)"
+                raise ValueError(f"native.forced: a {kind} queue may force {may}")
             if not isinstance(value, str) or not value or not slurm_directives.NAME.match(value):
                 raise ValueError(f"native.forced.{option}: a name without spaces")
         names = option_names(kind)

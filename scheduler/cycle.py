@@ -50,6 +50,8 @@ class Cycle:
                     self.preemptible[job.fabric_id].append(job)
             if job.array_id:
                 self.array_active[job.array_id] += 1
+        # fabric -> team -> GPUs (milli) of its running work there that may never be preempted (reclaim.lent_away)
+        self.fixed: dict[int, dict[int, int]] = {}
         self.plans: dict[int, Plan] = {}  # fabric -> the reservations of the first work waiting there (backfill.py)
         # (fabric, need) -> the fabric's use when work of that need last found no room there, and why it waits.
         self.short: dict[tuple[int, Amount], tuple[Amount, Why]] = {}

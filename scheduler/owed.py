@@ -17,7 +17,7 @@ from scheduler import reasons
 from scheduler.cycle import Cycle
 from scheduler.ledger import ZERO, Amount, sub
 from scheduler.model import Job
-from scheduler.reclaim import reclaim
+from scheduler.reclaim import lent_away, reclaim
 from scheduler.reservations import Levels, Passed
 from scheduler.routes import Route
 
@@ -159,7 +159,8 @@ def owed(c: Cycle, job: Job, route: Route, department: bool = False, targets: Ta
         return True
     ledger.hold(fid, need)
     free = sub(ledger.free(fid), ledger.held[fid])
-    c.wait(job, (reasons.no_capacity(c.name(fid), free, need), fid, None))
+    lent = lent_away(c, job.group_id, fid) if not department else 0  # a team's own reservation, lent
+    c.wait(job, (reasons.no_capacity(c.name(fid), free, need, lent), fid, None))
     return True
 
 

@@ -133,13 +133,21 @@ def _owner_at_limit(used_milli: int, limit_milli: int, need_milli: int) -> str:
     )
 
 
-def no_capacity(fabric: str, free: Amount, need: Amount) -> Reason:
-    return Reason(NO_CAPACITY, None, _no_capacity, (fabric, free, need))
+def no_capacity(fabric: str, free: Amount, need: Amount, lent_milli: int = 0) -> Reason:
+    """`lent_milli`: GPUs of the team's unused reservation there that other teams' work holds and cannot be
+    preempted to give back (0: none, or the work is not owed to a reservation)."""
+    return Reason(NO_CAPACITY, None, _no_capacity, (fabric, free, need, lent_milli))
 
 
-def _no_capacity(fabric: str, free: Amount, need: Amount) -> str:
+def _no_capacity(fabric: str, free: Amount, need: Amount, lent_milli: int = 0) -> str:
     # Free is below zero where the fabric reports less than the work already on it holds (nodes went down).
     now = (max(0, free[0]), max(0, free[1]), max(0, free[2]))
+    if lent_milli:
+        return (
+            f"Your team's reservation on {fabric} is lent to other teams' work that cannot be preempted "
+            f"({_count(lent_milli, 'GPU')} of it); this starts as that work ends. Needs {_describe(need)}; "
+            f"free now {_describe(now)}."
+        )
     return f"Waiting for capacity on {fabric}: needs {_describe(need)}; free now {_describe(now)}."
 
 

@@ -7,7 +7,7 @@ from scheduler import reasons
 from scheduler.cycle import Cycle
 from scheduler.ledger import Amount, add, need_on, sub
 from scheduler.model import Job
-from scheduler.preemption import idle, victims
+from scheduler.preemption import idle, may_preempt, victims
 
 
 def reclaim(
@@ -63,3 +63,25 @@ def reclaim(
         else:
             c.preempt(victim, reasons.preempted(c.name(fid), tier=job.priority))
     return True
+
+
+def lent_away(c: Cycle, group_id: int, fid: int) -> int:
+    """GPUs (milli) of the team's unused reservation on the fabric that other teams hold and cannot give back:
+    their running work there that may never be preempted, as far as those teams are above their own reservation
+    there (borrowing). 0 where none is; never more than the team's unused reservation."""
+    ledger = c.ledger
+    unused = ledger.reserved_at(group_id, fid)[0] - ledger.used_at(group_id, fid)[0]
+    if unused <= 0:
+        return 0
+    fixed = c.fixed.get(fid)
+    if fixed is None:  # running work never preempted stays all cycle long: read once per fabric
+        fixed = c.fixed[fid] = {}
+        sharing = ledger.sharing[fid]
+        for job in c.running[fid]:
+            if not may_preempt(c.s, job):
+                fixed[job.group_id] = fixed.get(job.group_id, 0) + need_on(job, sharing)[0]
+    lent = 0
+    for team, gpus in fixed.items():
+        if team != group_id:
+            lent += min(gpus, max(0, ledger.used_at(team, fid)[0] - ledger.reserved_at(team, fid)[0]))
+    return min(lent, unused)

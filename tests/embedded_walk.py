@@ -44,7 +44,7 @@ PAGES = [
     "/healthz",
     "/connect/00000000-0000-0000-0000-000000000000/",
 ]
-SCRIPT = "#!/bin/bash\n#SBATCH --job-name=pasted\n#SBATCH --gpus-per-node=1 -t 5\nsrun hostname\n"
+SCRIPT = "#!/bin/bash\n#SBATCH --job-name=pasted\n#SBATCH --gpus-per-node=1 -t 5\nhostname\n"
 
 
 class Forms(HTMLParser):
@@ -127,7 +127,7 @@ def main() -> None:
         client.force_login(users.get(username=who))
         # The main forms, filled in as a person would: the script page reaches the queues that take scripts.
         for url, data in (
-            ("/workloads/new/script/", {"queue": "train", "kind": "batch", "script": SCRIPT, "priority": "normal"}),
+            ("/workloads/new/script/", {"queue": "scripts", "kind": "batch", "script": SCRIPT, "priority": "normal"}),
             ("/workloads/new/", {"queue": "train", "kind": "training", "name": f"walk-{who}",
                                  "command": "echo hi", "gpus": "1", "cpus": "1", "memory_gb": "1", "nodes": "1",
                                  "runtime_limit_minutes": "5", "priority": "normal", "group": "",

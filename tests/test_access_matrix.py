@@ -309,10 +309,10 @@ def test_who_sees_which_workloads_in_lists(world, who):
 
 
 QUEUES = {
-    "alice": {"train", "notebooks"},
-    "bob": {"train", "notebooks"},
-    "charlie": {"train", "notebooks", "fraud-gpu"},
-    "it": {"train", "notebooks", "fraud-gpu"},
+    "alice": {"train", "notebooks", "scripts"},
+    "bob": {"train", "notebooks", "scripts"},
+    "charlie": {"train", "notebooks", "scripts", "fraud-gpu"},
+    "it": {"train", "notebooks", "scripts", "fraud-gpu"},
     "agent": {"train"},
 }
 

@@ -26,7 +26,7 @@ from uuid import UUID
 import fabrics
 from fabrics import jupyter, templating, travel
 from fabrics.base import Capacity, Endpoint, FabricConfig, FabricError, JobSpec, JobState, JobStatus, TemplateError
-from fabrics.local import standin
+from fabrics.local import scripts, standin
 from fabrics.local.supervisor import DEADLINE, group_alive, signal_group, write_atomic
 
 # Every value becomes one shell-quoted word, so the command reaches bash -c as data. The name
@@ -55,6 +55,13 @@ record='{"port": %s, "token": "%s", "path": "%s"}\\n'
 printf "$$record" "$$port" "$$token" "$$base" > "$$GRIDLANE_JOB_DIR/notebook.json.tmp"
 mv "$$GRIDLANE_JOB_DIR/notebook.json.tmp" "$$GRIDLANE_JOB_DIR/notebook.json"
 export JUPYTER_TOKEN="$$token" JUPYTER_RUNTIME_DIR="$$GRIDLANE_JOB_DIR/jupyter-runtime"
+# Each session its own JupyterLab settings and workspaces (nothing shared with another session's, nothing left in
+# the home folder), and Jupyter's news off: no "Would you like to get notified about official Jupyter news?" pop-up.
+export JUPYTERLAB_SETTINGS_DIR="$$GRIDLANE_JOB_DIR/jupyterlab-settings"
+export JUPYTERLAB_WORKSPACES_DIR="$$GRIDLANE_JOB_DIR/jupyterlab-workspaces"
+news="$$JUPYTERLAB_SETTINGS_DIR/@jupyterlab/apputils-extension"
+mkdir -p "$$news" "$$JUPYTERLAB_WORKSPACES_DIR"
+printf '{"fetchNews": "false", "checkForUpdates": false}\n' > "$$news/notification.jupyterlab-settings"
 exec "$$python" -m jupyter_server --no-browser --ip 127.0.0.1 --port "$$port" --allow-root \\
   --ServerApp.root_dir="$$PWD" \\
   --ServerApp.base_url="$$base" --ServerApp.allow_remote_access=True
@@ -114,6 +121,11 @@ class LocalFabric:
             raise ValueError("the local fabric needs settings.root, the directory its jobs live in")
 
     def render(self, job: JobSpec) -> str:
+        if job.script:  # a user's own script, run as written (fabrics/local/scripts.py)
+            try:
+                return travel.with_preamble(scripts.wrapper(job), job.env)
+            except ValueError as exc:  # it was read at submit; a reader that changed since refuses it here
+                raise TemplateError(f"the script cannot run here: {exc}") from exc
         template = job.template or (NOTEBOOK_TEMPLATE if job.kind == "notebook" else DEFAULT_TEMPLATE)
         self.check_template(template)
         # Code and packages that travel with it are made ready in its folder (work/) before the template runs.
@@ -129,6 +141,8 @@ class LocalFabric:
         # Not synced to disk (an fsync each was most of a burst's dispatch): a power loss ends every local job,
         # and what the worker trusts afterwards is the supervisor's `started` record, flushed before the job runs.
         write_atomic(jobdir / "job.sh", script, mode=0o700, durable=False)
+        if job.script:  # byte for byte; job.sh runs it through its own #! line
+            write_atomic(jobdir / scripts.SCRIPT_FILE, job.script, mode=0o700, durable=False)
         spec = {
             "workload_id": str(job.workload_id),
             "runtime_limit_s": job.runtime_limit_s,

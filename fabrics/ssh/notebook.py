@@ -82,6 +82,13 @@ print(s.getsockname()[1], secrets.token_urlsafe(32))') || { echo "gridlane: $py 
   host=${GRIDLANE_NOTEBOOK_HOST:-$(hostname -f 2>/dev/null || hostname)}
   [ "$(id -u)" = 0 ] && root=(--allow-root)
   local base=${GRIDLANE_CONNECT_PREFIX:-/}
+  # Each session its own JupyterLab settings and workspaces, with Jupyter's news pop-up off.
+  local lab=${GRIDLANE_JUPYTERLAB_DIR:-${TMPDIR:-/tmp}/gridlane-jupyterlab-${GRIDLANE_WORKLOAD_ID:-$$}}
+  local news=$lab/settings/@jupyterlab/apputils-extension
+  if mkdir -p -m 700 "$lab" && mkdir -p "$news" "$lab/workspaces"; then
+    printf '{"fetchNews": "false", "checkForUpdates": false}\n' > "$news/notification.jupyterlab-settings"
+    export JUPYTERLAB_SETTINGS_DIR=$lab/settings JUPYTERLAB_WORKSPACES_DIR=$lab/workspaces
+  fi
   JUPYTER_TOKEN=$token env -u GRIDLANE_ENDPOINT_SECRET "$@" --no-browser --ip="${GRIDLANE_NOTEBOOK_IP:-0.0.0.0}" \
     --port="$port" --ServerApp.port_retries=0 --ServerApp.base_url="$base" --ServerApp.allow_remote_access=True \
     ${root[@]+"${root[@]}"} </dev/null &

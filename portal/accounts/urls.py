@@ -10,6 +10,7 @@ urlpatterns = [
     path("tokens/", views.token_create, name="token_create"),
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
     path("notifications/", notify_views.preferences, name="notifications"),
+    path("notifications/test/", notify_views.send_test, name="notifications_test"),
     path("agents/", views.agent_list, name="agents"),
     path("agents/new/", views.agent_new, name="agent_new"),
     path("agents/<int:pk>/", views.agent_detail, name="agent"),

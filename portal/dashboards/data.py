@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,6 +14,7 @@ from portal.dashboards import figures
 from portal.queues.models import QuotaGrant
 from portal.usage.models import UsageMemberRollup, UsageRollup
 from portal.usage.rollup import HOUR, hour_of, hours_between
+from portal.workloads import stats
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
 
@@ -39,6 +39,10 @@ class Now:
     limit: float | None
     longest_wait_s: float | None  # how long its oldest waiting workload has waited
     granted: float = 0.0  # GPUs its temporary grants add to both now (portal.queues.grants)
+    cpus_in_use: float = 0.0  # CPUs and memory (GB) its running work holds, beside the GPUs
+    memory_gb_in_use: float = 0.0
+    cpus_waiting: float = 0.0  # and its waiting work asks for
+    memory_gb_waiting: float = 0.0
 
     @property
     def headroom(self) -> float | None:
@@ -205,6 +209,10 @@ def _live(
         .aggregate(
             in_use=Sum(held, filter=active),
             asked=Sum(held, filter=waiting),
+            cpus=Sum(F("cpus_milli") * F("nodes"), filter=active),
+            cpus_asked=Sum(F("cpus_milli") * F("nodes"), filter=waiting),
+            memory=Sum(F("memory_mib") * F("nodes"), filter=active),
+            memory_asked=Sum(F("memory_mib") * F("nodes"), filter=waiting),
             running=Count("pk", filter=active),
             waiting=Count("pk", filter=waiting),
             oldest=Min("submitted_at", filter=waiting),
@@ -220,6 +228,10 @@ def _live(
         limit=None if limit_milli is None else limit_milli / 1000,
         longest_wait_s=(now - oldest).total_seconds() if oldest else None,
         granted=granted,
+        cpus_in_use=(seen["cpus"] or 0) / 1000,
+        memory_gb_in_use=(seen["memory"] or 0) / 1024,
+        cpus_waiting=(seen["cpus_asked"] or 0) / 1000,
+        memory_gb_waiting=(seen["memory_asked"] or 0) / 1024,
     )
 
 
@@ -246,9 +258,9 @@ def _count_work_still_waiting(
         .values_list("queue__name", "submitted_at")[:WAITING_SAMPLE]
     )
     for queue, submitted in rows:
-        ages[queue].append(max(0.0, (now - submitted).total_seconds()))
-    for queue, seconds in ages.items():
-        p50, p95 = _percentile(seconds, 50), _percentile(seconds, 95)
+        ages[queue].append(stats.waited(submitted, None, now))
+    for queue, seconds in ages.items():  # the same percentile as the rollup's and IT's Queues page's
+        p50, p95 = stats.percentile(seconds, 50) or 0.0, stats.percentile(seconds, 95) or 0.0
         series = waits.setdefault(queue, ([], [], []))
         if series[0] and series[0][-1] == hour:
             series[1][-1] = max(series[1][-1] or 0.0, p50)
@@ -257,13 +269,6 @@ def _count_work_still_waiting(
             series[0].append(hour)
             series[1].append(p50)
             series[2].append(p95)
-
-
-def _percentile(values: list[float], p: int) -> float:
-    """Nearest-rank percentile of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 @dataclass

@@ -18,7 +18,7 @@ from portal import words
 from portal.burst.models import Instance
 from portal.dashboards import figures
 from portal.dashboards.data import WINDOWS
-from portal.queues.models import Fabric, KueueSync, Queue, QueueTarget
+from portal.queues.models import Fabric, KueueSync, Queue, QueueTarget, Quota, QuotaGrant
 from portal.usage.models import UsageRollup
 from portal.usage.rollup import HOUR, hour_of, hours_between
 from portal.worker.capacity import fresh
@@ -57,6 +57,12 @@ class FabricRow:
     fresh: bool = False  # the fabric's last answer is recent enough for the scheduler to plan with
     cpus_in_use: float = 0.0
     memory_gb_in_use: float = 0.0
+    reserved_gpus: float = 0.0  # teams' reservations there, with the grants in force (reserved_on)
+
+    @property
+    def over_reserved(self) -> bool:
+        """More GPUs are reserved there than IT declared: the teams cannot all have theirs at once."""
+        return self.reserved_gpus > self.gpus
 
     @property
     def cpus(self) -> float:
@@ -117,11 +123,41 @@ def fabric_rows() -> list[FabricRow]:
         .values_list("fabric_id", "g", "c", "m")
     }
     fabrics = Fabric.objects.select_related("kueue_sync").order_by("name")
+    reserved = reserved_on(now)
     rows = []
     for f in fabrics:
         g, c, m = held.get(f.pk, (0, 0, 0))
-        rows.append(FabricRow(f, g / 1000, fresh(f, now), cpus_in_use=c / 1000, memory_gb_in_use=m / 1024))
+        rows.append(FabricRow(f, g / 1000, fresh(f, now), cpus_in_use=c / 1000, memory_gb_in_use=m / 1024,
+                              reserved_gpus=reserved.get(f.pk, 0) / 1000))  # fmt: skip
     return rows
+
+
+def reserved_on(now: datetime) -> dict[int, int]:
+    """GPUs (milli) reserved on each fabric: each team's reservation there plus its approved grants in force, and a
+    department's own where it is more than its teams' together (a department's reservation holds its teams');
+    two queries."""
+    own: defaultdict[int, dict[int, int]] = defaultdict(dict)  # fabric -> group -> reserved
+    parent: dict[int, int | None] = {}
+    quotas = Quota.objects.filter(fabric__isnull=False, gpu_reservation_milli__gt=0)
+    for fabric_id, group_id, parent_id, milli in quotas.values_list(
+        "fabric_id", "group_id", "group__parent_id", "gpu_reservation_milli"
+    ):
+        own[fabric_id][group_id] = milli
+        parent[group_id] = parent_id
+    grants = QuotaGrant.objects.filter(state=QuotaGrant.State.APPROVED, starts_at__lte=now, ends_at__gt=now)
+    for fabric_id, team_id, parent_id, milli in grants.values_list("fabric_id", "team_id", "team__parent_id",
+                                                                   "gpus_milli"):  # fmt: skip
+        own[fabric_id][team_id] = own[fabric_id].get(team_id, 0) + milli
+        parent[team_id] = parent_id
+    out = {}
+    for fabric_id, groups in own.items():
+        below: defaultdict[int, int] = defaultdict(int)  # a department -> its teams' reservations there
+        for group_id, milli in groups.items():
+            up = parent.get(group_id)
+            if up is not None and up in groups:
+                below[up] += milli
+        out[fabric_id] = sum(max(milli, below.get(g, 0)) for g, milli in groups.items() if parent.get(g) not in groups)
+    return out
 
 
 @dataclass(frozen=True)
@@ -132,6 +168,10 @@ class FlavorPlan:
     hours: int
     figure: figures.Figure
     choice: BuyOrBurst
+    cpus: float = 0.0  # the site's own CPUs and memory (GB) behind the flavor, beside its GPUs
+    memory_gb: float = 0.0
+    most_cpus_held: float = 0.0  # the most CPUs and memory held in any hour of the window (hour-averaged)
+    most_memory_gb_held: float = 0.0
 
     @property
     def signal(self) -> bool:
@@ -190,32 +230,21 @@ def capacity_plan(window: str, now: datetime) -> list[FlavorPlan]:
     A queue's hours count against the flavor of its first target (where its work goes when there is room)."""
     start = hour_of(now) - WINDOWS[window] + HOUR
     hours = list(hours_between(start, now))
-    index = {h: i for i, h in enumerate(hours)}
     fabrics = list(Fabric.objects.filter(enabled=True).select_related("burst_pool"))
     capacity: defaultdict[str, float] = defaultdict(float)
+    cpus_of: defaultdict[str, float] = defaultdict(float)
+    memory_of: defaultdict[str, float] = defaultdict(float)
     for f in fabrics:
         if not hasattr(f, "burst_pool"):  # a burst pool is declared as big as it may grow: not the site's own
             capacity[f.gpu_flavor or "unnamed"] += f.gpus_milli / 1000
+            cpus_of[f.gpu_flavor or "unnamed"] += f.cpus_milli / 1000
+            memory_of[f.gpu_flavor or "unnamed"] += f.memory_mib / 1024
     flavor_of: dict[int, str] = {}
     for queue_id, flavor in QueueTarget.objects.order_by("queue_id", "-order").values_list(
         "queue_id", "fabric__gpu_flavor"
     ):
         flavor_of[queue_id] = flavor or "unnamed"  # the lowest order wins: it comes last
-    used: defaultdict[str, list[float]] = defaultdict(lambda: [0.0] * len(hours))
-    pending: defaultdict[str, list[float]] = defaultdict(lambda: [0.0] * len(hours))
-    rows = (
-        UsageRollup.objects.filter(hour__gte=start)
-        .values("queue_id", "hour")
-        .annotate(used=Sum("gpu_hours"), pending=Sum("pending_gpu_hours"))
-        .values_list("queue_id", "hour", "used", "pending")
-    )
-    for queue_id, hour, u, p in rows:
-        i = index.get(hour)
-        queue_flavor = flavor_of.get(queue_id)
-        if i is None or queue_flavor is None:
-            continue
-        used[queue_flavor][i] += u or 0.0
-        pending[queue_flavor][i] += p or 0.0
+    used, pending, cpus, memory = _held_by_flavor(start, hours, flavor_of)
     spend, held = burst_in_window(start, now)
     days = (now - start).total_seconds() / 86400
     price = settings.GRIDLANE_GPU_MONTH_PRICE
@@ -227,8 +256,41 @@ def capacity_plan(window: str, now: datetime) -> list[FlavorPlan]:
         title = f"{flavor}: demand against {words.gpus(cap)}"
         fig = figures.demand_against_capacity(hours, u, p, cap, title)
         choice = BuyOrBurst(sum(over), math.ceil(percentile(over, 0.95)), spend[flavor], held[flavor], days, price)
-        plans.append(FlavorPlan(flavor, cap, short, len(hours), fig, choice))
+        held_most = (max(cpus[flavor], default=0.0), max(memory[flavor], default=0.0))
+        plans.append(FlavorPlan(flavor, cap, short, len(hours), fig, choice, cpus_of[flavor], memory_of[flavor],
+                                *held_most))  # fmt: skip
     return plans
+
+
+Series = defaultdict[str, list[float]]
+
+
+def _held_by_flavor(
+    start: datetime, hours: list[datetime], flavor_of: dict[int, str]
+) -> tuple[Series, Series, Series, Series]:
+    """Per flavor, hour by hour: GPUs in use and waiting, CPUs and memory (GB) held, from the rollups (one
+    query). A queue's hours count against the flavor of its first target."""
+    index = {h: i for i, h in enumerate(hours)}
+    series: list[Series] = [defaultdict(lambda: [0.0] * len(hours)) for _ in range(4)]
+    rows = (
+        UsageRollup.objects.filter(hour__gte=start)
+        .values("queue_id", "hour")
+        .annotate(
+            used=Sum("gpu_hours"),
+            pending=Sum("pending_gpu_hours"),
+            cpus=Sum("cpu_hours"),
+            memory=Sum("memory_gb_hours"),
+        )
+        .values_list("queue_id", "hour", "used", "pending", "cpus", "memory")
+    )
+    for queue_id, hour, *values in rows:
+        i = index.get(hour)
+        queue_flavor = flavor_of.get(queue_id)
+        if i is None or queue_flavor is None:
+            continue
+        for figure, value in zip(series, values, strict=True):
+            figure[queue_flavor][i] += value or 0.0
+    return series[0], series[1], series[2], series[3]
 
 
 def burst_in_window(start: datetime, now: datetime) -> tuple[defaultdict[str, Decimal], defaultdict[str, float]]:

@@ -15,16 +15,20 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from portal import access
+from portal.accounts.models import Membership
 from portal.budgets import services as budget_services
 from portal.budgets import shown
 from portal.budgets.forms import BudgetForm
 from portal.dashboards import data, it
 from portal.dashboards.forms import DecisionForm, GrantForm
+from portal.notify import outbox
+from portal.notify.models import Event
 from portal.queues import grants
-from portal.queues.models import Fabric, QuotaGrant
+from portal.queues.models import Fabric, Queue, QuotaGrant
 from portal.usage import idle_now, report
 from portal.usage.rollup import IDLE_BELOW
 
@@ -54,6 +58,8 @@ def team(request: HttpRequest, slug: str) -> HttpResponse:
         "d": dashboard,
         "windows": list(data.WINDOWS),
         "may_export": leads,
+        # The CSV of the window shown: from its first hour to the end of the current one (report.check_period).
+        "csv_query": urlencode({"from": dashboard.hours[0].isoformat()}) if dashboard.hours else "days=7",
         "may_ask": access.may_ask_for_grant(request.user, group, lead=lead),
         # Leads and IT: every grant of the window and to come; members: those approved and not over.
         "grants": [(g, g.shown_state(now)) for g in dashboard.grants if every_grant or g.shown_state(now) in LIVE],
@@ -187,7 +193,25 @@ def it_grant_decide(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         if grants.do_decide(request.user, grant, approve, form.cleaned_data["note"], timezone.now()):
             messages.success(request, f"{grant}: {'approved' if approve else 'declined'}.")
+            _tell_leads(grant, approve)
     return redirect("it:grants")
+
+
+def _named(by: str, key: object, queue_names: dict[str, str]) -> object:
+    """What a person reads for a row's key: a queue's name, not its slug; members and fabrics as they are."""
+    return queue_names.get(str(key), key) if by == "queue" else key
+
+
+def _tell_leads(grant: QuotaGrant, approve: bool) -> None:
+    """The team's leads (and whoever asked) hear of IT's decision, where they asked to (portal.notify)."""
+    said = "approved" if approve else "declined"
+    note = f" IT's note: {grant.decision_note}" if grant.decision_note else ""
+    text = f"IT {said} the grant for {grant.team.name}: {grant}.{note}"
+    leads = Membership.objects.filter(group=grant.team, role=Membership.Role.LEAD).values_list("user_id", flat=True)
+    people = [*leads, *([grant.requested_by_id] if grant.requested_by_id else [])]
+    url = f"{settings.GRIDLANE_PUBLIC_URL}{reverse('dashboards:team', args=[grant.team.slug])}"
+    outbox.tell_people(people, Event.GRANT, f"grant:{grant.pk}:{grant.state}", f"Grant {said}: {grant.team.name}",
+                       text, url)  # fmt: skip
 
 
 @login_required
@@ -209,8 +233,11 @@ def team_usage_csv(request: HttpRequest, slug: str) -> HttpResponse:
     columns = list(report.CSV_COLUMNS)
     writer = csv.writer(response)
     writer.writerow([period.by, *columns])
+    # A person reads the file: queues by their names (the API's rows keep the slugs it is queried by).
+    names = dict(Queue.objects.values_list("slug", "name")) if period.by == "queue" else {}
     for row in answer["rows"]:
-        writer.writerow([csv_safe(str(row[period.by])), *(_cell(row.get(c)) for c in columns)])
+        key = str(row[period.by])
+        writer.writerow([csv_safe(names.get(key, key)), *(_cell(row.get(c)) for c in columns)])
     writer.writerow(["total", *(_cell(answer["totals"][c]) for c in columns)])
     return response
 
@@ -229,11 +256,14 @@ def team_chargeback(request: HttpRequest, slug: str) -> HttpResponse:
     if period is not None:
         before = report.month_period(*_month_before(period.start))
         c = report.team_chargeback(group, period)
+        queue_names = dict(Queue.objects.values_list("slug", "name"))  # queues as people read them
         context |= {
             "period": period,
             "c": c,
             # (by, [(name, figures)]): the template cannot index a row by a name it holds in a variable.
-            "tables": [(by, [(row[by], row) for row in rows]) for by, rows in c["tables"].items()],
+            "tables": [
+                (by, [(_named(by, row[by], queue_names), row) for row in rows]) for by, rows in c["tables"].items()
+            ],
             "month": f"{period.start:%Y-%m}",
             "before": f"{before.start:%Y-%m}",
             "after": f"{period.end:%Y-%m}" if period.end <= now else None,

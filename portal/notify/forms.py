@@ -13,7 +13,7 @@ class PreferenceForm(forms.ModelForm[Preference]):
 
     events = forms.MultipleChoiceField(
         label="Tell me when my work",
-        choices=[(e.value, e.label.lower()) for e in WORK_EVENTS],
+        choices=[(e.value, e.label[0].lower() + e.label[1:]) for e in WORK_EVENTS],
         widget=forms.CheckboxSelectMultiple,
         required=False,
     )

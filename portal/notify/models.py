@@ -15,17 +15,22 @@ class Event(models.TextChoices):
     FAILED = "failed", "Failed or expired"
     IDLE = "idle", "Idle warning"
     LEASE = "lease", "Lease ending"
-    OBJECTIVE = "objective", "Wait objective burning"  # to leads and IT, not about one's own work
+    OBJECTIVE = "objective", "Wait objective burning"  # to leads and IT by their role, not chosen
     BUDGET = "budget", "Budget thresholds (leads)"
+    GRANT = "grant", "My team's grant is decided (leads)"
+    TEAM_IDLE = "team_idle", "My team's GPUs sit idle (leads)"
+    TEAM_LIMIT = "team_limit", "My team's work waits at its limit (leads)"
+    TEST = "test", "A test message"
 
 
-# What a person may choose to hear of (the preference form's choices): their own work, and a budget's thresholds
-# (theirs, or their team's for a lead). Objectives go to people by their role.
-WORK_EVENTS = (Event.STARTED, Event.FINISHED, Event.FAILED, Event.IDLE, Event.LEASE, Event.BUDGET)
+# What a person may choose to hear of (the preference form's choices): their own work, a budget's thresholds
+# (theirs, or their team's for a lead) and a lead's team events. Objectives go to people by their role, and a
+# test message is sent when asked for.
+WORK_EVENTS = tuple(e for e in Event if e not in (Event.OBJECTIVE, Event.TEST))
 
 
 def every_event() -> list[str]:
-    return list(Event.values)
+    return [e for e in Event.values if e != Event.TEST]  # a test is sent when asked for, whatever one hears
 
 
 class Preference(models.Model):

@@ -64,6 +64,27 @@ def tell(workload: Workload, event: Event, key: str, when: datetime | None = Non
     return record(messages(pref, workload, event, key, subject, text))
 
 
+def tell_people(user_ids: Iterable[int], event: Event, key: str, subject: str, text: str, url: str = "") -> int:
+    """Record a message about no workload (a grant decided, a test) for each of these people who asked for this
+    event (a test: for everyone with a channel on); one query to read, one to write."""
+    rows = []
+    for pref in Preference.objects.filter(user_id__in=set(user_ids)).order_by("pk"):
+        if event == Event.TEST or event in pref.events:
+            rows += [
+                Notification(
+                    user_id=pref.user_id,
+                    event=event,
+                    channel=channel,
+                    key=key[:120],
+                    subject=subject[:200],
+                    text=text,
+                    url=url[:500],
+                )
+                for channel in pref.channels()
+            ]
+    return record(rows)
+
+
 def messages(pref: Preference, w: Workload, event: Event, key: str, subject: str, text: str) -> list[Notification]:
     if event not in pref.events:
         return []

@@ -11,8 +11,9 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from portal.notify import outbox
 from portal.notify.forms import PreferenceForm
-from portal.notify.models import Notification, Preference
+from portal.notify.models import Event, Notification, Preference
 
 RECENT = 10
 
@@ -40,4 +41,22 @@ def preferences(request: HttpRequest) -> HttpResponse:
     pref.updated_at = timezone.now()
     pref.save()
     messages.success(request, "Saved what you hear about." if pref.channels() else "Notifications are off.")
+    return redirect("/accounts/#notifications")
+
+
+@login_required
+@require_POST
+def send_test(request: HttpRequest) -> HttpResponse:
+    """A test message on each channel the person has turned on, sent by the worker as any other."""
+    user: Any = request.user
+    pref = Preference.objects.filter(user=user).first()
+    if pref is None or not pref.channels():
+        messages.error(request, "Turn on e-mail or give a webhook first, then send a test.")
+        return redirect("/accounts/#notifications")
+    now = timezone.now()
+    text = "A test from Gridlane: this is how your notifications reach you."
+    sent = outbox.tell_people([user.pk], Event.TEST, f"test:{now.isoformat()}", "A test message", text)
+    messages.success(
+        request, f"A test is on its way ({sent} channel{'s' if sent != 1 else ''}); see below how it went."
+    )
     return redirect("/accounts/#notifications")

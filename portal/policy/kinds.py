@@ -37,7 +37,7 @@ class TargetForm(forms.ModelForm[QueueTarget]):
 
     class Meta:
         model = QueueTarget
-        fields = ["queue", "fabric", "order", "template", "native"]
+        fields = ["queue", "fabric", "order", "template", "native", "runs_scripts"]
 
 
 class InstanceTypeForm(forms.ModelForm[InstanceType]):

@@ -233,16 +233,52 @@ class FabricAdmin(admin.ModelAdmin[Fabric]):
         "healthy",
     ]
     list_filter = ["kind", "enabled", "healthy"]
-    readonly_fields = ["healthy", "health_detail"]
+    readonly_fields = ["healthy", "health_detail", "how_quotas_hold"]
     inlines = [QuotaInline]
+
+    @admin.display(description="How quotas hold here")
+    def how_quotas_hold(self, fabric: Fabric) -> str:
+        return quotas_here(fabric.kind, fabric.settings or {})
+
+
+QUOTAS_EVERYWHERE = (
+    "Across all fabrics together: Gridlane counts the team's work on every fabric against this cap when it admits."
+)
+_HOLD = "Gridlane admits the team's work within the reservation (a floor it gets back by preempting borrowers in "
+_HOLD += "preemptible queues) and the limit (a cap), before anything reaches the fabric"
+QUOTAS_BY_KIND = {
+    "local": _HOLD + "; the local fabric runs only what was admitted.",
+    "agent": _HOLD + "; agents claim only admitted work.",
+    "slurm": _HOLD + " (sbatch); Slurm's own limits (associations, QOS) still apply on the cluster.",
+    "pbs": _HOLD + " (qsub); PBS's own limits still apply on the cluster.",
+    "kubernetes": _HOLD + " (the Job).",
+}
+
+
+def quotas_here(kind: str, settings: dict[str, Any]) -> str:
+    """What a quota on a fabric of this kind means there, for IT where quotas are set."""
+    said = QUOTAS_BY_KIND.get(kind, _HOLD + ".")
+    if kind == "kubernetes" and settings.get("kueue_owned"):
+        said += " Gridlane also writes each team's quota as its Kueue ClusterQueue (reservation: nominal quota; limit"
+        said += " less reservation: borrowing limit), so Kueue holds the same figures."
+    return said
 
 
 @admin.register(Quota)
 class QuotaAdmin(admin.ModelAdmin[Quota]):
     form = QuotaForm
-    fields = ["group", "fabric", *QUOTA_FIELDS]
+    fields = ["group", "fabric", *QUOTA_FIELDS, "how_it_holds"]
+    readonly_fields = ["how_it_holds"]
     list_display = ["group", "where", "gpus", "cpus", "memory"]
     list_filter = ["fabric", "group"]
+
+    @admin.display(description="How it holds")
+    def how_it_holds(self, quota: Quota) -> str:
+        if quota.pk is None:
+            return "Pick a fabric and save: this says how that fabric's kind holds the quota."
+        if quota.fabric is None:
+            return QUOTAS_EVERYWHERE
+        return quotas_here(quota.fabric.kind, quota.fabric.settings or {})
 
     @admin.display(description="Fabric")
     def where(self, quota: Quota) -> str:

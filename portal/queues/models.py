@@ -214,6 +214,13 @@ class QueueTarget(models.Model):
         '["reservation"], "allowed": null, "node": {"gpus": 8, "cpus": 32, "memory_gb": 64}, '
         '"default_mem_per_cpu_mb": 1024, "max_array": 1000} (see fabrics/native.py).',
     )
+    runs_scripts = models.BooleanField(
+        "Runs batch scripts (local fabric)",
+        default=False,
+        help_text="A local fabric's target: run users' own sbatch scripts as written on the portal's host, honouring "
+        "--time, --job-name, --output and --error and counting the resources they ask for (what one host cannot "
+        "honour is refused, naming the line). Slurm and PBS targets always take scripts.",
+    )
     directives_allowed = models.JSONField(
         "Directives scripts may also carry",
         default=list,
@@ -232,20 +239,32 @@ class QueueTarget(models.Model):
     def __str__(self) -> str:
         return f"{self.queue} -> {self.fabric}"
 
+    def takes_scripts(self, dialect: str = "") -> bool:
+        """Whether this target runs users' own scripts of this dialect ("slurm", "pbs"; "": a plain script):
+        an enabled Slurm or PBS fabric's, or a local one's IT lets run them."""
+        kind = self.fabric.kind
+        return self.fabric.enabled and kind in native.RUN_BY[dialect] and (kind != "local" or self.runs_scripts)
+
     def clean(self) -> None:
         if self.fabric_id is None:
             return
+        reads = self.fabric.kind in native.KINDS or (self.fabric.kind == "local" and self.runs_scripts)
+        if self.runs_scripts and self.fabric.kind != "local":
+            raise ValidationError(
+                {"runs_scripts": "Only a local fabric's target is told to run scripts: Slurm and PBS ones always do."}
+            )
         if self.native:
-            if self.fabric.kind not in native.KINDS:
+            if not reads:
                 raise ValidationError(
-                    {"native": "Only Slurm and PBS targets read batch scripts; a pod template forces what Jobs get."}
-                )
+                    {"native": "Only Slurm and PBS targets read batch scripts (and local ones IT lets run scripts); "
+                     "a pod template forces what Jobs get."}
+                )  # fmt: skip
             try:
                 native.Policy.of(self.fabric.kind, self.native)
             except ValueError as error:
                 raise ValidationError({"native": str(error)}) from error
         if self.directives_allowed:
-            if self.fabric.kind not in native.KINDS:
+            if not reads:
                 raise ValidationError({"directives_allowed": "Only Slurm and PBS targets read batch scripts."})
             try:
                 native.check_extra(self.fabric.kind, self.directives_allowed)

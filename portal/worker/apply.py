@@ -9,18 +9,22 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
+from django.utils import timezone
 
 from portal.queues.models import QueueTarget
 from portal.sql import ROWS
+from portal.worker import team_limit
 from portal.worker.snapshot import Row
 from portal.workloads import services, store
 from portal.workloads.models import Workload
 from portal.workloads.states import State
+from scheduler import reasons
 from scheduler.model import Decisions
 
 # Reasons near the head of the line are rewritten whenever their words change; further back only when the
 # reason itself changes, so that a long line does not rewrite thousands of rows every cycle.
 FRESH_REASONS = 500
+LIMIT_TOLD = 1000  # work newly at its team's limit read per cycle for the leads' messages (a team's is enough)
 ESTIMATE_SLACK_S = 60
 
 
@@ -83,16 +87,20 @@ def _preempt(decisions: Decisions) -> int:
 
 def _record_waiting(decisions: Decisions, rows: dict[str, Row]) -> int:
     changed: list[tuple[str, str, str, datetime | None, int]] = []
+    at_limit: dict[str, str] = {}  # work that has just come to wait at its team's limit, for the team's leads
     for place, waiting in enumerate(decisions.waiting):
         row = rows[waiting.job_id]
         reason = waiting.reason
         new_reason = reason.code != row.pending_reason_code
+        if new_reason and reason.code == reasons.GROUP_AT_LIMIT and len(at_limit) < LIMIT_TOLD:
+            at_limit[waiting.job_id] = reason.message
         fresh = place < FRESH_REASONS  # near the head: words and places kept exact
         new_words = fresh and reason.message != row.pending_reason
         new_place = fresh and waiting.position != row.queue_position
         if new_reason or new_words or new_place or _moved(waiting.estimated_start, row.estimated_start):
             changed.append((waiting.job_id, reason.code, reason.message, waiting.estimated_start, waiting.position))
     store.write_waiting_reasons(changed)
+    team_limit.tell_leads(at_limit, timezone.now())
     return len(changed)
 
 

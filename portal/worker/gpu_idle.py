@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections import defaultdict
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Q
 
+from portal import words
+from portal.accounts.models import Membership
 from portal.notify import outbox
 from portal.notify.models import Event
 from portal.queues.models import Queue, WorkloadKind
@@ -79,6 +83,7 @@ def _step(now: datetime) -> dict[str, int]:
     )
     spells = idle_spells(running, now)
     done = {act: 0 for act in Act}
+    warned: list[tuple[Workload, int, float]] = []
     for w in running:
         grace = timedelta(minutes=w.queue.gpu_idle_grace_minutes)
         act = decide(now, w.pk in spells, w.gpu_idle_warned_at, w.queue.gpu_idle_action, w.kind, grace)
@@ -95,6 +100,7 @@ def _step(now: datetime) -> dict[str, int]:
                 text += f" It stops at {now + grace:%Y-%m-%d %H:%M} UTC unless they are used." if stops else ""
                 text += f" Until they are used, {MARKED}." if marked else ""
                 outbox.tell(w, Event.IDLE, key=f"gpu-idle:{w.pk}:{now.isoformat()}", reason=text)
+                warned.append((w, idle_for, average))
         elif act == Act.CLEAR:
             services.do_clear_gpu_idle(
                 w, "GPUs busy again, or their use no longer known: the idle warning is taken back"
@@ -103,4 +109,26 @@ def _step(now: datetime) -> dict[str, int]:
             services.do_cancel(None, w, reason=f"stopped: its GPUs stayed idle {grace} after the warning")
             log.info("stopped %s: GPUs idle past the grace", w.pk)
         done[act] += 1
+    _tell_leads(warned, now)
     return {str(act): n for act, n in done.items() if act != Act.NOTHING and n}
+
+
+def _tell_leads(warned: list[tuple[Workload, int, float]], now: datetime) -> None:
+    """The leads of each warned workload's team hear of its idle GPUs too, where they asked to (one query for the
+    leads; the outbox's per message)."""
+    if not warned:
+        return
+    leads: defaultdict[int, list[int]] = defaultdict(list)
+    for group_id, user_id in Membership.objects.filter(
+        group_id__in={w.group_id for w, _, _ in warned}, role=Membership.Role.LEAD
+    ).values_list("group_id", "user_id"):
+        leads[group_id].append(user_id)
+    for w, idle_for, average in warned:
+        told = [user_id for user_id in leads[w.group_id] if user_id != w.owner_id]  # the owner heard already
+        if told:
+            gpus = words.gpus(w.gpus_milli * w.nodes / 1000)
+            text = (f"{w.owner.get_username()}'s {w.name} holds {gpus} of your team's, idle for {idle_for} min "
+                    f"({average:.0f} % utilisation).")  # fmt: skip
+            url = f"{settings.GRIDLANE_PUBLIC_URL}{w.get_absolute_url()}"
+            outbox.tell_people(told, Event.TEAM_IDLE, f"team-idle:{w.pk}:{now.isoformat()}", f"Idle GPUs: {w.name}",
+                               text, url)  # fmt: skip

@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 from django import forms
 from django.db.models import Exists, Prefetch, Q
 
-from fabrics import native as fabric_native
 from portal import access, words
 from portal.accounts.models import Membership
 from portal.queues.models import DEFAULT_TIER, PriorityTier, Profile, QueueTarget
@@ -281,11 +280,9 @@ class BatchScriptForm(SubmitForm):
     array = forms.CharField(max_length=200, required=False, help_text="An array, e.g. 0-99%10 (or --array in it).")
 
     def script_queues(self) -> list[str]:
-        """Names of the offered queues that take sbatch or qsub scripts (an enabled Slurm or PBS target), for
-        the page to say where a script can go; empty when none does."""
-        return [
-            q.name for q in self.queue_objects if any(t.fabric.kind in fabric_native.KINDS for t in q.targets.all())
-        ]
+        """Names of the offered queues that take sbatch or qsub scripts (an enabled Slurm or PBS target, or a
+        local one IT lets run scripts), for the page to say where a script can go; empty when none does."""
+        return [q.name for q in self.queue_objects if any(t.takes_scripts() for t in q.targets.all())]
 
     def clean_script_file(self) -> str:
         """The uploaded script's text: UTF-8, at most SCRIPT_UPLOAD_BYTES ("" when none was given)."""

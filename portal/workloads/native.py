@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import Q
+
 from fabrics import native
 from fabrics.base import Resources
 from fabrics.kubernetes import manifest
@@ -37,19 +39,30 @@ class Native:
 
 
 def targets_of(queue: Queue, kind: str) -> list[QueueTarget]:
-    """The queue's enabled targets that can take a script of this kind ("" : Slurm or PBS)."""
-    kinds = (kind,) if kind else native.KINDS
-    return [t for t in queue.targets.all() if t.fabric.enabled and t.fabric.kind in kinds]
+    """The queue's enabled targets that can take a script of this kind ("slurm", "pbs"; "": a plain script): a
+    Slurm or PBS fabric's, or a local fabric's that IT lets run scripts."""
+    return [t for t in queue.targets.all() if t.takes_scripts(kind)]
+
+
+def fabric_kind(dialect: str, targets: list[QueueTarget]) -> str:
+    """The kind of fabric that runs a script of this dialect among these targets (which take it): the script's
+    own scheduler where the queue has one, else the first target's (a local fabric, or a plain script's)."""
+    kinds = [t.fabric.kind for t in targets]
+    return dialect if dialect in kinds else kinds[0]
 
 
 def queues_taking(user: Any, kind: str, work: str) -> list[str]:
     """Names of the queues this user may use that take scripts of this kind as this kind of work (for an error
     message)."""
-    kinds = (kind,) if kind else native.KINDS
+    kinds = native.RUN_BY.get(kind, (kind,))  # "kubernetes": manifests
+    # Local targets take scripts only where IT says so (in the same join as the kind: one target both).
+    takes = Q(targets__fabric__kind__in=[k for k in kinds if k != "local"]) | Q(
+        targets__fabric__kind="local", targets__runs_scripts=True
+    )
     # The kinds of work are a JSON list: read in Python, as every database (SQLite included) can give them.
     found = (
         access.usable_queues(user)
-        .filter(targets__fabric__kind__in=kinds, targets__fabric__enabled=True)
+        .filter(takes if "local" in kinds else Q(targets__fabric__kind__in=kinds), targets__fabric__enabled=True)
         .distinct()
         .order_by("name")
         .values_list("name", "kinds")
@@ -73,7 +86,7 @@ def check(
         where = f"queues that take them: {', '.join(others)}" if others else "no queue you may use takes them"
         err("script", f"The queue {queue.name} runs no {KIND_WORDS[kind]} scripts; {where}.")
         return None
-    kind = kind or targets[0].fabric.kind
+    kind = fabric_kind(kind, targets)  # local: an sbatch script as one host runs it (fabrics/local/scripts.py)
     targets = [t for t in targets if t.fabric.kind == kind]
     try:
         read = native.read(kind, script)

@@ -128,6 +128,17 @@ def test_main_pages_work_at_a_phones_width(browser_page, gridlane, cast):
     cell = page.locator("#workload-rows td[data-label='GPUs']", has_text="0.5 GPU")
     label = cell.evaluate("td => getComputedStyle(td, '::before').content")
     assert label == '"GPUs"'
+    # Each row is a compact card, not one long column: its figures side by side, two to a line.
+    row = page.locator("#workload-rows tr", has_text="phone-run")
+    kind, state = (row.locator(f"td[data-label='{label}']").bounding_box() for label in ("Kind", "State"))
+    assert kind is not None
+    assert state is not None
+    assert abs(kind["y"] - state["y"]) < 2
+    assert state["x"] > kind["x"] + kind["width"] - 1
+    card = row.bounding_box()
+    assert card is not None
+    assert card["height"] < 844 / 3, card  # nine labelled lines were most of the screen
+    screenshot(page, "phone-my-workloads-cards")
 
 
 def test_dead_ends_lead_somewhere(browser_page, gridlane, cast):

@@ -58,3 +58,12 @@ def test_a_switch_that_is_neither_on_nor_off_is_refused(notebook, alice, value):
     answer = signed_in(alice).post(f"/workloads/{notebook.pk}/share/", {"shared": value})
     assert answer.status_code == 400
     assert not Workload.objects.get(pk=notebook.pk).shared_with_team
+
+
+def test_a_run_without_a_server_does_not_speak_of_one(alice, running):
+    run = running(alice, kind="training")
+    page = signed_in(alice).get(f"/workloads/{run.pk}/").content.decode()
+    assert "its server" not in page
+    assert "Share with" not in page
+    Workload.objects.filter(pk=run.pk).update(connect_url=f"http://testserver/connect/{run.pk}/")  # it publishes one
+    assert "Only you can open its server." in signed_in(alice).get(f"/workloads/{run.pk}/").content.decode()

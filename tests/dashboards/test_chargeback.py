@@ -111,7 +111,7 @@ def test_a_month_that_is_not_one_is_said_on_the_page_not_a_500(month, client, bo
     assert 'class="cost"' not in page
 
 
-def test_the_page_reads_a_month_of_rollups_in_at_most_10_queries(
+def test_the_page_reads_a_month_of_rollups_in_at_most_11_queries(
     month, client, bob, settings, django_assert_max_num_queries
 ):
     settings.DEMO = False  # a site's budget; the demo's notice of simulated readings is one query more
@@ -120,8 +120,14 @@ def test_the_page_reads_a_month_of_rollups_in_at_most_10_queries(
         UsageRollup(group=vision, queue=burst, hour=T0 - HOUR * k, gpu_hours=1.0, cost=4.0) for k in range(1, 700)
     )  # the rest of November, hour by hour
     client.force_login(bob)
-    with django_assert_max_num_queries(10):
+    with django_assert_max_num_queries(11):  # ... and one for the queues' names
         assert client.get(URL).status_code == 200
+
+
+def test_the_page_names_queues_as_people_read_them(month, client, bob):
+    Queue.objects.filter(slug="hpc-train").update(name="HPC training")
+    _, page = page_of(client, bob)
+    assert [row[0] for row in cells(page, "queue")] == ["burst", "HPC training"]
 
 
 def test_the_team_dashboard_links_its_leads_and_it_to_the_chargeback(month, client, alice, bob, it_admin):

@@ -59,6 +59,9 @@ def test_the_queues_overview_shows_backlog_running_and_fabric_health(client, it_
     with django_assert_max_num_queries(10):
         page = client.get("/it/queues/").content.decode()
     assert "Training and batch" in page
+    train = Queue.objects.get(slug="train")
+    assert f'<a href="/admin/queues/queue/{train.pk}/change/"' in page  # each row opens its editor
+    assert 'href="/admin/queues/queue/add/">New queue</a>' in page
     (row,) = [r for r in it.queue_rows() if r.figures.queue.slug == "train"]
     assert (row.figures.backlog, row.figures.running, row.healthy) == (1, 1, False)
     assert "unhealthy" in page
@@ -91,9 +94,11 @@ def test_capacity_planning_says_buy_or_burst_when_demand_passes_capacity(client,
     now = hour_of(timezone.now())
     for back in range(10):  # 6 GPUs used and 5 waiting on an 8-GPU fabric: 3 short, for 10 hours
         UsageRollup.objects.create(group=vision, queue=train, hour=now - timedelta(hours=back), gpu_hours=6,
-                                   pending_gpu_hours=5)  # fmt: skip
+                                   pending_gpu_hours=5, cpu_hours=12 - back, memory_gb_hours=40)  # fmt: skip
     (plan,) = it.capacity_plan("24h", timezone.now())
     assert (plan.flavor, plan.capacity, plan.short_hours, plan.hours) == ("demo", 8.0, 10, 24)
+    # CPUs and memory beside the GPUs: the flavor's own, and the most held in an hour of the window.
+    assert (plan.cpus, plan.memory_gb, plan.most_cpus_held, plan.most_memory_gb_held) == (16, 64, 12, 40)
     assert plan.signal
     used, waiting, capacity = plan.figure["data"]
     assert capacity["y"] == [8.0] * 24
@@ -104,6 +109,8 @@ def test_capacity_planning_says_buy_or_burst_when_demand_passes_capacity(client,
         page = client.get("/it/capacity/?window=24h").content.decode()
     assert "buy or burst" in page
     assert 'id="figure-flavor-1"' in page
+    assert 'demo: 8 GPUs <span class="hint">16 CPUs, 64 GB</span>' in page
+    assert "at most 12 CPUs of 16 CPUs and 40 of 64 GB held in an hour" in page
 
 
 def _burst_pool(flavor: str):
@@ -163,3 +170,41 @@ def test_without_a_gpu_price_the_page_gives_the_numbers_and_no_verdict(cast, set
     assert plan.choice.verdict == "nothing to buy or burst for: demand stayed within capacity"
     assert plan.choice.burst_rate is None
     assert plan.choice.burst_per_month is None
+
+
+def test_the_fabrics_page_warns_when_reservations_and_grants_in_force_exceed_a_fabric(client, it_admin):
+    from portal.accounts.models import ResourceGroup
+    from portal.queues.models import Quota, QuotaGrant
+
+    client.force_login(it_admin)
+    assert "over-reserved" not in client.get("/it/fabrics/").content.decode()  # the demo: 4 + 2 of 8 GPUs
+    local = Fabric.objects.get(name="local")
+    vision = ResourceGroup.objects.get(slug="vision")
+    research = ResourceGroup.objects.create(slug="research", name="Research")  # a department holding vision's 4
+    ResourceGroup.objects.filter(pk=vision.pk).update(parent=research)
+    Quota.objects.create(group=research, fabric=local, gpu_reservation_milli=5000)
+    assert [r.reserved_gpus for r in it.fabric_rows()] == [7]  # research's 5 (vision's 4 within), fraud's 2
+    now = timezone.now()
+    QuotaGrant.objects.create(team=vision, fabric=local, gpus_milli=3000, starts_at=now - timedelta(hours=1),
+                              ends_at=now + timedelta(hours=1), reason="deadline", state="approved")  # fmt: skip
+    page = client.get("/it/fabrics/").content.decode()
+    assert "Reservations here come to 9 GPUs with the grants in force, more than its 8 GPUs" in page
+
+
+def test_its_queue_p95_and_the_team_dashboard_count_a_wait_alike_while_the_work_still_waits(client, it_admin, alice,
+                                                                                          submit):  # fmt: skip
+    from portal.workloads import stats
+
+    waiting = submit(alice, name="waits", gpus=1)
+    Workload.objects.filter(pk=waiting.pk).update(submitted_at=timezone.now() - timedelta(minutes=10))
+    (row,) = [r for r in it.queue_rows() if r.figures.queue.slug == "train"]
+    assert row.figures.p95_wait_seconds is not None
+    assert row.figures.p95_wait_seconds >= 600  # not "no starts" while work has waited 10 minutes
+    client.force_login(it_admin)
+    assert "10 min" in client.get("/it/queues/").content.decode()
+    from tests.dashboards.test_views import client_for, figure
+
+    wait = figure(client_for(client, alice).get("/teams/vision/").content.decode(), "wait")
+    p95 = next(t for t in wait["data"] if t["name"] == "Training and batch p95")
+    assert p95["y"][-1] == pytest.approx(row.figures.p95_wait_seconds / 60, abs=0.1)  # the same wait, in minutes
+    assert stats.waited(waiting.submitted_at, None, waiting.submitted_at + timedelta(minutes=3)) == 180

@@ -175,6 +175,19 @@ def test_the_now_panel_reads_live_and_the_current_hour_agrees_with_it(client, al
     assert "4 GPUs" in panel  # the reservation
     assert "6 GPUs" in panel  # the limit
     assert "2.75 GPUs" in panel  # headroom
+    # CPUs and memory beside the GPUs, in use and asked for.
+    from django.db.models import F, Sum
+
+    from portal import words
+
+    def held(*states):
+        found = Workload.objects.filter(group__slug="vision", state__in=states).aggregate(
+            c=Sum(F("cpus_milli") * F("nodes")), m=Sum(F("memory_mib") * F("nodes"))
+        )
+        return f"{words.cpus(found['c'] / 1000)}, {words.number(found['m'] / 1024, 0)} GB"
+
+    assert f'<span class="hint cpus-memory">{held(State.RUNNING)}</span>' in panel
+    assert f'<span class="hint cpus-memory">{held(State.PENDING)}</span>' in panel
     use = figure(page, "use")
     assert use["data"][0]["y"][-1] == pytest.approx(3.25)
     assert use["data"][1]["y"][-1] == pytest.approx(4.0)

@@ -8,8 +8,9 @@ The convention (docs/internals.md#docs-that-run):
   in a block becomes the test portal's free port;
 - a `bash` block made only of `make` lines is run as `make -n` (the suite cannot install and serve from inside
   itself): it must be a target that exists and whose commands make can spell out;
-- a block marked `shell` is for another machine (a production install) and is checked for its syntax only;
-  `text` shows output. Nothing else is allowed, so no command block escapes;
+- `text` shows output, or steps for another machine (a production install) that cannot run here and that
+  tests/deploy exercises. Nothing else is allowed (no `shell` checked for its syntax only), so no command block
+  escapes;
 - a `bash` block calls only the programs of PROGRAMS (it runs on the machine of whoever runs the suite).
 """
 
@@ -31,9 +32,9 @@ from tests.conftest import wait_until
 from tests.docs.markdown import DOCUMENTS, ROOT, Block, blocks
 from tests.test_embedded_smoke import free_port, up
 
-KINDS = {"bash", "shell", "text"}
+KINDS = {"bash", "text"}
 # What a `bash` block may call: it runs on the machine of whoever runs the suite, so nothing that installs,
-# reaches beyond the clone's folder and the test portal, or needs root (a production install is `shell`).
+# reaches beyond the clone's folder and the test portal, or needs root (a production install is `text`).
 PROGRAMS = {".venv/bin/python", ".venv/bin/gridlane", "curl", "make", "export", "mkdir", "printf", "echo", "for",
             "done", "tail", "head", "cat"}  # fmt: skip
 COMMAND = re.compile(r"(?:^|&&|\|\||[|;(])\s*(?:(?:do|then|else)\s+)?((?:[A-Za-z_]\w*=\S*\s+)*)([^\s;|&()]+)")
@@ -73,12 +74,6 @@ def test_bash_blocks_call_only_what_the_suite_may_run_here(block):
 def test_the_program_finder_sees_every_command_of_a_line():
     text = 'TOKEN=$(A=1 sudo x | tail -n 1) && curl -d \'{"a": "b; rm"}\' \\\n  x; for i in 1; do useradd $i; done\n'
     assert programs(text) == {"sudo", "tail", "curl", "for", "useradd", "done"}
-
-
-@pytest.mark.parametrize("block", [b for b in ALL if b.info == "shell"], ids=str)
-def test_commands_for_another_machine_are_valid_bash(block):
-    checked = subprocess.run(["bash", "-n"], input=block.text, capture_output=True, text=True)
-    assert checked.returncode == 0, f"{block}: {checked.stderr}"
 
 
 @pytest.mark.parametrize("block", MAKE, ids=str)

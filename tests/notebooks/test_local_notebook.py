@@ -8,6 +8,7 @@ import json
 import urllib.error
 import urllib.request
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +65,14 @@ def test_a_notebook_runs_a_real_jupyter_server_and_stops_when_cancelled(cast, se
     assert json.loads(get(f"{base}api")[1])["version"]
     assert get(f"{base}api/contents")[0] == 403  # the token is required
     assert get(f"{base}api/contents", Authorization=f"token {found.token}")[0] == 200
+    # Its own JupyterLab settings, in the job's folder, with Jupyter's news pop-up off.
+    status, answer = get(f"{base}lab/api/settings/@jupyterlab/apputils-extension:notification",
+                         Authorization=f"token {found.token}")  # fmt: skip
+    assert status == 200
+    assert json.loads(answer)["settings"]["fetchNews"] == "false"
+    jobdir = Path(settings.GRIDLANE_LOCAL_FABRIC_ROOT) / "local" / str(workload.run_id)
+    assert (jobdir / "jupyterlab-settings" / "@jupyterlab" / "apputils-extension").is_dir()
+    assert (jobdir / "jupyterlab-workspaces").is_dir()
 
     w = Workload.objects.get(pk=workload.pk)
     services.do_cancel(alice, w)

@@ -207,8 +207,23 @@ class Reference:
             return True
         ledger.hold(fid, need)
         free = sub(ledger.free(fid), ledger.held[fid])
-        self.wait(job, Why(reasons.no_capacity(self.s.fabrics[fid].name, free, need), fabric=fid))
+        lent = 0 if department else self.lent_away(job.group_id, fid)
+        self.wait(job, Why(reasons.no_capacity(self.s.fabrics[fid].name, free, need, lent), fabric=fid))
         return True
+
+    def lent_away(self, group_id: int, fid: int) -> int:
+        """GPUs of the team's unused reservation that other teams borrow with work never preempted."""
+        ledger = self.ledger
+        unused = ledger.reserved_at(group_id, fid)[0] - ledger.used_at(group_id, fid)[0]
+        lent = 0
+        for team in {j.group_id for j in self.s.running if j.fabric_id == fid and j.group_id != group_id}:
+            fixed = sum(
+                need_on(j, ledger.sharing[fid])[0]
+                for j in self.s.running
+                if j.fabric_id == fid and j.group_id == team and not may_preempt(self.s, j)
+            )
+            lent += min(fixed, max(0, ledger.used_at(team, fid)[0] - ledger.reserved_at(team, fid)[0]))
+        return max(0, min(lent, unused))
 
     def reclaim(
         self, job: Job, fid: int, need: Amount, within: tuple[int, int | None] | None = None, below: int | None = None

@@ -200,3 +200,17 @@ def test_a_department_cycle_is_refused_and_nothing_is_saved(it_client, research)
     assert "a department cycle" in response.content.decode()
     research.refresh_from_db()
     assert research.parent is None
+
+
+def test_where_quotas_are_set_each_says_how_its_fabric_holds_it(it_client):
+    quota = Quota.objects.get(group__slug="vision", fabric__name="local")
+    page = it_client.get(f"/admin/queues/quota/{quota.pk}/change/").content.decode()
+    assert "How it holds" in page
+    assert "the local fabric runs only what was admitted" in page
+    kube = Fabric.objects.create(name="k8s", kind="kubernetes", settings={"kueue_owned": True})
+    page = it_client.get(f"/admin/queues/fabric/{kube.pk}/change/").content.decode()
+    assert "How quotas hold here" in page
+    assert "nominal quota; limit less reservation: borrowing limit" in page
+    team_wide = Quota.objects.create(group=ResourceGroup.objects.get(slug="fraud"), fabric=None)
+    page = it_client.get(f"/admin/queues/quota/{team_wide.pk}/change/").content.decode()
+    assert "Across all fabrics together" in page

@@ -80,11 +80,22 @@ def test_an_upload_that_cannot_be_a_script_is_refused_and_nothing_is_submitted(a
 
 def test_the_page_says_which_queues_take_scripts(alice_client):
     page = alice_client.get("/workloads/new/script/").content.decode()
-    assert "Queues that take scripts: HPC." in page
+    assert "Queues that take scripts: HPC, Batch scripts." in page  # this one, and the demo's
+
+
+def test_the_demo_names_its_script_queue_and_a_script_to_another_is_refused_naming_it(client, alice):
+    client.force_login(alice)  # the demo alone: its `scripts` queue runs scripts on the local fabric
+    assert "Queues that take scripts: Batch scripts." in client.get("/workloads/new/script/").content.decode()
+    script = "#!/bin/bash\n#SBATCH --gpus-per-node=1\necho hi\n"
+    data = {"queue": "train", "kind": "batch", "script": script, "priority": "normal"}
+    response = client.post("/workloads/new/script/", data, **HTMX)
+    assert response.status_code == 422
+    assert "runs no sbatch scripts; queues that take them: Batch scripts." in response.content.decode()
 
 
 def test_the_page_says_when_no_queue_takes_scripts_and_a_script_there_is_refused_by_name(client, alice):
-    client.force_login(alice)  # the demo alone: its queues run on the local fabric
+    client.force_login(alice)  # the demo with its local targets running no scripts
+    QueueTarget.objects.filter(fabric__kind="local").update(runs_scripts=False)
     page = client.get("/workloads/new/script/").content.decode()
     assert "No queue you may use takes batch scripts yet" in page
     script = "#!/bin/bash\n#SBATCH --gpus-per-node=1\nsrun hostname\n"

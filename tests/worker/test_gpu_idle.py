@@ -130,3 +130,16 @@ def test_a_queue_that_marks_idle_work_preemptible_says_so_and_the_scheduler_sees
     sync._requeue(lazy)  # preempted: it waits in line again, no longer idle and with no samples of its own yet
     lazy.refresh_from_db()
     assert (lazy.state, lazy.gpu_idle_warned_at, lazy.last_sample_at) == (State.PENDING, None, None)
+
+
+def test_the_team_s_leads_hear_of_idle_gpus_too_where_they_asked_to(alice, bob, charlie, submit, queues):
+    Preference.objects.create(user=bob, email=True)  # vision's lead: every event, the new ones included
+    Preference.objects.create(user=charlie, email=True)  # another team's member: not his team's GPUs
+    lazy = running(submit, alice, 4, name="lazy")
+    assert gpu_idle.step(T0) == {"warn": 1}
+    (told,) = Notification.objects.filter(event="team_idle")
+    assert (told.user, told.subject) == (bob, "Idle GPUs: lazy")
+    assert told.text == "alice's lazy holds 1 GPU of your team's, idle for 180 min (4 % utilisation)."
+    assert told.url.endswith(lazy.get_absolute_url())
+    assert gpu_idle.step(T0 + timedelta(minutes=40)) == {}  # once per spell, for the lead too
+    assert Notification.objects.filter(event="team_idle").count() == 1

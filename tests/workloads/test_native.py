@@ -104,7 +104,7 @@ def test_a_script_to_a_queue_without_its_kind_of_fabric_names_the_queues_that_ta
     response = post(api_as(alice), queue="train")
     assert response.status_code == 400
     (message,) = response.json()["errors"]["script"]
-    assert message == "The queue Training and batch runs no sbatch scripts; queues that take them: HPC."
+    assert message == "The queue Training and batch runs no sbatch scripts; queues that take them: Batch scripts, HPC."
     assert not Workload.objects.exists()
 
 
@@ -138,3 +138,40 @@ def test_a_native_policy_belongs_on_a_slurm_or_pbs_target(hpc):
     target.native = {"forced": {"partition": "gpu"}}
     with pytest.raises(Exception, match="Only Slurm and PBS targets read batch scripts"):
         target.full_clean()
+
+
+def test_an_sbatch_script_goes_to_slurm_where_the_queue_has_it_beside_a_local_target_that_runs_scripts(
+    api_as, alice, hpc
+):
+    QueueTarget.objects.filter(queue=hpc, fabric__kind="local").update(runs_scripts=True)
+    response = post(api_as(alice))
+    assert response.status_code == 201, response.content
+    assert Workload.objects.get().native_kind == "slurm"
+
+
+def test_a_script_the_local_fabric_cannot_honour_is_refused_naming_the_line_on_the_demo_queue(api_as, alice):
+    script = "#!/bin/bash\n#SBATCH --time=5\n#SBATCH --exclusive\necho hi\n"
+    response = post(api_as(alice), queue="scripts", kind="batch", script=script)
+    assert response.status_code == 400
+    (message,) = response.json()["errors"]["script"]
+    assert message.startswith("line 3: --exclusive: the local fabric cannot honour it")
+    assert not Workload.objects.exists()
+
+
+def test_only_a_local_target_is_told_to_run_scripts_and_it_takes_no_forced_or_extra_directives(cast):
+    from django.core.exceptions import ValidationError
+
+    slurm = Fabric.objects.create(name="c2", kind="slurm", gpus_milli=1000, cpus_milli=1000, memory_mib=1000)
+    queue = Queue.objects.get(slug="scripts")
+    with pytest.raises(ValidationError, match="Slurm and PBS ones always do"):
+        QueueTarget(queue=queue, fabric=slurm, runs_scripts=True).full_clean()
+    local = QueueTarget.objects.get(queue=queue)
+    local.native = {"forced": {"partition": "gpu"}}
+    with pytest.raises(ValidationError, match="may force nothing"):
+        local.full_clean()
+    local.native, local.directives_allowed = {}, ["mail-type"]
+    with pytest.raises(ValidationError, match="honours only the directives it reads"):
+        local.full_clean()
+    local.runs_scripts, local.directives_allowed, local.native = False, [], {"max_array": 5}
+    with pytest.raises(ValidationError, match="local ones IT lets run scripts"):
+        local.full_clean()

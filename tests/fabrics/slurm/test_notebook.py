@@ -105,6 +105,10 @@ if os.environ.get("GRIDLANE_ENDPOINT_SECRET") or not os.environ.get("JUPYTER_TOK
     sys.exit("the secret must not reach the server, and the token must")
 if "--no-browser" not in sys.argv or "--ServerApp.port_retries=0" not in sys.argv:
     sys.exit("options missing")
+settings = os.path.join(os.environ.get("JUPYTERLAB_SETTINGS_DIR", "/nowhere"),
+                        "@jupyterlab", "apputils-extension", "notification.jupyterlab-settings")
+if '"fetchNews": "false"' not in open(settings).read() or not os.path.isdir(os.environ["JUPYTERLAB_WORKSPACES_DIR"]):
+    sys.exit("the session's own JupyterLab settings (news off) and workspaces are missing")
 base = next(a for a in sys.argv if a.startswith("--ServerApp.base_url=")).split("=")[1]
 class Api(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -146,6 +150,7 @@ def launch(tmp_path: Path, portal_url: str, server: list[str]) -> subprocess.Pop
             f"export {ENDPOINT_URL_ENV}={portal_url!r} {ENDPOINT_SECRET_ENV}={SECRET!r} GRIDLANE_NOTEBOOK_HOST=node7",
             f"export GRIDLANE_CONNECT_PREFIX=/connect/{WORKLOAD}/",
             f"export GRIDLANE_PYTHON={sys.executable!r}",  # the node's python3, here this one
+            f"export GRIDLANE_JUPYTERLAB_DIR={str(tmp_path / 'lab')!r}",  # the session's JupyterLab folder
             notebook.FUNCTION,
             shlex.join(["gridlane_notebook", *server]),
         ]

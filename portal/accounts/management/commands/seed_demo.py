@@ -1,5 +1,6 @@
 """The demo cast: vision (alice member, bob lead), fraud (charlie), IT admin `it`, the claim mappings for
-them (vision, vision-leads, fraud, it-admins), a local fabric and two queues."""
+them (vision, vision-leads, fraud, it-admins), a local fabric and three queues (one takes sbatch scripts as
+written, run on the local fabric)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ class Command(BaseCommand):
         queues = (  # slug, name, kinds, default and maximum runtime, idle notebooks stopped after (minutes)
             ("train", "Training and batch", ["training", "batch"], 60, 24 * 60, None),
             ("notebooks", "Notebooks", ["notebook"], 8 * 60, 24 * 60, 120),
+            ("scripts", "Batch scripts", ["batch", "training"], 10, 4 * 60, None),
         )
         for slug, name, kinds, default_minutes, max_minutes, idle_minutes in queues:
             queue, _ = Queue.objects.get_or_create(
@@ -81,7 +83,10 @@ class Command(BaseCommand):
                 },
             )
             queue.allowed_groups.add(vision, fraud)
-            QueueTarget.objects.get_or_create(queue=queue, fabric=local, defaults={"order": 0})
+            target, _ = QueueTarget.objects.get_or_create(queue=queue, fabric=local, defaults={"order": 0})
+            if slug == "scripts" and not target.runs_scripts:  # sbatch scripts as written, as one host runs them
+                target.runs_scripts = True
+                target.save(update_fields=["runs_scripts"])
         Quota.objects.get_or_create(
             group=vision, fabric=local, defaults={"gpu_reservation_milli": 4000, "gpu_limit_milli": 6000}
         )
