@@ -28,7 +28,7 @@ def test_another_teams_workload_is_absent_not_forbidden(alice, charlie, submit):
 def test_usable_queues_follow_the_teams_allowed_on_them(alice, it_admin):
     from portal.queues.models import Queue
 
-    assert {q.slug for q in access.usable_queues(alice)} == {"train", "notebooks"}
+    assert {q.slug for q in access.usable_queues(alice)} == {"train", "notebooks", "scripts"}
     Queue.objects.get(slug="notebooks").allowed_groups.clear()
-    assert {q.slug for q in access.usable_queues(alice)} == {"train"}
-    assert {q.slug for q in access.usable_queues(it_admin)} == {"train", "notebooks"}
+    assert {q.slug for q in access.usable_queues(alice)} == {"train", "scripts"}
+    assert {q.slug for q in access.usable_queues(it_admin)} == {"train", "notebooks", "scripts"}
