@@ -56,8 +56,9 @@ PATIENCE_S = 10  # the queue's patience in Slurm's queue (a site's 300 s, scaled
 DRAIN_S = 240.0  # after the last submit, how long a mode may take to run everything
 OTHER = "gl-charlie"  # a person with a cluster account of their own (tests/services/slurm/people.sh)
 FILL_LOOP = r"""
-user=$1 tag=$2 target=$3 stop=$4 lo=$5 hi=$6
-while [ ! -e "$stop" ]; do
+user=$1 tag=$2 target=$3 stop=$4 lo=$5 hi=$6 bench=$7 until=$(( $(date +%s) + 900 ))
+# Ends when told, when the bench's process is gone (killed), or after 15 minutes, whichever is first.
+while [ ! -e "$stop" ] && [ -d "/proc/$bench" ] && [ "$(date +%s)" -lt "$until" ]; do
   asked=$(squeue -h -u "$user" -n "rb-fill-$tag" -o %C | awk '{s += $1} END {print s + 0}')
   while [ "$asked" -lt "$target" ]; do
     c=$(( (RANDOM % 2 + 1) * 2 )); [ $((asked + c)) -gt "$target" ] && c=$((target - asked))
@@ -159,7 +160,7 @@ class Filler:
 
     def start(self) -> None:
         argv = [tool("runuser"), "-u", OTHER, "--", tool("bash"), "-c", FILL_LOOP, "fill", OTHER, self.tag,
-                str(FILL_CPUS), str(self.stop_file), *(str(s) for s in FILL_SLEEP_S)]  # fmt: skip
+                str(FILL_CPUS), str(self.stop_file), *(str(s) for s in FILL_SLEEP_S), str(os.getpid())]  # fmt: skip
         self.process = subprocess.Popen(
             argv, cwd=self.stop_file.parent, start_new_session=True, stdout=subprocess.DEVNULL
         )
