@@ -279,6 +279,9 @@ GRIDLANE_CYCLE_SECONDS = float(os.environ.get("GRIDLANE_CYCLE_SECONDS", "2"))
 GRIDLANE_CAPACITY_SECONDS = float(os.environ.get("GRIDLANE_CAPACITY_SECONDS", "30"))
 # Work waiting in a fabric's own queue this long, while another target of its queue could start it now, is moved.
 GRIDLANE_PULLBACK_PATIENCE_SECONDS = float(os.environ.get("GRIDLANE_PULLBACK_PATIENCE_SECONDS", "300"))
+# Route on what fabrics have free now (soonest start, pull back); "0": every fabric is planned with IT's declaration
+# alone and nothing is moved, as before live routing (fabrics are still observed for IT's pages).
+GRIDLANE_LIVE_ROUTING = os.environ.get("GRIDLANE_LIVE_ROUTING", "1") != "0"
 # Fair share: the weights of P = age*ln(1+wait) + share*(1-U/L) + qos*Q - size*(gpus/cluster_gpus)
 # - runtime*ln(1+limit_s), e.g. GRIDLANE_PRIORITY_WEIGHTS="age=1,share=4,qos=3,size=1,runtime=0.75", and the
 # half-life over which past use (U) fades.

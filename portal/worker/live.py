@@ -2,7 +2,9 @@
 
 Kept by the capacity step (capacity.observe) once per fabric per period, with the answer's other numbers; read
 once per scheduling cycle. An answer older than capacity.FRESH_PERIODS periods is not read: planning falls back
-to IT's declaration, as for a fabric that never answered.
+to IT's declaration, as for a fabric that never answered. With GRIDLANE_LIVE_ROUTING off (`routing()`), no answer
+is read for planning at all: every fabric is planned with its declaration and nothing is moved (the answers are
+still kept, for IT's pages).
 """
 
 from __future__ import annotations
@@ -10,10 +12,17 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
+from django.conf import settings
+
 from fabrics.base import Resources
 from fabrics.live import FreeNow
 from portal.worker.models import FabricFree
 from scheduler.model import Snapshot
+
+
+def routing() -> bool:
+    """Whether planning routes on what fabrics have free now (the site's GRIDLANE_LIVE_ROUTING, on by default)."""
+    return bool(getattr(settings, "GRIDLANE_LIVE_ROUTING", True))
 
 
 def keep(fabric_id: int, free: FreeNow | None, now: datetime) -> None:
@@ -40,7 +49,9 @@ def fresh(now: datetime, since: datetime) -> dict[int, tuple[datetime, FreeNow]]
 def rooms(snapshot: Snapshot, since: datetime) -> dict[int, FreeNow]:
     """What each fabric of the snapshot has free now, from its fresh answer: less what Gridlane sent there that the
     answer cannot have seen (work not started yet, or started after the answer). Fabrics without a fresh answer
-    are left out (planned with their declaration)."""
+    are left out (planned with their declaration); with live routing off, every fabric is."""
+    if not routing():
+        return {}
     observed = {fid: answer for fid, answer in fresh(snapshot.now, since).items() if fid in snapshot.fabrics}
     if not observed:
         return {}

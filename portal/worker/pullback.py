@@ -78,7 +78,9 @@ def candidates(now: datetime) -> list[tuple[list[Workload], int]]:
     that has room for it now (by that target's fresh observation, less what earlier moves of this run take
     there). An array moves whole: its elements waiting in one fabric's queue form one group, moved together
     where there is room for all of them, else none; a gang (one job over several nodes) moves where all its nodes
-    fit."""
+    fit. None while live routing is off (live.routing): work waits where its declaration sent it."""
+    if not live.routing():
+        return []
     in_queues = (
         Workload.objects.filter(state=State.DISPATCHING, admitted_at__isnull=False, fabric__isnull=False, array_size=0)
         .exclude(external_id="")

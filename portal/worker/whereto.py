@@ -34,6 +34,8 @@ class Start:
 
 def starts(w: Workload, now: datetime) -> list[Start]:
     """The workload's targets, soonest start first (unknown last), each with when and why."""
+    if not live.routing():
+        return []  # planned with declarations alone, as the scheduler does; its reason says why it waits
     targets = QueueTarget.objects.filter(queue_id=w.queue_id, fabric__enabled=True).select_related("fabric")
     rows = {t.fabric_id: t.fabric for t in targets.order_by("order", "pk")}  # its targets' fabrics, one query
     rooms = {fid: answer for fid, (_, answer) in live.fresh(now, live_since(now)).items() if fid in rows}
