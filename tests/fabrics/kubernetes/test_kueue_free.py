@@ -136,3 +136,34 @@ def test_quota_in_a_cohort_counts_what_the_tree_has_left_and_a_queue_may_borrow(
     }
     # no LocalQueue in Gridlane's namespaces: Kueue is not on its path
     assert quota.free([limited, theirs], tree, ours, lambda ns: False, free.is_gpu) is None
+
+
+def test_one_observation_lists_each_kind_once_whatever_the_number_of_queues(kueue_fabric, double):
+    client = kueue_fabric.client
+    for n in range(3):
+        client.kueue_create(
+            "clusterqueues",
+            obj("ClusterQueue", f"team-{n}", {"resourceGroups": [group("h100", {"nvidia.com/gpu": 0})]}),
+        )
+        client.kueue_create("localqueues", obj("LocalQueue", f"team-{n}", {"clusterQueue": f"team-{n}"}, NAMESPACE))
+    kueue_fabric.capacity()  # (API discovery is read once per client)
+    double.forget_calls()
+    assert free_h100(kueue_fabric) == 4
+    paths = sorted(r.path for r in double.calls())
+    assert paths == [
+        "/api/v1/nodes",
+        "/api/v1/pods",
+        "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
+        "/apis/kueue.x-k8s.io/v1beta2/cohorts",
+        "/apis/kueue.x-k8s.io/v1beta2/localqueues",
+        "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
+    ]
+
+
+def test_a_fabric_that_may_not_read_kueue_says_so_and_counts_nodes_alone(kueue_fabric, double):
+    kueue_fabric.capacity()
+    double.fail("GET", r"/clusterqueues$", 403)
+    capacity = kueue_fabric.capacity()
+    assert capacity.free is not None
+    assert capacity.free.gpus_free("h100") == 16
+    assert "Kueue's quota is not readable, so nodes alone say what is free" in capacity.detail
