@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from fabrics.base import Resources
 from fabrics.kubernetes import free, quota
 from fabrics.kubernetes.fabric import KubernetesFabric
+from fabrics.kubernetes.kueue import Limits, Team
 from tests.conftest import wait_until
 from tests.fabrics.kubernetes.conftest import NAMESPACE, connect
 from tests.fabrics.kubernetes.test_double import call
@@ -167,3 +169,14 @@ def test_a_fabric_that_may_not_read_kueue_says_so_and_counts_nodes_alone(kueue_f
     assert capacity.free is not None
     assert capacity.free.gpus_free("h100") == 16
     assert "Kueue's quota is not readable, so nodes alone say what is free" in capacity.detail
+
+
+def test_on_a_kueue_owned_fabric_a_team_queue_counts_its_own_quota_and_what_it_may_borrow(double, tmp_path):
+    settings = {"kubeconfig": str(double.kubeconfig(tmp_path / "kubeconfig", namespace=NAMESPACE))}
+    owned = connect(settings | {"kueue_owned": True, "gpu_flavor": "h100"})
+    owned.reconcile_kueue("7", [Team("vision", None, Resources(2000, 0, 0), Limits(gpus_milli=4000))])
+    capacity = owned.capacity()
+    assert capacity.free is not None
+    # its reservation of 2 and 2 more it may borrow from the fabric's cohort (16 declared, 2 reserved)
+    assert capacity.free.gpus_free("h100") == 4
+    assert capacity.free.gpus_free("1g.10gb") == 0  # no queue of Gridlane's covers the MIG resource
