@@ -82,7 +82,7 @@ class Quota:
         """Of `idle` GPUs of `resource` on the node, how many Kueue would admit into; taken off the quota."""
         labels = (node.get("metadata") or {}).get("labels") or {}
         given = 0
-        for key in sorted(self.left):
+        for key in sorted(self.left, key=lambda k: (-len(self.flavors.get(k[0]) or {}), k)):  # the narrowest first
             flavor, name = key
             wanted = self.flavors.get(flavor) or {}
             if name != resource or any(labels.get(k) != v for k, v in wanted.items()):
