@@ -98,6 +98,21 @@ class Profile:
         self.estimated += 1
         if duration is None:
             duration = timedelta(seconds=runtime_s)
+        i = self._fit(need, duration)
+        if i is None:
+            return None
+        start = self.times[i]
+        self._hold(i, start + duration, need)
+        return start
+
+    def peek(self, need: Amount, duration: timedelta) -> datetime | None:
+        """The earliest start where `need` stays free for `duration`, without holding the window (nor counting it
+        among the MAX_PER_FABRIC estimates): a look, for ranking where work would start first."""
+        i = self._fit(need, duration)
+        return None if i is None else self.times[i]
+
+    def _fit(self, need: Amount, duration: timedelta) -> int | None:
+        """The first step from which `need` stays free for `duration`; None when none does."""
         times, free = self.times, self.free
         n = len(times)
         g, c, m = need
@@ -112,8 +127,7 @@ class Profile:
                     break
                 j += 1
             if j == n or times[j] >= end:
-                self._hold(i, end, need)
-                return start
+                return i
             # Step j is short and lies inside the window of every start from times[i] to times[j] (they are no
             # later than times[j], which is before times[i] + duration): none of them can hold it either.
             i = j + 1

@@ -5,6 +5,11 @@ For each job, each target gets an expected start:
 - now, where the fabric has no live observation (a fabric that keeps no queue of its own, or whose answer is
   stale: Gridlane's ledger alone decides, as before), or where its live room holds the job;
 - else the fabric's own estimate (Slurm's `squeue --start` for work pending there), never before now;
+- else Gridlane's own estimate: the step profile of the fabric's live room now and Gridlane's running (and this
+  cycle's admitted) work there ending at its runtime limits, or learned runtimes where the snapshot has them
+  (estimates.py): the earliest time the job's whole request stays free for its runtime. Others' work on the
+  fabric is taken to hold what it holds (Gridlane does not know when it ends), so this is what Gridlane's own
+  work alone frees; a look, holding nothing;
 - else unknown, after every target with a start.
 Targets with the same expected start keep their queue's order (a stable sort), so a queue over fabrics that all
 have room behaves exactly as before. A request that names a GPU type goes only to targets that have it (a target
@@ -23,10 +28,12 @@ from datetime import UTC, datetime
 from fabrics.base import Resources
 from fabrics.live import FreeNow
 from scheduler.cycle import Cycle
+from scheduler.estimates import Profile
+from scheduler.ledger import amount, need_on
 from scheduler.model import Job, Snapshot
 from scheduler.routes import Route, Routes
 
-NOW, ESTIMATED, UNKNOWN = 0, 1, 2
+NOW, ESTIMATED, OWN, UNKNOWN = 0, 1, 2, 3
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
 
 
@@ -34,7 +41,7 @@ class LiveRoutes(Routes):
     """Routes in soonest-start order (see the module docstring); installed on a cycle only where some fabric has
     a live observation, so that a cycle without one costs nothing more."""
 
-    __slots__ = ("_cycle", "_free", "_seen")
+    __slots__ = ("_cycle", "_free", "_profiles", "_seen")
 
     def __init__(self, cycle: Cycle) -> None:
         super().__init__(cycle.s, cycle.ledger.sharing)
@@ -42,6 +49,7 @@ class LiveRoutes(Routes):
         live = cycle.s.live
         self._free: dict[int, Resources] = {fid: f.free for fid, f in live.items() if fid in cycle.s.fabrics}
         self._seen: dict[int, int] = dict.fromkeys(self._free, 0)  # admissions on each fabric already taken off
+        self._profiles: dict[int, tuple[int, Profile]] = {}  # fabric -> (its admissions then, Gridlane's profile)
 
     def of(self, job: Job) -> Route:
         route = super().of(job)
@@ -52,11 +60,34 @@ class LiveRoutes(Routes):
             targets = tuple((f, n) for f, n in targets if f not in live or gpu_type in live[f].types())
         if len(targets) > 1:
             self._catch_up()
-            keys = [start_key(self._cycle.s.live.get(fid), self._free.get(fid), job, gpu_type) for fid, _ in targets]
+            keys = [self._key(fid, job, gpu_type) for fid, _ in targets]
             if any(keys):
                 order = sorted(range(len(targets)), key=keys.__getitem__)
                 targets = tuple(targets[i] for i in order)
         return route if targets is route.targets else route._replace(targets=targets)
+
+    def _key(self, fid: int, job: Job, gpu_type: str) -> tuple[int, datetime]:
+        key = start_key(self._cycle.s.live.get(fid), self._free.get(fid), job, gpu_type)
+        if key[0] == UNKNOWN:
+            when = self._own_estimate(fid, job)
+            if when is not None:
+                return (OWN, when)
+        return key
+
+    def _own_estimate(self, fid: int, job: Job) -> datetime | None:
+        """Gridlane's own estimate of when the fabric would start the job (see the module docstring); the profile
+        is made once per fabric and again only after the cycle admits more there."""
+        cycle = self._cycle
+        learned = bool(cycle.s.expected_runtimes)
+        seen = len(cycle.admitted_on[fid])
+        kept = self._profiles.get(fid)
+        if kept is None or kept[0] != seen:
+            kept = self._profiles[fid] = (
+                seen,
+                Profile(cycle.now, amount(self._free[fid]), cycle.releases(fid, learned)),
+            )
+        runtime = cycle.runtime_of(job) if learned else job.runtime_limit_s
+        return kept[1].peek(need_on(job, cycle.ledger.sharing[fid]), cycle.span(runtime))
 
     def _catch_up(self) -> None:
         """Take what the cycle admitted on each observed fabric since the last look off its live room."""
@@ -92,11 +123,30 @@ def expected_start(snapshot: Snapshot, job: Job, fid: int) -> tuple[datetime | N
         return None, f"{fabric.name} has no {gpu_type} GPUs"
     if live.room_for(job.per_node, job.nodes, gpu_type):
         return snapshot.now, f"{fabric.name} has room for it now ({_gpus(live, gpu_type)} free)"
+    said = f"{fabric.name} is full now ({_gpus(live, gpu_type)} free)"
     if live.next_start is not None:
         when = max(snapshot.now, live.next_start)
-        said = f"{fabric.name} is full now ({_gpus(live, gpu_type)} free)"
         return when, f"{said}; it plans to start the work waiting there by {when:%H:%M} UTC"
-    return None, f"{fabric.name} is full now ({_gpus(live, gpu_type)} free) and gives no estimate"
+    own = own_estimate(snapshot, job, fid)
+    if own is not None:
+        return own, (
+            f"{said} and gives no estimate; by the runtime limits of Gridlane's work running there, Gridlane "
+            f"expects it to start there by {own:%H:%M} UTC"
+        )
+    return None, f"{said} and gives no estimate"
+
+
+def own_estimate(snapshot: Snapshot, job: Job, fid: int) -> datetime | None:
+    """Gridlane's own estimate for one target outside a cycle (the workload page), by the same rule as the cycle's
+    (see the module docstring); None without a live observation or where its running work frees too little."""
+    live = snapshot.live.get(fid)
+    if live is None:
+        return None
+    cycle = Cycle(snapshot)
+    learned = bool(snapshot.expected_runtimes)
+    profile = Profile(snapshot.now, amount(live.free), cycle.releases(fid, learned))
+    runtime = cycle.runtime_of(job) if learned else job.runtime_limit_s
+    return profile.peek(need_on(job, cycle.ledger.sharing[fid]), cycle.span(runtime))
 
 
 def _gpus(live: FreeNow, gpu_type: str) -> str:

@@ -274,7 +274,7 @@ class KubeClient:
     def kueue_list(self, plural: str, selector: str) -> list[dict[str, Any]]:
         """Every object of a Kueue kind matching the selector, in all namespaces."""
         call = self.custom.list_cluster_custom_object
-        listed = self._json(call, KUEUE_GROUP, self._kueue(), plural, label_selector=selector)
+        listed = self._json(call, KUEUE_GROUP, self._kueue(), plural, label_selector=selector or None)
         return list(listed.get("items") or [])
 
     def kueue_read(self, plural: str, namespace: str, name: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
@@ -35,7 +36,20 @@ from fabrics.base import (
     Resources,
     TemplateError,
 )
-from fabrics.kubernetes import arrays, cadvisor, dcgm, free, home, kueue, kueue_reconcile, parse, render, teams, tenancy
+from fabrics.kubernetes import (
+    arrays,
+    cadvisor,
+    dcgm,
+    free,
+    home,
+    kueue,
+    kueue_reconcile,
+    parse,
+    quota,
+    render,
+    teams,
+    tenancy,
+)
 from fabrics.kubernetes.client import KubeClient, KubeError  # imports the official client on first use only
 from fabrics.kubernetes.moves import take_back as take_back_job
 from fabrics.kubernetes.render import Manifests
@@ -401,7 +415,14 @@ class KubernetesFabric(Batched):
                 return Capacity(declared, detail=f"declared: this fabric may not read nodes and pods ({error})")
             return Capacity(declared, healthy=False, detail=str(error))
         total, detail = parse.capacity(nodes, pods, self.settings.gpu)
-        return Capacity(total, detail=detail, free=free.observe(nodes, pods))
+        left, flavors, note = self._kueue_quota()
+        return Capacity(total, detail=detail + note, free=free.observe(nodes, pods, quota=left, flavors=flavors))
+
+    def _kueue_quota(self) -> tuple[dict[tuple[str, str], int] | None, dict[str, dict[str, str]], str]:
+        """Where Kueue runs, what it would still admit for Gridlane (fabrics/kubernetes/quota.py `read`)."""
+        pattern = self.settings.namespace_pattern
+        team = re.compile(re.escape(pattern).replace(re.escape("{team}"), ".+") + "$") if pattern else None
+        return quota.read(self.client, lambda ns: ns == self.namespace or bool(team and team.match(ns)), free.is_gpu)
 
     # -- Kueue, owned --------------------------------------------------------------------------------
 

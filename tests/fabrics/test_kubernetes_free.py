@@ -55,3 +55,22 @@ def test_an_empty_cluster_has_nothing_free():
     observed = free.observe([], [])
     assert observed.free == Resources()
     assert not observed.room_for(Resources(1000, 0, 0))
+
+
+def test_kueues_quota_caps_each_flavor_on_the_nodes_its_labels_name_the_emptiest_first():
+    h100 = {free.TYPE_LABEL: "H100"}
+    nodes = [node("h1", {"nvidia.com/gpu": "8"}, h100), node("h2", {"nvidia.com/gpu": "8"}, h100)]
+    nodes.append(node("a1", {"nvidia.com/gpu": "4"}, {free.TYPE_LABEL: "A100"}))
+    pods = [pod("h1", {"nvidia.com/gpu": "5"})]  # h1 has 3 idle, h2 8, a1 4
+    flavors = {"h100": h100, "any": {}}
+    observed = free.observe(nodes, pods, quota={("h100", "nvidia.com/gpu"): 6}, flavors=flavors)
+    # the h100 flavor's 6 go to h2 (the emptiest) first; no flavor names the A100 node's labels
+    assert observed.free_by_type == {"h100": 6, "a100": 0}
+    assert observed.largest_by_type == {"h100": 6, "a100": 0}
+    # a flavor without nodeLabels is any node: its quota adds to the named one's where both match
+    both = free.observe(
+        nodes, pods, quota={("h100", "nvidia.com/gpu"): 6, ("any", "nvidia.com/gpu"): 3}, flavors=flavors
+    )
+    assert both.gpus_free() == 9  # (which type gets the general flavor's GPUs is not promised)
+    assert free.observe(nodes, pods, quota={}, flavors=flavors).free == Resources(0, 0, 0)
+    assert free.observe(nodes, pods).free_by_type == {"h100": 11, "a100": 4}  # no Kueue on the path: nodes alone

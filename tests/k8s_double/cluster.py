@@ -77,6 +77,7 @@ class Cluster:
             self._schedule()
             self._kubelet()
             self._collect()
+            kueue.account(self.store)
             self._observe()
 
     def watch(self, selector: str) -> None:

@@ -9,9 +9,22 @@ from datetime import timedelta
 from fabrics.base import Resources
 from fabrics.live import FreeNow, Node, from_nodes
 from scheduler import decide
+from scheduler.estimates import shape_of
 from scheduler.model import Job
 from scheduler.soonest import expected_start
-from tests.scheduler.shapes import BOTH, NOW, POOL, SPARE, VISION, fabric, gpu_jobs, reserve, snapshot
+from tests.scheduler.shapes import (
+    BOTH,
+    FRAUD,
+    NOW,
+    POOL,
+    SPARE,
+    VISION,
+    fabric,
+    gpu_jobs,
+    gpus,
+    reserve,
+    snapshot,
+)
 
 # POOL: a shared Slurm cluster; SPARE: a second fabric. Both declared with 8 GPUs.
 FABRICS = [fabric(POOL, 8), fabric(SPARE, 8)]
@@ -75,3 +88,57 @@ def test_the_workload_page_words_say_where_and_when_per_target():
     assert when == NOW + timedelta(seconds=600)
     assert "pool is full now (0 GPUs free)" in why
     assert expected_start(snap, job, SPARE) == (NOW, "spare has room for it now (8 GPUs free)")
+
+
+def running_on(fid: int, name: str, gpus_n: int, started_min_ago: int, limit_min: int) -> Job:
+    started = NOW - timedelta(minutes=started_min_ago)
+    return Job(name, FRAUD, BOTH, gpus(gpus_n), fabric_id=fid, started_at=started, runtime_limit_s=limit_min * 60)
+
+
+# Both fabrics declared with 16 GPUs: Gridlane's ledger has room on each, others fill the rest (live: 0 free).
+ROOMY = [fabric(POOL, 16), fabric(SPARE, 16)]
+ENDS_LATE = running_on(POOL, "fraud-pool", 4, started_min_ago=10, limit_min=240)  # ends at 15:50
+ENDS_SOON = running_on(SPARE, "fraud-spare", 4, started_min_ago=50, limit_min=60)  # ends at 12:10
+
+
+def test_with_both_full_and_no_estimate_work_waits_where_gridlanes_running_work_ends_first():
+    jobs = gpu_jobs(VISION, 1, queue=BOTH)
+    observed = {POOL: live(0), SPARE: live(0)}
+    placed = decide(snapshot(ROOMY, jobs, [ENDS_LATE, ENDS_SOON], live=observed)).admit
+    assert [(a.job_id, a.fabric_id) for a in placed] == [("vision-0", SPARE)]
+    # and the other way round: the queue's first target when its work ends first
+    early, late = replace(ENDS_LATE, runtime_limit_s=15 * 60), replace(ENDS_SOON, runtime_limit_s=600 * 60)
+    placed = decide(snapshot(ROOMY, jobs, [early, late], live=observed)).admit
+    assert [(a.job_id, a.fabric_id) for a in placed] == [("vision-0", POOL)]
+
+
+def test_the_fabrics_own_estimate_still_goes_before_gridlanes():
+    jobs = gpu_jobs(VISION, 1, queue=BOTH)
+    observed = {POOL: live(0, next_start_s=3 * 3600), SPARE: live(0)}
+    placed = decide(snapshot(ROOMY, jobs, [ENDS_LATE, ENDS_SOON], live=observed)).admit
+    assert [(a.job_id, a.fabric_id) for a in placed] == [("vision-0", POOL)]
+
+
+def test_a_learned_runtime_makes_gridlanes_estimate_sooner():
+    jobs = gpu_jobs(VISION, 1, queue=BOTH)
+    observed = {POOL: live(0), SPARE: live(0)}
+    hour = replace(ENDS_SOON, started_at=NOW)  # ends at 13:00
+    by_limits = snapshot(ROOMY, jobs, [ENDS_LATE, hour], live=observed)
+    assert [(a.job_id, a.fabric_id) for a in decide(by_limits).admit] == [("vision-0", SPARE)]
+    learned = {shape_of(ENDS_LATE): 20 * 60}  # the pool's running shape really runs 20 minutes: ends at 12:10
+    snap = replace(by_limits, expected_runtimes=learned)
+    assert [(a.job_id, a.fabric_id) for a in decide(snap).admit] == [("vision-0", POOL)]
+
+
+def test_the_reason_names_where_gridlane_expects_it_to_start_and_when():
+    (job,) = gpu_jobs(VISION, 1, queue=BOTH)
+    snap = snapshot(ROOMY, [job], [ENDS_LATE, ENDS_SOON], live={POOL: live(0), SPARE: live(0)})
+    when, why = expected_start(snap, job, SPARE)
+    assert when == NOW + timedelta(minutes=10)
+    assert why == (
+        "spare is full now (0 GPUs free) and gives no estimate; by the runtime limits of Gridlane's work running "
+        "there, Gridlane expects it to start there by 12:10 UTC"
+    )
+    assert expected_start(snap, job, POOL)[0] == NOW + timedelta(hours=3, minutes=50)
+    alone = snapshot(ROOMY, [job], [], live={POOL: live(0), SPARE: live(0)})
+    assert expected_start(alone, job, SPARE) == (None, "spare is full now (0 GPUs free) and gives no estimate")

@@ -12,6 +12,8 @@ from fabrics.base import Resources
 from fabrics.live import Node, from_nodes
 from portal.queues.models import Fabric, Queue, QueueTarget
 from portal.worker import capacity, live, whereto
+from portal.workloads.models import Workload
+from portal.workloads.states import State
 
 
 def observed(free: int, gpu_type: str = "h100", *, at_s_ago: float = 1) -> None:
@@ -57,3 +59,21 @@ def test_it_sees_live_free_gpus_by_type_with_gridlanes_and_others_use(cast, it_a
     (stale,) = whereto.capacity_rows(timezone.now())
     assert not stale.fresh
     assert "stale: planned with the declaration" in client.get("/it/capacity/?window=24h").content.decode()
+
+
+def test_a_full_fabric_without_an_estimate_gives_gridlanes_own_by_its_running_work(cast, alice, submit):
+    local = Fabric.objects.get(name="local")
+    running = submit(alice, queue="train", gpus=2)
+    started = timezone.now() - timedelta(minutes=5)
+    Workload.objects.filter(pk=running.pk).update(
+        state=State.RUNNING, fabric=local, started_at=started, runtime_limit_s=600
+    )
+    waiting = submit(alice, queue="train", gpus=2)
+    observed(0)
+    (start,) = whereto.starts(waiting, timezone.now())
+    assert start.when == started + timedelta(seconds=600)
+    assert start.first
+    assert start.why == (
+        "local is full now (0 GPUs free) and gives no estimate; by the runtime limits of Gridlane's work running "
+        f"there, Gridlane expects it to start there by {start.when:%H:%M} UTC"
+    )
