@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
@@ -349,6 +350,8 @@ def test_me_says_what_the_calling_token_may_do(alice):
         "actions": ["read"],
         "queues": ["train"],
         "cap_gpu_hours": None,
+        "cap_money": None,
+        "currency": settings.GRIDLANE_CURRENCY,
     }
     _, plain = token_of(alice)
     assert plain.get("/api/v1/me/").json()["token"]["scoped"] is False
