@@ -8,6 +8,9 @@ queue of the work it touches. Its user's own rights apply as ever: a scope only 
 The scopes are columns of the token's own row (ApiToken.scope_actions, scope_queues, cap_gpu_hours, cap_money), so
 the one statement that looks a token up reads them too: checking them costs no query. The caps are the exception:
 they are counted at a submit, a few queries more (portal.workloads.services.token_cap), for capped tokens only.
+
+A token limited to some queues may not read what spans every queue of a team (TEAM_WIDE: a team's usage, which is
+not split by queue, with its budgets): it is refused, naming ALL_QUEUES, rather than shown other queues' figures.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 FULL = "full"  # the missing scope an endpoint no scoped token may use names: a token without scopes
 CAP = "cap_gpu_hours"  # the missing scope of a submit over the token's cap in GPU-hours
 CAP_MONEY = "cap_money"  # the missing scope of a submit over the token's cap in money
+ALL_QUEUES = "all_queues"  # the missing scope of a team-wide read by a token limited to some queues
+
+# Reads whose answer spans every queue of a team, by URL name: refused to a token limited to some queues.
+TEAM_WIDE = frozenset({"api:group-usage"})
 
 # The action of every API request that writes, by its endpoint's URL name and its method; None: no scoped token
 # may send it (minting or revoking tokens, a fabric agent's calls, IT's policy API). Every safe request (GET, HEAD,
@@ -160,6 +167,12 @@ def check_endpoint(token: Any, view_name: str | None, method: str) -> None:
         raise ScopeRefused("This token may not use this endpoint: only a token without scopes may.", FULL)
     if not may(token, action):
         raise ScopeRefused(f"This token may not {action}.", action)
+    if token.scope_queues and view_name in TEAM_WIDE:
+        raise ScopeRefused(
+            "This token is limited to some queues, and this answer covers all of a team's queues: "
+            "use a token not limited to queues.",
+            ALL_QUEUES,
+        )
 
 
 def check_queue(token: Any, queue: str, action: str) -> None:

@@ -1,6 +1,6 @@
 """A token's spending cap in money (ApiToken.cap_money): finished work counts what it cost where it ran, work not
 yet ended all of its limit at the dearest of its queue's targets; a submit past the cap is refused, naming
-cap_money."""
+cap_money. And a token limited to some queues may not read a team's usage, which spans all of its queues."""
 
 from __future__ import annotations
 
@@ -132,3 +132,18 @@ def test_a_money_capped_submit_reads_a_bounded_number_of_statements(alice, price
         assert post(client, JOB | {"name": "counted"}).status_code == 201
     with django_assert_max_num_queries(13):
         assert post(client, {"items": [JOB | {"name": f"b-{i}"} for i in range(5)]}, f"{URL}bulk/").status_code == 201
+
+
+# --- A team's usage, read with a token limited to some queues -------------------------------------------------
+
+
+def test_a_queue_scoped_token_may_not_read_a_teams_usage_which_spans_all_its_queues(alice):
+    _token, queued = token_of(alice, scope_queues=["train"])
+    refused = queued.get("/api/v1/groups/vision/usage/")
+    assert refused_scope(refused) == scopes.ALL_QUEUES
+    assert refused_scope(queued.get("/api/v1/groups/no-such-team/usage/")) == scopes.ALL_QUEUES  # tells nothing
+    _token, read_only = token_of(alice, scope_actions=scopes.pack([scopes.READ]))
+    assert read_only.get("/api/v1/groups/vision/usage/").status_code == 200
+    _token, capped = token_of(alice, cap_money=Decimal(5))
+    assert capped.get("/api/v1/groups/vision/usage/").status_code == 200
+    assert queued.get(URL).status_code == 200  # its own queues' work it still reads
