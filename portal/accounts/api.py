@@ -41,6 +41,8 @@ class ScopesOut(serializers.Serializer[Any]):
     actions = serializers.ListField(child=serializers.ChoiceField(choices=scopes.ACTIONS))
     queues = serializers.ListField(child=serializers.CharField(), help_text="Empty: every queue its user may use.")
     cap_gpu_hours = serializers.DecimalField(max_digits=12, decimal_places=3, allow_null=True)
+    cap_money = serializers.DecimalField(max_digits=14, decimal_places=2, allow_null=True)
+    currency = serializers.CharField(help_text="The site's currency (GRIDLANE_CURRENCY) of cap_money; empty: unnamed.")
 
 
 class MeOut(serializers.Serializer[Any]):
@@ -120,6 +122,10 @@ class TokenIn(KnownFieldsOnly, serializers.Serializer[Any]):
         max_digits=12, decimal_places=3, required=False, allow_null=True,
         help_text="GPU-hours the work it submits may spend in all; absent: no cap of its own.",
     )  # fmt: skip
+    cap_money = serializers.DecimalField(
+        max_digits=14, decimal_places=2, required=False, allow_null=True,
+        help_text="What the work it submits may cost in all, in the site's currency; absent: no cap of its own.",
+    )  # fmt: skip
 
     def scope_fields(self, user: Any) -> dict[str, Any]:
         """The scopes asked for, checked against what `user` may do (400 naming the field)."""
@@ -131,6 +137,7 @@ class TokenIn(KnownFieldsOnly, serializers.Serializer[Any]):
                 actions=data.get("actions"),
                 queues=data.get("queues") or None,
                 cap_gpu_hours=data.get("cap_gpu_hours"),
+                cap_money=data.get("cap_money"),
             )
         except tokens.ScopeErrors as refused:
             raise serializers.ValidationError(refused.errors) from refused

@@ -44,6 +44,14 @@ class TokenForm(forms.Form):
         decimal_places=3,
         help_text="GPU-hours the work it submits may spend in all. Empty: no cap of its own.",
     )
+    cap_money = forms.DecimalField(
+        label="Cap (money)",
+        required=False,
+        max_digits=14,
+        decimal_places=2,
+        help_text="What the work it submits may cost in all, at the fabrics' prices, in the site's currency. "
+        "Empty: no cap of its own.",
+    )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -63,6 +71,7 @@ class TokenForm(forms.Form):
                 actions=data.get("actions") or None,
                 queues=data.get("queues") or None,
                 cap_gpu_hours=data.get("cap_gpu_hours"),
+                cap_money=data.get("cap_money"),
             )
         except tokens.ScopeErrors as refused:
             for field, messages in refused.errors.items():

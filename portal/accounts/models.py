@@ -314,6 +314,15 @@ class ApiToken(models.Model):
         editable=False,
         help_text="GPU-hours the work it submits may spend in all; empty: no cap of its own.",
     )
+    cap_money = models.DecimalField(
+        "cap (money)",
+        max_digits=14,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="What the work it submits may cost in all, in the site's currency; empty: no cap of its own.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -328,7 +337,12 @@ class ApiToken(models.Model):
     @property
     def scoped(self) -> bool:
         """Whether any scope limits it (else it has its user's full power)."""
-        return self.scope_actions is not None or bool(self.scope_queues) or self.cap_gpu_hours is not None
+        return (
+            self.scope_actions is not None
+            or bool(self.scope_queues)
+            or self.cap_gpu_hours is not None
+            or self.cap_money is not None
+        )
 
     @property
     def scope_summary(self) -> str:
@@ -344,7 +358,7 @@ class ApiToken(models.Model):
         created_by: Any = None,
         scopes: dict[str, Any] | None = None,
     ) -> tuple[ApiToken, str]:
-        """`scopes`: the scope fields (scope_actions, scope_queues, cap_gpu_hours), already checked."""
+        """`scopes`: the scope fields (scope_actions, scope_queues, cap_gpu_hours, cap_money), already checked."""
         plaintext = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token = cls.objects.create(
             user=user,

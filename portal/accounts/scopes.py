@@ -5,9 +5,12 @@ at every API request against the endpoint's action (`ENDPOINT_ACTIONS`, an allow
 there is refused to every scoped token, so a new endpoint is safe by default), and by the views against the
 queue of the work it touches. Its user's own rights apply as ever: a scope only ever takes power away.
 
-The scopes are columns of the token's own row (ApiToken.scope_actions, scope_queues, cap_gpu_hours), so the one
-statement that looks a token up reads them too: checking them costs no query. The cap is the exception: it is
-counted at a submit, one query more (portal.workloads.services.token_cap), for capped tokens only.
+The scopes are columns of the token's own row (ApiToken.scope_actions, scope_queues, cap_gpu_hours, cap_money), so
+the one statement that looks a token up reads them too: checking them costs no query. The caps are the exception:
+they are counted at a submit, a few queries more (portal.workloads.services.token_cap), for capped tokens only.
+
+A token limited to some queues may not read what spans every queue of a team (TEAM_WIDE: a team's usage, which is
+not split by queue, with its budgets): it is refused, naming ALL_QUEUES, rather than shown other queues' figures.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from django.conf import settings
 from rest_framework.exceptions import PermissionDenied
 
 # Every action a token may be limited to, in the order of their bits in ApiToken.scope_actions.
@@ -29,7 +33,12 @@ ACTION_HELP = {
 _BITS = {action: 1 << i for i, action in enumerate(ACTIONS)}
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 FULL = "full"  # the missing scope an endpoint no scoped token may use names: a token without scopes
-CAP = "cap_gpu_hours"  # the missing scope of a submit over the token's cap
+CAP = "cap_gpu_hours"  # the missing scope of a submit over the token's cap in GPU-hours
+CAP_MONEY = "cap_money"  # the missing scope of a submit over the token's cap in money
+ALL_QUEUES = "all_queues"  # the missing scope of a team-wide read by a token limited to some queues
+
+# Reads whose answer spans every queue of a team, by URL name: refused to a token limited to some queues.
+TEAM_WIDE = frozenset({"api:group-usage"})
 
 # The action of every API request that writes, by its endpoint's URL name and its method; None: no scoped token
 # may send it (minting or revoking tokens, a fabric agent's calls, IT's policy API). Every safe request (GET, HEAD,
@@ -87,12 +96,15 @@ def queues_of(token: Any) -> list[str] | None:
     return getattr(token, "scope_queues", None) or None
 
 
-def fields_for(actions: Sequence[str] | None, queues: Sequence[str] | None, cap: Any) -> dict[str, Any]:
+def fields_for(
+    actions: Sequence[str] | None, queues: Sequence[str] | None, cap: Any, cap_money: Any = None
+) -> dict[str, Any]:
     """The ApiToken fields of these scopes (ApiToken.issue's `scopes`): None or empty for each one not set."""
     return {
         "scope_actions": None if actions is None else pack(actions),
         "scope_queues": sorted(set(queues)) if queues else None,
         "cap_gpu_hours": cap,
+        "cap_money": cap_money,
     }
 
 
@@ -108,6 +120,9 @@ def describe(token: Any) -> str:
         parts.append("queues " + ", ".join(token.scope_queues))
     if token.cap_gpu_hours is not None:
         parts.append(f"cap {token.cap_gpu_hours.normalize():f} GPU-hours")
+    if getattr(token, "cap_money", None) is not None:
+        currency = f" {settings.GRIDLANE_CURRENCY}" if settings.GRIDLANE_CURRENCY else ""
+        parts.append(f"money cap {token.cap_money:,.2f}{currency}")
     return "; ".join(parts)
 
 
@@ -118,6 +133,8 @@ def as_data(token: Any) -> dict[str, Any]:
         "read_only": unpack(token.scope_actions) == (READ,),
         "queues": list(token.scope_queues or []),
         "cap_gpu_hours": token.cap_gpu_hours,
+        "cap_money": token.cap_money,
+        "currency": settings.GRIDLANE_CURRENCY,
         "scoped": token.scoped,
     }
 
@@ -143,13 +160,19 @@ def action_of(view_name: str | None, method: str) -> str | None:
 
 def check_endpoint(token: Any, view_name: str | None, method: str) -> None:
     """ScopeRefused unless this scoped token may send this request (a token without scopes always may)."""
-    if token.scope_actions is None and not token.scope_queues and token.cap_gpu_hours is None:
+    if not token.scoped:
         return
     action = action_of(view_name, method)
     if action is None:
         raise ScopeRefused("This token may not use this endpoint: only a token without scopes may.", FULL)
     if not may(token, action):
         raise ScopeRefused(f"This token may not {action}.", action)
+    if token.scope_queues and view_name in TEAM_WIDE:
+        raise ScopeRefused(
+            "This token is limited to some queues, and this answer covers all of a team's queues: "
+            "use a token not limited to queues.",
+            ALL_QUEUES,
+        )
 
 
 def check_queue(token: Any, queue: str, action: str) -> None:

@@ -24,10 +24,12 @@ def label(token: ApiToken) -> str:
 
 
 MAX_CAP_GPU_HOURS = Decimal(1_000_000_000)
+MAX_CAP_MONEY = Decimal(1_000_000_000_000)
 
 
 class ScopeErrors(Exception):
-    """Scopes a token may not be given: `errors` maps each field (read_only, actions, queues, cap_gpu_hours) to
+    """Scopes a token may not be given: `errors` maps each field (read_only, actions, queues, cap_gpu_hours,
+    cap_money) to
     what is wrong with it."""
 
     def __init__(self, errors: dict[str, list[str]]) -> None:
@@ -41,6 +43,7 @@ def check_scopes(
     actions: Sequence[str] | None = None,
     queues: Sequence[str] | None = None,
     cap_gpu_hours: Decimal | None = None,
+    cap_money: Decimal | None = None,
 ) -> dict[str, Any]:
     """The ApiToken fields of these scopes for a token of `user` (ApiToken.issue's `scopes`), or ScopeErrors.
 
@@ -64,9 +67,11 @@ def check_scopes(
             errors["queues"] = [f"Not a queue {user.get_username()} may use: {', '.join(outside)}."]
     if cap_gpu_hours is not None and not Decimal(0) < cap_gpu_hours <= MAX_CAP_GPU_HOURS:
         errors["cap_gpu_hours"] = [f"Give a cap above 0 and at most {MAX_CAP_GPU_HOURS:,} GPU-hours."]
+    if cap_money is not None and not Decimal(0) < cap_money <= MAX_CAP_MONEY:
+        errors["cap_money"] = [f"Give a cap above 0 and at most {MAX_CAP_MONEY:,}."]
     if errors:
         raise ScopeErrors(errors)
-    return scopes.fields_for(actions, queues, cap_gpu_hours)
+    return scopes.fields_for(actions, queues, cap_gpu_hours, cap_money)
 
 
 def issue(

@@ -109,7 +109,7 @@ def refusal(refused: Exception) -> Response:
 
 def cap_refusal(spent: services.TokenCapSpent) -> scopes.ScopeRefused:
     """The 403 of a submit past its token's own cap, naming the scope."""
-    return scopes.ScopeRefused(str(spent), scopes.CAP)
+    return scopes.ScopeRefused(str(spent), spent.scope)
 
 
 def count_refused(request: Request) -> None:

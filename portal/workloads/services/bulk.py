@@ -187,9 +187,17 @@ def submit_many(
     With the API `token` they are sent with, each new workload records it, and a token with a cap of its own
     has the new work counted against it first (token_cap.check: TokenCapSpent, nothing recorded)."""
     try:
-        return do_submit_many(_with_token(check_submit_many(user, items), token))
+        return _checked_and_recorded(user, items, token)
     except IntegrityError:
-        return do_submit_many(_with_token(check_submit_many(user, items), token))
+        return _checked_and_recorded(user, items, token)
+
+
+def _checked_and_recorded(
+    user: Any, items: list[tuple[SubmitRequest, str | None]], token: Any
+) -> list[tuple[Workload, bool]]:
+    checked = check_submit_many(user, items)
+    with token_cap.guarded(token):  # a capped token: its row held until the work is counted and recorded
+        return do_submit_many(_with_token(checked, token))
 
 
 def _with_token(checked: Checked, token: Any) -> Checked:

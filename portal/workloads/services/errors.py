@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
 
@@ -46,12 +47,21 @@ class CannotExtend(Exception):
 
 
 class TokenCapSpent(Exception):
-    """The work asked for would take the API token it is submitted with past its own spending cap
-    (ApiToken.cap_gpu_hours): nothing was recorded."""
+    """The work asked for would take the API token it is submitted with past one of its own spending caps
+    (ApiToken.cap_gpu_hours, or cap_money: `scope` names it): nothing was recorded."""
 
-    def __init__(self, cap: float, spent: float, asked: float) -> None:
-        super().__init__(
-            f"This token's cap of {cap:g} GPU-hours would be passed: {spent:.2f} spent or committed, "
-            f"{asked:.2f} asked for."
-        )
-        self.cap, self.spent, self.asked = cap, spent, asked
+    def __init__(self, cap: float, spent: float, asked: float, scope: str = "cap_gpu_hours") -> None:
+        if scope == "cap_money":
+            currency = f" {settings.GRIDLANE_CURRENCY}" if settings.GRIDLANE_CURRENCY else ""
+            message = (
+                f"This token's cap of {cap:,.2f}{currency} would be passed: {spent:,.2f} spent or committed, "
+                f"{asked:,.2f} asked for (work not yet ended counts all of its runtime limit at the highest price "
+                "among its queue's targets)."
+            )
+        else:
+            message = (
+                f"This token's cap of {cap:g} GPU-hours would be passed: {spent:.2f} spent or committed, "
+                f"{asked:.2f} asked for."
+            )
+        super().__init__(message)
+        self.cap, self.spent, self.asked, self.scope = cap, spent, asked, scope

@@ -50,8 +50,9 @@ def submit(
     raised, before anything is written or counted, when the submit cannot go that way.
 
     With the API `token` it is sent with, the workload records it; a token with a spending cap of its own has the
-    work counted against it first (token_cap: one query more, so such a submit never goes the one-statement way),
-    TokenCapSpent raised when it would pass the cap.
+    work counted against it first, in a transaction that holds the token's row until the work is recorded
+    (token_cap.guarded: a few queries more, so such a submit never goes the one-statement way), TokenCapSpent
+    raised when it would pass a cap.
     """
     if charge is not None:
         kept = None if token_cap.capped(token) else KeptSubmit.find(user, req, charge, unconfirmed)
@@ -74,11 +75,18 @@ def submit(
         return existing, False
     keyed(workload, req, idempotency_key)
     token_cap.stamp([workload], token)
-    if token_cap.capped(token):
+    if not token_cap.capped(token):
+        return _record(user, req, idempotency_key, workload)
+    with token_cap.guarded(token):  # one capped submit of this token at a time, counted and recorded
         existing = replay(user, req, idempotency_key) if idempotency_key else None
         if existing is not None:  # a repeat is answered with the first one, never counted again
             return existing, False
         token_cap.check(token, [workload])
+        return _record(user, req, idempotency_key, workload)
+
+
+def _record(user: Any, req: SubmitRequest, idempotency_key: str | None, workload: Workload) -> tuple[Workload, bool]:
+    """Record a checked workload (an array as its parent and elements); a repeated key answers the first one."""
     if workload.array_size:
         try:  # an array is recorded as a bulk submit: the parent and its elements
             do_submit_many([(workload, None)], answered_whole=True)

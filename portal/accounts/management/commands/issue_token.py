@@ -37,6 +37,9 @@ class Command(BaseCommand):
             help="A queue it may use, one the user may use (repeat for more); none given: all of the user's.",
         )
         parser.add_argument("--cap-gpu-hours", metavar="HOURS", help="GPU-hours the work it submits may spend in all.")
+        parser.add_argument(
+            "--cap-money", metavar="AMOUNT", help="What the work it submits may cost in all, in the site's currency."
+        )
 
     def handle(self, *args: Any, username: str, name: str, **options: Any) -> None:
         try:
@@ -56,7 +59,8 @@ class Command(BaseCommand):
                 read_only=options["read_only"],
                 actions=options["actions"],
                 queues=options["queues"],
-                cap_gpu_hours=_cap(options["cap_gpu_hours"]),
+                cap_gpu_hours=_cap(options["cap_gpu_hours"], "--cap-gpu-hours"),
+                cap_money=_cap(options["cap_money"], "--cap-money"),
             )
         except tokens.ScopeErrors as refused:
             raise CommandError(
@@ -67,10 +71,13 @@ class Command(BaseCommand):
         self.stdout.write(plaintext)
 
 
-def _cap(value: str | None) -> Decimal | None:
+def _cap(value: str | None, flag: str) -> Decimal | None:
     if value is None:
         return None
     try:
-        return Decimal(value)
+        number = Decimal(value)
     except InvalidOperation:
-        raise CommandError(f"--cap-gpu-hours: {value!r} is not a number.") from None
+        raise CommandError(f"{flag}: {value!r} is not a number.") from None
+    if not number.is_finite():
+        raise CommandError(f"{flag}: {value!r} is not a number.")
+    return number
