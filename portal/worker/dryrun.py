@@ -207,11 +207,12 @@ def estimate_band(queue_id: int, estimated: datetime | None, now: datetime) -> t
     return max(estimated + timedelta(seconds=low), now), estimated + timedelta(seconds=high)
 
 
-def dry_run(user: Any, req: services.SubmitRequest) -> dict[str, Any]:
+def dry_run(user: Any, req: services.SubmitRequest, generation: int | None = None) -> dict[str, Any]:
     """The answer to one submission: refused as a submit would be (SubmitRejected, QueueForbidden), or where it
     would land. Work whose team, queue and tier already have a whole slice of candidates waiting (the cycle
     considers the oldest GRIDLANE_CANDIDATES_PER_QUEUE of each) waits behind them, unconsidered this cycle."""
-    generation = context.read_generation()  # the submit's context is kept under it too, as a submit's is
+    if generation is None:  # (the caller's, where it read it: auth.confirmed_generation)
+        generation = context.read_generation()  # the submit's context is kept under it too, as a submit's is
     workload = services.check_submit(user, req, generation=generation)
     kept = SNAPSHOTS.latest(generation)
     job = job_of(workload, kept)
