@@ -34,6 +34,12 @@ class Plan:
                 self.free.append(add(self.free[-1], amount))
         self.starts: list[datetime] = []  # the reserved starts, in the order they were planned
 
+    def copy(self) -> Plan:
+        """A plan of its own with the same windows and reserved starts (what one changes, the other does not see)."""
+        plan = Plan.__new__(Plan)
+        plan.times, plan.free, plan.starts = list(self.times), list(self.free), list(self.starts)
+        return plan
+
     def admits(self, runtime_s: int, need: Amount) -> bool:
         """Whether work of this size and runtime can start now without delaying any reserved start; when it can,
         its window is taken."""

@@ -35,6 +35,21 @@ def consider(c: Cycle, job: Job, route: Route) -> None:
         queue = c.s.queues.get(job.queue_id)
         c.waiting[job.id] = reasons.no_target(queue.slug if queue else str(job.queue_id))
         return
+    why = walk(c, job, route)
+    if why is None:
+        return
+    if c.preempting and _tier_preempts(c, job, route, why):
+        return
+    blocked = blocking(c, route, why)
+    if len(blocked) > 1:
+        _reserve_soonest(c, job, blocked)
+    elif blocked:
+        _reserve(c, job, *blocked[0])
+    c.wait(job, why[0])  # the first target's reason: where it would go first
+
+
+def walk(c: Cycle, job: Job, route: Route) -> list[Why] | None:
+    """Try the job's targets in its route's order: None once it was admitted on one, else why not on each."""
     why: list[Why] = []
     plans = c.plans
     # Why it waits on a later target is read only where it may still reserve a start there (the fabric's plan has
@@ -54,20 +69,20 @@ def consider(c: Cycle, job: Job, route: Route) -> None:
                     continue
         outcome = _try(c, job, fid, need)
         if outcome is None:
-            return
+            return None
         why.append(outcome)
-    if c.preempting and _tier_preempts(c, job, route, why):
-        return
-    blocked = [
+    return why
+
+
+def blocking(c: Cycle, route: Route, why: list[Why]) -> list[tuple[int, Amount]]:
+    """The targets where waiting work reserves its start: blocked there for capacity, where the fabric's plan has
+    room for more reservations."""
+    plans = c.plans
+    return [
         (fid, need)
         for (fid, need), w in zip(route.targets, why, strict=True)
         if w[1] is not None and (plans.get(fid) is None or len(plans[fid].starts) < RESERVED)
     ]
-    if len(blocked) > 1:
-        _reserve_soonest(c, job, blocked)
-    elif blocked:
-        _reserve(c, job, *blocked[0])
-    c.wait(job, why[0])  # the first target's reason: where it would go first
 
 
 def _try(c: Cycle, job: Job, fid: int, need: Amount) -> Why | None:

@@ -11,17 +11,29 @@ waiting on each fabric. One Cycle (cycle.py) holds the working state both passes
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from scheduler.borrow import consider
 from scheduler.cycle import Cycle
 from scheduler.held import held_back
-from scheduler.model import Decisions, Snapshot
+from scheduler.model import Decisions, Job, Snapshot
 from scheduler.owed import departments_owe, departments_owed, teams_owed
 from scheduler.priority import ordered
+from scheduler.routes import Route
 from scheduler.soonest import LiveRoutes
 from scheduler.waiting import decisions
 
 
-def decide(snapshot: Snapshot) -> Decisions:
+class Watch(Protocol):
+    """What a caller learns of a cycle as it runs (the dry run's incremental placement, scheduler/dryrun_incr.py):
+    the cycle and its line before the first pass, and each job the second pass considered, with its route."""
+
+    def begin(self, cycle: Cycle, line: list[Job]) -> None: ...
+
+    def considered(self, job: Job, route: Route) -> None: ...
+
+
+def decide(snapshot: Snapshot, watch: Watch | None = None) -> Decisions:
     cycle = Cycle(snapshot)
     if snapshot.live or any(job.gpu_type for job in snapshot.pending):
         cycle.routes = LiveRoutes(cycle)  # soonest start first, by what fabrics have free now (soonest.py)
@@ -29,6 +41,8 @@ def decide(snapshot: Snapshot) -> Decisions:
     line = ordered(snapshot)
     #    Work whose budget is spent waits, with that reason, and takes no part in what follows (held.py).
     considered = held_back(cycle, line) if snapshot.held else line
+    if watch is not None:
+        watch.begin(cycle, line)
     # 2. What each team is owed: work within its unused reservation goes first, whatever its priority; then
     #    work within its department's unused reservation (a team's own floor before what sister teams share).
     #    An array's elements past its % limit wait, whatever is free.
@@ -41,5 +55,7 @@ def decide(snapshot: Snapshot) -> Decisions:
     for job, route in zip(borrowers, routes, strict=True):
         if not (job.array_throttle and cycle.throttled(job)):
             consider(cycle, job, cycle.routes.of(job) if live else route)
+            if watch is not None:
+                watch.considered(job, route)
     # 4. Estimate when the waiting work could start, in line order (waiting.py).
     return decisions(cycle, line)

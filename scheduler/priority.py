@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 
 from scheduler.model import QOS, FabricState, Job, Quota, Snapshot
@@ -90,6 +90,12 @@ def share_term(usage: float, allocation: float) -> float:
 
 def ordered(snapshot: Snapshot) -> list[Job]:
     """Pending work, highest priority first; ties go to the older, then the smaller id (deterministic)."""
+    return sorted(snapshot.pending, key=line_key(snapshot))
+
+
+def line_key(snapshot: Snapshot) -> Callable[[Job], tuple[float, datetime, str]]:
+    """The key ordered() sorts the snapshot's pending work by (lowest first). It also places one more job of a team
+    the snapshot already has, pending or running, as ordered() would on the snapshot with that job."""
     w = snapshot.weights
     now = snapshot.now
     cluster_gpus = sum(f.capacity.gpus_milli for f in snapshot.fabrics.values()) / 1000 or 1.0
@@ -122,4 +128,4 @@ def ordered(snapshot: Snapshot) -> list[Job]:
         p = age_weight * log1p(wait) + fair[job.group_id] + q - size - runtime
         return (-p, submitted, job.id)
 
-    return sorted(snapshot.pending, key=key)
+    return key

@@ -139,6 +139,20 @@ def unconfirmed(request: Request) -> int | None:
     return getattr(request._request, UNCONFIRMED, None)
 
 
+def confirmed_generation(request: Request) -> int | None:
+    """The generation now (one statement), the request's token confirmed by it: a token kept unconfirmed under
+    this very generation may still be used (every write that could end its use moves it: see `kept`); one kept
+    under another is looked up again (confirm()). For a request that records nothing and reads the generation
+    anyway (the dry run), before it tells anything."""
+    generation = context.read_generation()
+    kept_under = unconfirmed(request)
+    if kept_under is not None and kept_under == generation:
+        setattr(request._request, UNCONFIRMED, None)
+    elif kept_under is not None:
+        confirm(request)
+    return generation
+
+
 def confirm(request: Request) -> None:
     """Look up again a token taken unconfirmed from what this process keeps: AuthenticationFailed (401) when it
     may no longer be used; else the request's user and token are the ones read now."""

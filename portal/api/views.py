@@ -36,6 +36,8 @@ from portal.workloads.models import Workload
 from portal.workloads.states import State
 from portal.workloads.stats import queue_figures
 
+KEPT_TOKEN = frozenset({"create", "dry_run"})  # the actions whose token this process keeps a moment (auth.kept)
+
 # Every error answer: {"errors": {"field": ["message", ...]}} (see portal.api.errors).
 MESSAGES = {"type": "array", "items": {"type": "string"}}
 ERRORS = {"type": "object", "properties": {"errors": {"type": "object", "additionalProperties": MESSAGES}}}
@@ -125,10 +127,10 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         return workload
 
     def get_authenticators(self) -> list[BaseAuthentication]:
-        """The single submit takes its token from what this process keeps (auth.kept)."""
+        """The single submit and the dry run take their token from what this process keeps (auth.kept)."""
         authenticators = super().get_authenticators()
         request = getattr(self, "request", None)
-        if request is None or getattr(self, "action_map", {}).get(request.method.lower()) != "create":
+        if request is None or getattr(self, "action_map", {}).get(request.method.lower()) not in KEPT_TOKEN:
             return authenticators
         return [
             auth.BearerTokenAuthentication(keep=True) if type(a) is auth.BearerTokenAuthentication else a
@@ -248,13 +250,14 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
         refuse it (400, 403), else admitted now on a target or waiting (its place, reason and estimated start),
         whether it would borrow, and its cost at the target's prices (portal.worker.dryrun). A dry run is not
         counted against the submit rate limit, and an Idempotency-Key is checked for its form only."""
+        generation = auth.confirmed_generation(request)  # (a token this process kept: confirmed, or read again)
         key = request.headers.get("Idempotency-Key")
         if key is not None and not single_submit.IDEMPOTENCY_KEY_RE.fullmatch(key):
             raise ValidationError({"Idempotency-Key": ["Use 1-200 printable ASCII characters."]})
         parsed = WorkloadIn.parse(request.data)
         scopes.check_queue(request.auth, parsed.queue, scopes.SUBMIT)  # refused as its submit would be
         try:
-            answer = dryrun.dry_run(request.user, parsed)
+            answer = dryrun.dry_run(request.user, parsed, generation)
         except (services.SubmitRejected, services.QueueForbidden) as refused:
             return single_submit.refusal(refused)
         return Response(DryRunOut(answer).data)

@@ -232,13 +232,44 @@ def test_a_kept_snapshot_is_used_again_until_it_ages_or_the_generation_moves(cas
     from portal.workloads import context
 
     now = [100.0]
-    kept = dryrun.Snapshots(clock=lambda: now[0])
+    rebuilds: list[Any] = []
+    kept = dryrun.Snapshots(clock=lambda: now[0], spawn=rebuilds.append)
     generation = context.read_generation()
-    first = kept.latest(generation)
+    first = kept.latest(generation)  # the first is built in the request
     assert kept.latest(generation) is first
+    assert rebuilds == []
     now[0] += max(settings.GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS, dryrun.BUILDS_APART * first.took) + 1
+    assert kept.latest(generation) is first  # aged: still served, while one rebuild runs beside
+    assert kept.latest(generation) is first
+    assert len(rebuilds) == 1  # at most one under way
+    rebuilds.pop()()
     second = kept.latest(generation)
     assert second is not first
+    assert second.snapshot.now >= first.snapshot.now
     assert kept.latest(generation) is second
-    third = kept.latest((generation or 0) + 1)  # a policy change
+    third = kept.latest((generation or 0) + 1)  # a policy change: built in the request
     assert third is not second
+    assert rebuilds == []
+
+
+def test_a_snapshot_too_old_is_built_in_the_request_and_a_forgotten_rebuild_is_not_kept(cast):
+    from django.conf import settings
+
+    from portal.workloads import context
+
+    now = [100.0]
+    rebuilds: list[Any] = []
+    kept = dryrun.Snapshots(clock=lambda: now[0], spawn=rebuilds.append)
+    generation = context.read_generation()
+    first = kept.latest(generation)
+    now[0] += dryrun.STALEST_S * 100  # (a rebuild beside that never came back)
+    second = kept.latest(generation)
+    assert second is not first
+    assert rebuilds == []
+    now[0] += max(settings.GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS, dryrun.BUILDS_APART * second.took) + 1
+    assert kept.latest(generation) is second  # aged: a rebuild starts beside
+    kept.forget()
+    rebuilds.pop()()  # began before forget(): not kept
+    third = kept.latest(generation)
+    assert third is not second
+    assert third.built == now[0]

@@ -277,3 +277,32 @@ def test_a_token_is_unconfirmed_only_when_it_was_taken_from_what_is_kept(alice, 
     assert auth.unconfirmed(again) is None
     assert again.auth is not found  # read again
     assert again.auth.pk == token.pk
+
+
+DRY_RUN = "/api/v1/workloads/dry-run/"
+
+
+def dry_run(client: APIClient) -> Any:
+    return client.post(DRY_RUN, json.dumps(JOB | {"name": "probe"}), content_type="application/json")
+
+
+def test_a_dry_run_takes_its_token_from_what_the_process_keeps_confirmed_by_the_generation_it_reads(
+    kept: Any, django_assert_num_queries: Any
+) -> None:
+    """Its one statement of its own is the generation it reads anyway: the kept token was kept under it."""
+    _, client = kept
+    assert dry_run(client).status_code == 200  # (the dry run's first snapshot, its own statements)
+    with django_assert_num_queries(1):
+        answer = dry_run(client)
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["outcome"] == "admit"
+
+
+def test_a_dry_run_on_a_kept_token_revoked_since_is_refused(kept: Any) -> None:
+    """The revocation moved the generation: the dry run looks the token up again, and hears 401, not an answer."""
+    token, client = kept
+    assert dry_run(client).status_code == 200
+    ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    refused = dry_run(client)
+    assert refused.status_code == 401
+    assert "outcome" not in refused.json()

@@ -3,6 +3,7 @@ one more job lands where decide() on the whole snapshot puts it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from hypothesis import given
@@ -10,8 +11,10 @@ from hypothesis import strategies as st
 
 from fabrics.base import Resources
 from scheduler import FabricState, Job, QueueState, Quota, Snapshot
+from scheduler.decide import decide
 from scheduler.dryrun import ADMIT, WAIT, place
 from scheduler.dryrun_fast import Memo, Parts, place_fast
+from scheduler.dryrun_incr import Known
 from scheduler.model import UNLIMITED
 from tests.scheduler.shapes import NOW
 from tests.scheduler.test_properties import SETTINGS, snapshots
@@ -21,7 +24,7 @@ TEAMS = (1, 2, 3, 4, 5)
 
 
 @st.composite
-def islands(draw) -> Snapshot:
+def islands(draw, typed: bool = True) -> Snapshot:
     """Teams on fabrics that may or may not meet: each queue targets one or two of four fabrics."""
     fabrics = {
         f: FabricState(f, f"f{f}", Resources(draw(st.integers(2, 12)) * 1000, 64_000, 512 * 1024),
@@ -62,7 +65,7 @@ def islands(draw) -> Snapshot:
             fabric_id=on,
             started_at=NOW - timedelta(seconds=draw(st.integers(0, 3000))) if on else None,
             owner_id=draw(st.sampled_from([101, 102])),
-            gpu_type=draw(st.sampled_from(["", "", "", "h100"])) if on is None else "",
+            gpu_type=draw(st.sampled_from(["", "", "", "h100"])) if on is None and typed else "",
         )
 
     running = [job(i, draw(st.sampled_from(FABRICS))) for i in range(draw(st.integers(0, 6)))]
@@ -98,6 +101,23 @@ def test_the_fast_path_places_a_job_where_decide_on_the_whole_snapshot_does(data
     got = place_fast(Parts(snapshot), job)
     assert got == want
     assert want.outcome in (ADMIT, WAIT)
+    known = Known(snapshot)
+    assert known.decisions == decide(snapshot)  # (watched, the cycle decides as it does unwatched)
+    incremental = known.place(job)
+    assert incremental is None or incremental == want  # None: not sure, the other paths answer
+
+
+@SETTINGS
+@given(st.data())
+def test_the_incremental_placement_agrees_with_decide_where_it_answers(data: st.DataObject) -> None:
+    """Snapshots where it mostly can answer (no GPU types, no agent reservations, no preempting tier asked), so
+    that its answers, not its refusals, are what is compared: outcome, target, reason, position and estimate."""
+    snapshot = data.draw(st.one_of(islands(typed=False), snapshots(), snapshots(caps=True)))
+    job = replace(data.draw(asked(snapshot)), gpu_type="", priority=data.draw(st.sampled_from(["low", "normal"])))
+    known, want = Known(snapshot), place(snapshot, job)
+    for _ in range(3):  # asked again: nothing of the first answer is left behind in the known cycle
+        placed = known.place(job)
+        assert placed is None or placed == want
 
 
 def test_teams_on_fabrics_of_their_own_are_decided_apart() -> None:
