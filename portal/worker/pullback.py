@@ -1,7 +1,11 @@
 """Pull back and re-route: work that has waited in a fabric's own queue longer than its queue's patience (IT's
 setting, `pullback_patience_seconds`; empty: the site's GRIDLANE_PULLBACK_PATIENCE_SECONDS, 300 s), while another
 target of its queue has room for it now, is taken back from the first fabric and goes back in line,
-where the scheduler routes it by soonest start (scheduler/soonest.py), so to the target with room.
+where the scheduler routes it by soonest start (scheduler/soonest.py), so to the target with room. Room now is a
+target's fresh observation of what it has free (fabrics/live.py); a target that keeps no queue of its own (the
+local fabric, agents, burst pools: Gridlane is its only user) and has no observation has the room a cycle plans it
+with, its declaration less Gridlane's own use there. A target that keeps a queue of its own and said nothing lately
+is never moved to.
 
 A move, in this order, each step safe to repeat:
 1. intent: a Move row (and an event on the workload) is written before the fabric is touched;
@@ -35,13 +39,15 @@ from django.db.models import Min
 from fabrics.base import FabricError, JobState, Resources
 from portal.queues.models import Fabric as FabricRow
 from portal.queues.models import Queue, QueueTarget
-from portal.worker import live
-from portal.worker.capacity import live_since
+from portal.worker import live, snapshot
+from portal.worker.capacity import live_since, queues_work
 from portal.worker.connections import fabric_for
 from portal.worker.models import Move
 from portal.workloads import services
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
+from scheduler.ledger import fits, need_on, sub
+from scheduler.model import Job
 
 log = logging.getLogger("gridlane.worker")
 
@@ -75,10 +81,11 @@ def step(now: datetime) -> int:
 
 def candidates(now: datetime) -> list[tuple[list[Workload], int]]:
     """Work waiting in a fabric's queue past its queue's patience, each with the first other target of its queue
-    that has room for it now (by that target's fresh observation, less what earlier moves of this run take
-    there). An array moves whole: its elements waiting in one fabric's queue form one group, moved together
-    where there is room for all of them, else none; a gang (one job over several nodes) moves where all its nodes
-    fit. None while live routing is off (live.routing): work waits where its declaration sent it."""
+    that has room for it now (Rooms: by a fresh observation, or for a fabric that keeps no queue of its own by
+    its planned room, less what earlier moves of this run take there). An array moves whole: its elements waiting
+    in one fabric's queue form one group, moved together where there is room for all of them, else none; a gang
+    (one job over several nodes) moves where all its nodes fit. None while live routing is off (live.routing):
+    work waits where its declaration sent it."""
     if not live.routing():
         return []
     in_queues = (
@@ -103,28 +110,58 @@ def candidates(now: datetime) -> list[tuple[list[Workload], int]]:
     ]
     if not due:
         return []
-    rooms = {fid: answer for fid, (_, answer) in live.fresh(now, live_since(now)).items()}
-    healthy = set(FabricRow.objects.filter(enabled=True, healthy=True).values_list("pk", flat=True))
     targets: dict[int, list[int]] = {}
     for queue_id, fabric_id in QueueTarget.objects.order_by("queue_id", "order", "pk").values_list("queue", "fabric"):
         targets.setdefault(queue_id, []).append(fabric_id)
+    room = Rooms(now, {fid for g in due for fid in targets.get(g[0].queue_id, ())})
     out = []
     for group in due:
         first = group[0]
-        per_node = Resources(first.gpus_milli, first.cpus_milli, first.memory_mib)
-        nodes = sum(w.nodes for w in group)  # every element's nodes, or the gang's
         for fid in targets.get(first.queue_id, []):
-            room = rooms.get(fid)
-            if (
-                fid != first.fabric_id
-                and fid in healthy
-                and room is not None
-                and room.room_for(per_node, nodes, getattr(first, "gpu_type", ""))
-            ):
-                rooms[fid] = replace(room, free=room.free - per_node.times(nodes))
+            if fid != first.fabric_id and room.take(fid, group):
                 out.append((group, fid))
                 break
     return out
+
+
+class Rooms:
+    """Where moved work could start now, used up by the moves of one run. A target that keeps a queue of its own
+    (Slurm, PBS, Kubernetes) counts only by its fresh observation (fabrics/live.py): without one, nothing moves
+    there. A target that keeps none (the local fabric, agents, burst pools: Gridlane is its only user), where it
+    has no fresh observation, counts by what a cycle plans it with: its declaration (lowered to a fresh answer)
+    less what Gridlane's own work holds there (snapshot.declared_free, the Ledger's `free`), and takes a named GPU
+    type at its word, as routing does (scheduler/soonest.py). Only enabled, healthy fabrics."""
+
+    def __init__(self, now: datetime, fabric_ids: set[int]) -> None:
+        self.live = {fid: answer for fid, (_, answer) in live.fresh(now, live_since(now)).items() if fid in fabric_ids}
+        rows = FabricRow.objects.filter(pk__in=fabric_ids, enabled=True, healthy=True)
+        self.healthy = {row.pk for row in rows}
+        own = [row for row in rows if row.pk not in self.live and not queues_work(row.kind)]
+        self.fabrics, self.declared = snapshot.declared_free(own, now)
+
+    def take(self, fid: int, group: list[Workload]) -> bool:
+        """Whether the group (an array's waiting elements, or one workload, a gang's nodes all together) fits on
+        the fabric now; if so its room there is taken."""
+        if fid not in self.healthy:
+            return False
+        first = group[0]
+        per_node = Resources(first.gpus_milli, first.cpus_milli, first.memory_mib)
+        nodes = sum(w.nodes for w in group)  # every element's nodes, or the gang's
+        observed = self.live.get(fid)
+        if observed is not None:
+            if not observed.room_for(per_node, nodes, getattr(first, "gpu_type", "")):
+                return False
+            self.live[fid] = replace(observed, free=observed.free - per_node.times(nodes))
+            return True
+        free = self.declared.get(fid)
+        if free is None:
+            return False  # keeps a queue of its own and said nothing lately
+        job = Job(id=str(first.pk), group_id=first.group_id, queue_id=first.queue_id, per_node=per_node, nodes=nodes)
+        need = need_on(job, self.fabrics[fid].gpu_sharing)
+        if not fits(need, free):
+            return False
+        self.declared[fid] = sub(free, need)
+        return True
 
 
 def start(group: list[Workload], to: int, now: datetime) -> int:

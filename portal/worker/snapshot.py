@@ -27,6 +27,7 @@ from portal.workloads import calibration, context
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
 from scheduler import model, reasons
+from scheduler.ledger import Amount, Ledger
 from scheduler.priority import allocations, average_gpus
 
 
@@ -258,9 +259,7 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
     view = SETTLED.view()
     # Each fabric as it is now: what IT declared, lowered to what it last reported (capacity.planned).
     rows = _fabrics(view)
-    fabrics = {
-        f.pk: model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity) for f in rows
-    }
+    fabrics = {f.pk: fabric_state(f, now) for f in rows}
     kinds: dict[str, tuple[int, ...]] = {}
     for f in rows:
         kinds[f.kind] = (*kinds.get(f.kind, ()), f.pk)
@@ -300,6 +299,25 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
     if rooms:
         snapshot = replace(snapshot, live=rooms)
     return snapshot, by_id
+
+
+def fabric_state(f: Fabric, now: datetime) -> model.FabricState:
+    """The fabric as a cycle plans it: IT's declaration, lowered to what it last reported (capacity.planned)."""
+    return model.FabricState(f.pk, f.name, planned(f, now), f.healthy, f.gpu_sharing, size=f.capacity)
+
+
+def declared_free(rows: list[Fabric], now: datetime) -> tuple[dict[int, model.FabricState], dict[int, Amount]]:
+    """What a cycle would find free on these fabrics now, by their planned capacity alone: each one's
+    FabricState, and its capacity less what Gridlane's own work holding capacity there needs (the Ledger's
+    `free`, the same sum a cycle starts from). One query. For a fabric that keeps no queue of its own (the local
+    fabric, agents, burst pools) this is the truth: Gridlane is its only user."""
+    fabrics = {f.pk: fabric_state(f, now) for f in rows}
+    if not fabrics:
+        return {}, {}
+    holding = _active().filter(fabric_id__in=list(fabrics)).values_list(*FIELDS)
+    snap = model.Snapshot(now=now, fabrics=fabrics, queues={}, running=tuple(job_of(v) for v in holding))
+    ledger = Ledger(snap)
+    return fabrics, {fid: ledger.free(fid) for fid in fabrics}
 
 
 def queue_states(fabrics: Mapping[int, model.FabricState], view: View | None = None) -> dict[int, model.QueueState]:

@@ -180,3 +180,82 @@ def test_a_fabric_that_deletes_what_it_takes_back_moves_on_a_missing_job(alice, 
     assert pullback.step(now) == 1
     w.refresh_from_db()
     assert (w.state, w.attempt) == (State.PENDING, 1)
+
+
+# The local fabric without an observation: Gridlane is its only user, so its room is its declaration (8 GPUs,
+# 16 CPUs, 64 GiB in the demo) less what Gridlane's own work holds there, as a cycle plans it.
+
+
+def local_holds(alice: Any, submit: Any, gpus: int, state: State = State.RUNNING) -> Workload:
+    """Gridlane work holding `gpus` GPUs of the local fabric."""
+    w = submit(alice, queue="hpc", name="held", gpus=1, memory_gb=1)
+    Workload.objects.filter(pk=w.pk).update(
+        state=state, fabric=Fabric.objects.get(name="local"), external_id=f"here-{w.pk}", gpus_milli=gpus * 1000
+    )
+    return w
+
+
+def moves(now: datetime) -> list[tuple[list[str], str]]:
+    """The moves due now: each group's external ids, and the fabric it would move to."""
+    names = dict(Fabric.objects.values_list("pk", "name"))
+    return [(sorted(w.external_id for w in g), names[to]) for g, to in pullback.candidates(now)]
+
+
+def test_work_waiting_in_slurm_moves_to_the_local_fabric_s_declared_room(alice, submit, hpc):
+    now = timezone.now()
+    assert not live.fresh(now, now - timedelta(days=1))  # nobody observed the local fabric
+    w = waiting(submit(alice, queue="hpc", gpus=2, memory_gb=1), hpc, "70", 600, now)
+    held = [local_holds(alice, submit, 4), local_holds(alice, submit, 3, State.DISPATCHING)]
+    assert moves(now) == []  # 7 of its 8 GPUs are Gridlane's, running or sent: no room for 2
+    Workload.objects.filter(pk=held[1].pk).update(state=State.SUCCEEDED)
+    assert moves(now) == [(["70"], "local")]  # 4 free now
+    assert pullback.step(now) == 1
+    w.refresh_from_db()
+    assert (w.state, w.fabric_id, w.external_id) == (State.PENDING, None, "")
+    assert hpc[1].taken == ["70"]
+    assert "local can start it now" in " ".join(w.events.values_list("reason", flat=True))
+
+
+def test_the_local_fabric_s_room_is_used_up_by_the_moves_of_one_run(alice, submit, hpc):
+    now = timezone.now()
+    for job in ("71", "72", "73"):
+        waiting(submit(alice, queue="hpc", gpus=3, memory_gb=1), hpc, job, 600, now)
+    assert moves(now) == [(["71"], "local"), (["72"], "local")]  # 3 + 3 of 8: the third waits
+
+
+def test_an_array_moves_to_the_local_fabric_whole_or_not_at_all(alice, submit, hpc):
+    now = timezone.now()
+    elements(alice, submit, hpc, now)
+    filler = local_holds(alice, submit, 5)
+    assert moves(now) == []  # room for three of its four
+    Workload.objects.filter(pk=filler.pk).update(gpus_milli=4000)
+    assert moves(now) == [(["50_0", "50_1", "50_2", "50_3"], "local")]
+    assert pullback.step(now) == 4
+    assert sorted(hpc[1].taken) == ["50_0", "50_1", "50_2", "50_3"]
+
+
+def test_a_gang_moves_to_the_local_fabric_only_where_all_its_nodes_fit(alice, submit, hpc):
+    now = timezone.now()
+    gang = submit(alice, queue="hpc", name="gang", gpus=4, memory_gb=1)
+    Workload.objects.filter(pk=gang.pk).update(nodes=2)
+    waiting(gang, hpc, "80", 600, now)
+    filler = local_holds(alice, submit, 1)
+    assert moves(now) == []  # 2 x 4 GPUs, 7 free
+    Workload.objects.filter(pk=filler.pk).update(state=State.FAILED)
+    assert moves(now) == [(["80"], "local")]
+
+
+def test_a_fabric_with_a_queue_of_its_own_is_never_moved_to_without_an_observation(alice, submit, hpc):
+    """Its declaration says what it holds, not what others use of it now: room there needs a fresh answer."""
+    now = timezone.now()
+    other = Fabric.objects.create(name="pbs", kind="pbs", gpus_milli=8000, cpus_milli=32000, memory_mib=64000)
+    queue = Queue.objects.get(slug="hpc")
+    QueueTarget.objects.filter(queue=queue, fabric__name="local").update(order=2)
+    QueueTarget.objects.create(queue=queue, fabric=other, order=1)
+    waiting(submit(alice, queue="hpc", gpus=1, memory_gb=1), hpc, "90", 600, now)
+    assert moves(now) == [(["90"], "local")]  # the idle declared PBS is skipped, the local fabric has room
+    local_holds(alice, submit, 8)
+    assert moves(now) == []
+    Fabric.objects.filter(name="local").update(healthy=False)
+    Workload.objects.filter(fabric__name="local").update(state=State.SUCCEEDED)
+    assert moves(now) == []  # nor to an unhealthy fabric
