@@ -16,8 +16,15 @@ Gridlane's mean wait <= 0.8x the better peer's where that wait exceeds ten minut
 peer's elsewhere; 0 violations; utilisation no more than 2 points below the better peer's. The verdict at the
 end is met only when every row meets it.
 
+Pool sizes: each list runs at GRIDLANE_BENCH_PEERS_GPUS (default "48,40"). A list that no pool of those
+contends (the better peer's mean wait is ten minutes or less at every one of them: the GPU-sharing lists, whose
+fractional work packs densely) would be judged only where every policy starts nearly everything at once, so it
+runs again at the tighter sizes of GRIDLANE_BENCH_PEERS_TIGHT (default "32,24"), in that order, until one of
+them contends it (the better peer's mean wait exceeds ten minutes there): each list is judged under load at
+least once where those sizes reach it, and the tighter rows count in the verdict like the others.
+
 GRIDLANE_TRACES (default ../shared/traces) picks the folder; GRIDLANE_BENCH_PEERS_LISTS (e.g.
-"gpushare80,default") keeps only those lists; GRIDLANE_BENCH_PEERS_GPUS (default "48,40") the pool sizes;
+"gpushare80,default") keeps only those lists; GRIDLANE_BENCH_PEERS_TIGHT="" runs no tighter size;
 GRIDLANE_BENCH_TASKS keeps only the first N tasks of each list (a shorter run).
 """
 
@@ -104,6 +111,11 @@ def _line(name: str, gpus: int, r: dict[str, Any]) -> str:
     )
 
 
+def sizes(text: str) -> list[int]:
+    """Pool sizes from "48,40" (blanks skipped)."""
+    return [int(g) for g in text.split(",") if g.strip()]
+
+
 def run() -> dict[str, Any]:
     folder = Path(os.environ.get("GRIDLANE_TRACES", str(TRACES)))
     lists = trace_lists(folder, os.environ.get("GRIDLANE_BENCH_PEERS_LISTS", ""))
@@ -111,7 +123,8 @@ def run() -> dict[str, Any]:
         print(f"peers: no {PREFIX}*.csv in {folder}; set GRIDLANE_TRACES to a folder of openb pod lists")
         return {"skipped": str(folder)}
     limit = int(os.environ["GRIDLANE_BENCH_TASKS"]) if os.environ.get("GRIDLANE_BENCH_TASKS") else None
-    pools = [int(g) for g in os.environ.get("GRIDLANE_BENCH_PEERS_GPUS", "48,40").split(",")]
+    pools = sizes(os.environ.get("GRIDLANE_BENCH_PEERS_GPUS", "48,40"))
+    tight = sizes(os.environ.get("GRIDLANE_BENCH_PEERS_TIGHT", "32,24"))
     print(f"{len(lists)} trace lists in {folder}, {GROUPS} teams each reserving 1/{2 * GROUPS} of the pool:")
     print(
         "  list        GPUs  gridlane_s    kueue_s    slurm_s  better ratio  goal   violations g/k/s   "
@@ -120,10 +133,14 @@ def run() -> dict[str, Any]:
     results: dict[str, Any] = {}
     for path in lists:
         tasks = read_trace(str(path), groups=GROUPS, limit=limit)
-        for gpus in pools:
+        contended = False
+        for gpus in [*pools, *(g for g in tight if g not in pools)]:
+            if contended and gpus not in pools:
+                break  # under load at some size already: no tighter one is needed
             models = models_for(tasks, nodes_beside(str(path)), gpus)
             row = run_list(tasks, gpus, models)
             row["tasks"], row["gpu_models"] = len(tasks), models
+            contended = contended or row["goal"] == GOAL
             results[f"{list_name(path)}@{gpus}"] = row
             print(_line(list_name(path), gpus, row), flush=True)
     typed = {k: r["gpu_models"] for k, r in results.items() if r["gpu_models"]}

@@ -283,7 +283,7 @@ GRIDLANE_PULLBACK_PATIENCE_SECONDS = float(os.environ.get("GRIDLANE_PULLBACK_PAT
 # alone and nothing is moved, as before live routing (fabrics are still observed for IT's pages).
 GRIDLANE_LIVE_ROUTING = os.environ.get("GRIDLANE_LIVE_ROUTING", "1") != "0"
 # Fair share: the weights of P = age*ln(1+wait) + share*(1-U/L) + qos*Q - size*(gpus/cluster_gpus)
-# - runtime*ln(1+limit_s), e.g. GRIDLANE_PRIORITY_WEIGHTS="age=1,share=4,qos=3,size=1,runtime=0.75", and the
+# - runtime*ln(1+limit_s*gpus), e.g. GRIDLANE_PRIORITY_WEIGHTS="age=0.5,share=2,qos=3,size=1,runtime=1", and the
 # half-life over which past use (U) fades.
 GRIDLANE_PRIORITY_WEIGHTS = {
     k.strip(): float(v)

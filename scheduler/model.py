@@ -36,14 +36,14 @@ def ranks(tiers: Mapping[str, TierState]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Weights:
-    """P = age*ln(1+wait_s) + share*(1 - U/L) + qos*Q - size*(gpus/cluster_gpus) - runtime*ln(1+limit_s);
-    configurable per deployment (priority.py says why each term is there)."""
+    """P = age*ln(1+wait_s) + share*(1 - U/L) + qos*Q - size*(gpus/cluster_gpus) - runtime*ln(1+limit_s*gpus);
+    configurable per deployment (priority.py says why each term is there; docs/it-guide.md why these defaults)."""
 
-    age: float = 1.0
-    share: float = 4.0
+    age: float = 0.5
+    share: float = 2.0
     qos: float = 3.0
     size: float = 1.0
-    runtime: float = 0.75
+    runtime: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,20 @@
 """Fair share: the order in which pending work is considered.
 
-P = w_age*ln(1+wait) + w_share*(1 - U/L) + w_qos*Q - w_size*(gpus/cluster_gpus) - w_runtime*ln(1+limit),
+P = w_age*ln(1+wait) + w_share*(1 - U/L) + w_qos*Q - w_size*(gpus/cluster_gpus) - w_runtime*ln(1+limit*gpus),
 where U is the group's GPU use decayed over a half-life, L its allocation, Q its priority tier's weight
-(model.TierState) and limit the work's runtime limit in seconds. A group far over its share sinks (the share
-term is bounded below at -1, so age still lifts its work eventually: nothing starves).
+(model.TierState), limit the work's runtime limit in seconds and gpus the GPUs it holds (at least a tenth of
+one: `work`). A group far over its share sinks (the share term is bounded below at -1, so age still lifts its
+work eventually: nothing starves).
 
-The runtime term puts shorter work first where the rest is equal: the mean wait of a busy line is lowest when
-short work goes first. Against age it reads as a response ratio, ln((1+wait)/(1+limit)) at equal weights (the
-expansion factor of Maui and Moab; the default weight, 0.75, is a little gentler on long work): long work is
-not starved, it only needs to wait longer, in proportion to its length, for the same place. A runtime limit is
-the user's own estimate (the queue's default where they give none), so the term orders only by what users
+The runtime term puts smaller work first where the rest is equal: the mean wait of a busy line is lowest when
+the work that frees its capacity soonest goes first, and what a job takes from the line is its GPUs for its
+runtime, so the term reads the GPU-seconds its limit asks for (a one-GPU job by its limit alone, as before; a
+gang of eight as eight times as long). Against age it reads as a response ratio: at the default weights (age
+0.5, runtime 1) work that asks for k times the GPU-seconds passes just-submitted work once it has waited a
+little over k^2 seconds (an 8-hour job passes fresh 10-minute work, k = 48, after about an hour and a quarter):
+long work is not starved, it only needs to wait longer for the same place. Work within its team's unused
+reservation does not wait on this order at all (owed.py): the order decides who borrows first. A runtime limit
+is the user's own estimate (the queue's default where they give none), so the term orders only by what users
 told the scheduler.
 """
 
@@ -81,6 +86,16 @@ class DecayedUse:
         return {g: average_gpus(v, now, now, self.half_life_s) for g, v in self.decayed.items()}
 
 
+# Work holds at least this much of a GPU in the runtime term (CPU-only work and small fractions alike), so
+# that it still orders by its runtime limit.
+LEAST_GPU_MILLI = 100
+
+
+def work(limit_s: int, gpus_milli: int) -> float:
+    """ln(1 + the GPU-seconds a runtime limit asks for): the runtime term's measure of a job (module docstring)."""
+    return math.log1p(limit_s * max(gpus_milli, LEAST_GPU_MILLI) / 1000)
+
+
 def share_term(usage: float, allocation: float) -> float:
     """1 - U/L, bounded to [-1, 1]; a group with no allocation counts as using twice its share once it uses any."""
     if allocation <= 0:
@@ -109,7 +124,7 @@ def line_key(snapshot: Snapshot) -> Callable[[Job], tuple[float, datetime, str]]
     # the same value, added in the same order, as computing it per job.
     tier_term: dict[str, float] = {}
     size_term: dict[int, float] = {}
-    runtime_term: dict[int, float] = {}
+    runtime_term: dict[tuple[int, int], float] = {}
     age_weight, log1p = w.age, math.log1p
 
     def key(job: Job) -> tuple[float, datetime, str]:
@@ -122,9 +137,9 @@ def line_key(snapshot: Snapshot) -> Callable[[Job], tuple[float, datetime, str]]
         size = size_term.get(milli)
         if size is None:
             size = size_term[milli] = w.size * (milli / 1000 / cluster_gpus)
-        runtime = runtime_term.get(job.runtime_limit_s)
+        runtime = runtime_term.get((job.runtime_limit_s, milli))
         if runtime is None:
-            runtime = runtime_term[job.runtime_limit_s] = w.runtime * log1p(job.runtime_limit_s)
+            runtime = runtime_term[job.runtime_limit_s, milli] = w.runtime * work(job.runtime_limit_s, milli)
         p = age_weight * log1p(wait) + fair[job.group_id] + q - size - runtime
         return (-p, submitted, job.id)
 

@@ -5,7 +5,7 @@ The inputs are the ones the admission cycle reads (portal.worker.snapshot: fabri
 quotas with grants, the team tree, decayed use, weights, tiers) and the terms are worked out by the scheduler's
 own functions (scheduler.priority), in the order priority.ordered adds them:
 
-    P = age*ln(1+wait_s) + share*(1 - U/L) + qos*Q - size*(gpus/cluster_gpus) - runtime*ln(1+limit_s)
+    P = age*ln(1+wait_s) + share*(1 - U/L) + qos*Q - size*(gpus/cluster_gpus) - runtime*ln(1+limit_s*gpus)
 
 A member's decayed use is read from the hourly member rollups with the same half-life (the scheduler shares by
 team, so it is shown for reading only). Another team's work is shown as terms only: never its names or ids.
@@ -31,10 +31,10 @@ from portal.worker.models import GroupUsage
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
 from scheduler import model
-from scheduler.priority import average_gpus, share_term
+from scheduler.priority import average_gpus, share_term, work
 
 TERMS = ("age", "share", "qos", "size", "runtime")
-FORMULA = "P = age*ln(1+wait_s) + share*(1 - U/L) + qos*Q - size*(gpus/cluster_gpus) - runtime*ln(1+limit_s)"
+FORMULA = "P = age*ln(1+wait_s) + share*(1 - U/L) + qos*Q - size*(gpus/cluster_gpus) - runtime*ln(1+limit_s*gpus)"
 MOST_PENDING = 5000  # the oldest pending workloads read (age lifts the oldest first)
 TOP = 5  # teams ahead shown, reasons per team
 MEMBER_HALF_LIVES = 8  # a member's use older than this many half-lives weighs under 0.4 %
@@ -151,7 +151,7 @@ def standing(group: ResourceGroup, now: datetime) -> Standing:
             share=teams[group_id].share_term,
             qos=w.qos * qos.get(tier, 1),
             size=-(w.size * (gpus_milli * nodes / 1000 / cluster_gpus)),
-            runtime=-(w.runtime * math.log1p(limit_s)),
+            runtime=-(w.runtime * work(limit_s, gpus_milli * nodes)),
         )
         team = teams[group_id]
         team.pending += 1

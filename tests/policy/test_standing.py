@@ -22,11 +22,12 @@ from scheduler.priority import ordered
 
 @pytest.fixture
 def waiting(site, submit):
-    """vision has used 6 GPUs on average lately and fraud nothing; both have work waiting, submitted apart."""
+    """vision has used 12 GPUs on average lately (far over its share) and fraud nothing; both have work waiting,
+    submitted apart."""
     now = timezone.now()
     vision = ResourceGroup.objects.get(slug="vision")
     half_life_s = 24 * 3600
-    GroupUsage.objects.create(group=vision, decayed_gpu_seconds=6 * half_life_s / 0.6931471805599453, updated_at=now)
+    GroupUsage.objects.create(group=vision, decayed_gpu_seconds=12 * half_life_s / 0.6931471805599453, updated_at=now)
     made = []
     for minutes, user, gpus, tier in ((90, "alice", 2, "normal"), (60, "charlie", 1, "normal"),
                                       (30, "bob", 1, "high"), (10, "charlie", 4, "low")):  # fmt: skip
@@ -48,7 +49,7 @@ def test_the_terms_are_the_ones_the_cycle_orders_by(waiting):
             if pk in snap.shares:
                 assert team.allocation_gpus == snap.shares[pk]
             assert team.usage_gpus == snap.usage.get(pk, 0.0)
-    assert by_team["vision"].team.usage_gpus == pytest.approx(6.0)
+    assert by_team["vision"].team.usage_gpus == pytest.approx(12.0)
     everyone = sorted(
         ((t.priority, str(i)) for found in by_team.values() for (i, _), t in found.own), key=lambda p: -p[0]
     )

@@ -38,6 +38,7 @@ def test_every_pod_list_in_the_folder_is_found_and_nothing_else(tmp_path) -> Non
 def test_the_bench_reports_a_row_per_list_and_pool_and_a_verdict(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("GRIDLANE_TRACES", str(folder_of_lists(tmp_path)))
     monkeypatch.setenv("GRIDLANE_BENCH_PEERS_GPUS", "8,6")
+    monkeypatch.setenv("GRIDLANE_BENCH_PEERS_TIGHT", "")
     monkeypatch.delenv("GRIDLANE_BENCH_PEERS_LISTS", raising=False)
     monkeypatch.delenv("GRIDLANE_BENCH_TASKS", raising=False)
     result = bench_peers.run()
@@ -48,6 +49,22 @@ def test_the_bench_reports_a_row_per_list_and_pool_and_a_verdict(tmp_path, monke
     printed = capsys.readouterr().out
     assert printed.count("typed ") == 2
     assert "verdict:" in printed
+
+
+def test_a_list_no_default_pool_contends_runs_again_at_tighter_sizes_until_one_does(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("GRIDLANE_TRACES", str(folder_of_lists(tmp_path)))
+    monkeypatch.setenv("GRIDLANE_BENCH_PEERS_GPUS", "64")
+    monkeypatch.setenv("GRIDLANE_BENCH_PEERS_TIGHT", "3,2,1")
+    monkeypatch.setenv("GRIDLANE_BENCH_PEERS_LISTS", "default,more")
+    monkeypatch.delenv("GRIDLANE_BENCH_TASKS", raising=False)
+    rows = bench_peers.run()["rows"]
+    for name in ("default", "more"):
+        sizes = [g for g in (64, 3, 2, 1) if f"{name}@{g}" in rows]
+        contended = [rows[f"{name}@{g}"]["goal"] == bench_peers.GOAL for g in sizes]
+        assert sizes == [64, 3, 2, 1][: len(sizes)]  # the default size, then tighter ones in order
+        assert not any(contended[:-1])  # a tighter size runs only while no size before it contended the list
+        assert contended[-1] or sizes[-1] == 1  # it stops at the first that contends it, or runs out of sizes
+    assert any(len([k for k in rows if k.startswith(f"{n}@")]) > 1 for n in ("default", "more"))
 
 
 def row(wait: float, violations: int = 0, utilisation: float = 0.5) -> dict[str, float]:

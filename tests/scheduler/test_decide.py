@@ -255,9 +255,9 @@ CASES = [
         want_reasons={"long-0": r.NO_CAPACITY},
     ),
     Case(
-        "a long job that has waited an hour goes before fresh short work: age still lifts it",
+        "a long job that has waited two hours goes before fresh short work: age still lifts it",
         fabrics=[fabric(POOL, 1)],
-        pending=gpu_jobs(VISION, 1, name="long", age_s=3600, runtime_s=8 * 3600)
+        pending=gpu_jobs(VISION, 1, name="long", age_s=2 * 3600, runtime_s=8 * 3600)
         + gpu_jobs(FRAUD, 1, name="short", runtime_s=600),
         want_admitted={"long-0"},
     ),
@@ -374,9 +374,9 @@ CASES = [
         "backfill: a short job runs before the blocked head, a long one waits behind it",
         fabrics=[fabric(POOL, 4)],
         running=running_on(POOL, gpu_jobs(FRAUD, 2, 1, runtime_s=600, name="ends-soon")),
-        pending=gpu_jobs(VISION, 1, 4, name="head", age_s=100)
+        pending=gpu_jobs(VISION, 1, 4, name="head", age_s=4 * 3600)
         + gpu_jobs(VISION, 1, 2, name="short", runtime_s=300)
-        + gpu_jobs(VISION, 1, 2, name="long", age_s=50, runtime_s=7200),  # old enough to come before the short one
+        + gpu_jobs(VISION, 1, 2, name="long", age_s=3000, runtime_s=7200),  # old enough to come before the short one
         want_admitted={"short-0"},
         want_reasons={"head-0": r.NO_CAPACITY, "long-0": r.BEHIND_HIGHER_PRIORITY},
         want_start_in={"head-0": 600},
@@ -395,9 +395,9 @@ CASES = [
         fabrics=[fabric(POOL, 5)],
         running=running_on(POOL, gpu_jobs(FRAUD, 1, 2, runtime_s=600, name="ends-soon"))
         + running_on(POOL, gpu_jobs(FRAUD, 1, 2, runtime_s=1200, name="ends-later")),
-        pending=gpu_jobs(VISION, 1, 2, name="head", age_s=300)
-        + gpu_jobs(NLP, 1, 3, name="second", age_s=200)
-        + gpu_jobs(VISION, 1, 1, name="long", age_s=100, runtime_s=7200)
+        pending=gpu_jobs(VISION, 1, 2, name="head", age_s=4 * 3600)
+        + gpu_jobs(NLP, 1, 3, name="second", age_s=3 * 3600)
+        + gpu_jobs(VISION, 1, 1, name="long", age_s=1500, runtime_s=7200)  # old enough to come before the short one
         + gpu_jobs(VISION, 1, 1, name="short", runtime_s=300),
         want_admitted={"short-0"},  # at 1200 s the head holds 2 of 5 and the second needs the other 3
         want_reasons={"head-0": r.NO_CAPACITY, "second-0": r.NO_CAPACITY, "long-0": r.BEHIND_HIGHER_PRIORITY},
