@@ -5,8 +5,8 @@ sampling), but the node's agent, which runs as root beside the job, can read it 
 
 - its processes: every one whose environment says PBS_JOBID=<id> (PBS's MoM sets it in every task of the job);
 - its GPUs: the CUDA_VISIBLE_DEVICES its processes were given (PBS's cgroup hook sets it to the GPUs it assigned
-  the job), as indexes; where none of its processes has one, or one names a GPU by UUID, its GPUs are unknown
-  (None), never the node's all;
+  the job), by index or by UUID (mapped through `nvidia-smi --query-gpu=index,uuid`); where none of its processes
+  has one, or one names a GPU this node does not show, its GPUs are unknown (None), never the node's all;
 - its CPU time: from its cgroup (the folder named after the job on a process's cgroup path, PBS's cgroup hook's
   `pbs_jobs.service/jobid/<id>`: cgroup v2's cpu.stat, else v1's cpuacct.usage), else the sum over its processes
   (fields 14-17 of /proc/<pid>/stat), against the CPUs its processes may run on (their affinity: the job's
@@ -20,6 +20,8 @@ running PBS workload's with that job id on this host (portal.agents.native).
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from fabrics.agent import gpus as gpu_query
 JOB_ENV = b"PBS_JOBID="
 GPUS_ENV = b"CUDA_VISIBLE_DEVICES="
 MAX_JOBS = 256  # jobs on one node read at once
+UUID_QUERY = ["--query-gpu=index,uuid", "--format=csv,noheader"]
 
 
 @dataclass
@@ -66,14 +69,27 @@ def discover(proc: Path = Path("/proc")) -> dict[str, NativeJob]:
     return jobs
 
 
-def gpu_indexes(job: NativeJob) -> list[int] | None:
-    """The job's GPUs as indexes; None where they are unknown (none given, or given by UUID), [] where it holds
-    none (CUDA_VISIBLE_DEVICES empty in all its processes)."""
+def gpu_indexes(job: NativeJob, uuids: dict[str, int] | None = None) -> list[int] | None:
+    """The job's GPUs as indexes, those given by UUID through `uuids` (nvidia-smi's index of each GPU's UUID);
+    None where they are unknown (none given, or a UUID this node does not show), [] where it holds none
+    (CUDA_VISIBLE_DEVICES empty in all its processes)."""
     if job.ungpued and not job.gpus:
         return None
-    if not all(g.isdigit() for g in job.gpus):
-        return None
-    return sorted(int(g) for g in job.gpus)
+    indexes = [int(g) if g.isdigit() else (uuids or {}).get(g, -1) for g in job.gpus]
+    return None if -1 in indexes else sorted(indexes)
+
+
+def uuid_indexes(binary: str) -> dict[str, int]:
+    """Each GPU's index by its UUID (`nvidia-smi --query-gpu=index,uuid`); {} where nvidia-smi cannot say."""
+    path = shutil.which(binary)
+    if path is None:
+        return {}
+    try:
+        out = subprocess.run([path, *UUID_QUERY], capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    pairs = [[f.strip() for f in line.split(",")] for line in out.splitlines()]
+    return {p[1]: int(p[0]) for p in pairs if len(p) == 2 and p[0].isdigit() and p[1].startswith(("GPU-", "MIG-"))}
 
 
 def cgroup_cpu_seconds(job: NativeJob, proc: Path, roots: tuple[str, ...]) -> float | None:
@@ -139,6 +155,9 @@ class Sampler:
         jobs = discover(self.proc)
         now, at = self.clock(), datetime.now(UTC).isoformat()
         node_gpus = gpu_query.query(self.nvidia_smi) if jobs else []
+        by_uuid = None
+        if any(not g.isdigit() for job in jobs.values() for g in job.gpus):  # PBS gave some GPUs by UUID
+            by_uuid = uuid_indexes(self.nvidia_smi)
         readings = {}
         for job_id, job in jobs.items():
             seconds = cgroup_cpu_seconds(job, self.proc, self.roots)
@@ -150,7 +169,7 @@ class Sampler:
                 self.last[job_id] = (now, seconds)
             reading: dict[str, Any] = {"at": at, "cpu_utilisation": cpu, "gpu_utilisation": None,
                                        "gpu_memory_mib": None}  # fmt: skip
-            indexes = gpu_indexes(job)
+            indexes = gpu_indexes(job, by_uuid)
             mine = [g for g in node_gpus if indexes is not None and g.index in indexes]
             utils = [g.utilisation for g in mine if g.utilisation is not None]
             if utils:

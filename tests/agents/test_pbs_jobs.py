@@ -69,13 +69,22 @@ def test_a_native_job_s_gpus_come_from_what_pbs_gave_it_and_its_cpu_from_its_cgr
     assert second["77.pbs-server"]["cpu_utilisation"] == pytest.approx(50)
 
 
+UUID = "GPU-5fd4d5e6-7b1a-4f35-9d6b-3c2d1e0f9a81"
+
+
 @pytest.mark.parametrize(
     ("given", "want"),
-    [({"1", "3"}, [1, 3]), (set(), []), ({"GPU-5fd4d5e6-7b1a-4f35-9d6b-3c2d1e0f9a81"}, None)],
+    [({"1", "3"}, [1, 3]), (set(), []), ({UUID, "3"}, [2, 3]), ({"GPU-not-on-this-node"}, None)],
 )
-def test_gpus_given_by_uuid_are_unknown_and_none_given_is_none_held(given, want):
-    assert pbs_jobs.gpu_indexes(pbs_jobs.NativeJob(JOB, [1], given, ungpued=False)) == want
-    assert pbs_jobs.gpu_indexes(pbs_jobs.NativeJob(JOB, [1], set(), ungpued=True)) is None
+def test_gpus_given_by_index_or_uuid_and_none_given_is_none_held(given, want):
+    assert pbs_jobs.gpu_indexes(pbs_jobs.NativeJob(JOB, [1], given, ungpued=False), {UUID: 2}) == want
+    assert pbs_jobs.gpu_indexes(pbs_jobs.NativeJob(JOB, [1], set(), ungpued=True)) is None  # none given: unknown
+
+
+def test_uuids_map_to_indexes_through_nvidia_smi(tmp_path):
+    smi = fake_nvidia_smi(tmp_path, f"0, GPU-0c9b8a7d-6e5f-4a3b-2c1d-0e9f8a7b6c5d\n2, {UUID}\nnot a line\n")
+    assert pbs_jobs.uuid_indexes(str(smi)) == {"GPU-0c9b8a7d-6e5f-4a3b-2c1d-0e9f8a7b6c5d": 0, UUID: 2}
+    assert pbs_jobs.uuid_indexes(str(tmp_path / "missing")) == {}
 
 
 def test_a_real_process_of_a_job_is_found_with_the_cpus_it_may_run_on(tmp_path):
