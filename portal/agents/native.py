@@ -4,8 +4,10 @@ with {"host": its name, "jobs": {PBS job id: [readings]}}.
 A PBS whose qsub is not Slurm's cannot have Gridlane's sampler join a running job (fabrics.pbs.sampling); the
 agent IT runs on its nodes reads the jobs there instead. A job's readings are kept as its workload's where a
 running workload of a PBS fabric has that job id and runs on the agent's host (its first execution host, as PBS
-reports it; the agent's name, or its name up to the first dot); any other job id is answered as unknown and
-kept nowhere. The workload's sampler is then marked started (its reason, which named the missing agent, goes).
+reports it; the agent's name, or its name up to the first dot), and that PBS fabric names the agent's fabric as
+the one whose agents run on its nodes (its setting `agent_fabric`, IT's: no other agent speaks for its jobs);
+any other job id is answered as unknown and kept nowhere. The workload's sampler is then marked started (its
+reason, which named the missing agent, goes).
 Three queries whatever the number of jobs: the host, the workloads, the write (and one update of their starts).
 """
 
@@ -46,12 +48,13 @@ def _jobs(body: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return dict(jobs)
 
 
-def workloads_on(host: str, job_ids: list[str]) -> dict[str, Workload]:
-    """The running PBS workloads with these job ids on this host, by job id: one query."""
+def workloads_on(agents: str, host: str, job_ids: list[str]) -> dict[str, Workload]:
+    """The running workloads with these job ids on this host of the PBS fabrics whose nodes run the agents of the
+    agent fabric named `agents` (their setting `agent_fabric`), by job id: one query."""
     short = host.split(".", 1)[0]
-    found = Workload.objects.filter(state=State.RUNNING, fabric__kind="pbs", external_id__in=job_ids).filter(
-        Q(host=host) | Q(host=short)
-    )
+    found = Workload.objects.filter(
+        state=State.RUNNING, fabric__kind="pbs", fabric__settings__agent_fabric=agents, external_id__in=job_ids
+    ).filter(Q(host=host) | Q(host=short))
     return {w.external_id: w for w in found.only("pk", "external_id", "gpus_milli", "attempt")}
 
 
@@ -62,7 +65,7 @@ def usage(request: Request) -> Response:
     body = _body(request, FIELDS)
     jobs = _jobs(body)
     host = _host(request, fabric)
-    mine = workloads_on(host.name, list(jobs)) if jobs else {}
+    mine = workloads_on(fabric.name, host.name, list(jobs)) if jobs else {}
     rows: list[UsageSample] = []
     try:
         for job_id, w in mine.items():

@@ -103,9 +103,10 @@ def test_a_real_process_of_a_job_is_found_with_the_cpus_it_may_run_on(tmp_path):
 
 
 @pytest.fixture
-def native(alice, submit):
-    """A native PBS job running on gpu-7, whose sampler could not join it."""
-    pbs = Fabric.objects.create(name="pbs", kind="pbs", gpus_milli=8000, cpus_milli=32000, memory_mib=64000)
+def native(alice, submit, hosts):
+    """A native PBS job running on gpu-7, whose sampler could not join it; the agents of `hosts` run on its nodes."""
+    pbs = Fabric.objects.create(name="pbs", kind="pbs", gpus_milli=8000, cpus_milli=32000, memory_mib=64000,
+                                settings={"agent_fabric": hosts["fabric"].name})  # fmt: skip
     w = submit(alice, name="native", gpus=2)
     Workload.objects.filter(pk=w.pk).update(fabric=pbs, state=State.RUNNING, external_id=JOB, host="gpu-7",
                                             script="#PBS -l select=1:ngpus=2\n./train")  # fmt: skip
@@ -142,6 +143,16 @@ def test_the_portal_keeps_an_agent_s_readings_as_the_native_job_s_on_its_host(pb
     unknown = client.post(url, {"host": "gpu-8", "queue": "x"}, format="json")
     assert list(unknown.json()["errors"]) == ["queue"]
     assert UsageSample.objects.count() == 1
+
+
+def test_only_the_agents_the_pbs_fabric_names_speak_for_its_jobs(pbs_job, hosts):
+    client, w = pbs_job
+    Fabric.objects.filter(kind="pbs").update(settings={"agent_fabric": "some-other-agents"})
+    reading = {"at": "2026-11-30T10:05:00+00:00", "cpu_utilisation": 50.0}
+    answer = client.post("/api/v1/agent/pbs-jobs/usage/", {"host": "gpu-7.cluster.example", "jobs": {JOB: [reading]}},
+                         format="json")  # fmt: skip
+    assert answer.json() == {"recorded": 0, "unknown": [JOB]}
+    assert not UsageSample.objects.filter(workload=w).exists()
 
 
 def test_a_running_agent_samples_a_native_job_on_its_node(native, start_agent, tmp_path):
