@@ -20,7 +20,7 @@ from types import FrameType
 from typing import Any
 
 from fabrics.agent import gpus as gpu_query
-from fabrics.agent import reports, runner
+from fabrics.agent import pbs_jobs, reports, runner
 from fabrics.agent.client import Api, ApiError
 
 CLAIM_WAIT_S = 20.0
@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-uid", type=int, default=1000, help="the lowest uid a person's account may have")
     parser.add_argument("--nvidia-smi", default="nvidia-smi", help="the nvidia-smi program to ask")
     parser.add_argument("--enroll", help="a one-time enrollment token to exchange for this host's own token")
+    parser.add_argument(
+        "--pbs-jobs", action="store_true", help="also sample the native PBS jobs on this node (fabrics.agent.pbs_jobs)"
+    )
 
 
 def host_facts(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -126,6 +129,8 @@ class Agent:
                             return 1
             self._retrying(self.register)
             threading.Thread(target=self._heartbeats, daemon=True).start()
+            if getattr(self.args, "pbs_jobs", False):
+                threading.Thread(target=self._pbs_jobs, daemon=True).start()
             self.reporter.start()
             self._loop()
         self._drain()
@@ -190,6 +195,19 @@ class Agent:
                 for run_id, ends in answer.get("leases", {}).items():
                     if run_id in self.jobs:
                         self.jobs[run_id].lease_ends_at = datetime.fromisoformat(ends)
+
+    def _pbs_jobs(self) -> None:
+        """Every sample interval, the native PBS jobs on this node, read and posted (readings of jobs the portal
+        does not know are dropped there; a failed post is not retried: the next interval reads again)."""
+        sampler = pbs_jobs.Sampler(nvidia_smi=self.options.nvidia_smi)
+        while not self.stopping.wait(self.options.sample_every_s):
+            readings = {job_id: r for job_id, r in sampler.sample().items()
+                        if r["cpu_utilisation"] is not None or r["gpu_utilisation"] is not None}  # fmt: skip
+            if not readings:
+                continue
+            with contextlib.suppress(ApiError):
+                self.api.post("agent/pbs-jobs/usage/", {"host": self.name, "jobs": {
+                    job_id: [reading] for job_id, reading in readings.items()}})  # fmt: skip
 
     def _lost(self) -> None:
         """The server gave this host up: stop what it still runs (the server already moved it on), register again."""

@@ -7,7 +7,8 @@ inside that job (it speaks the job's own task manager), and qsub has no step to 
    job id is a Slurm job id, and the sampler joins the job as on Slurm (fabrics.slurm.sampling: a step
    `srun --jobid --overlap`, as the job's owner, the secret on stdin).
 2. Anywhere else the sampler does not start, and the reason names what is missing: Gridlane's agent on the
-   cluster's nodes, which samples the jobs there itself.
+   cluster's nodes, which samples the jobs there itself (`gridlane agent --pbs-jobs`: fabrics.agent.pbs_jobs,
+   portal.agents.native; its first readings mark the job's sampler started).
 
 PROBE decides on the login node in the same round trip as the start: `bash -c PROBE gridlane-pbs-sampler QSUB
 SRUN COMMAND...` runs COMMAND (the launcher, with the secret still on stdin) only in case 1, else exits 5 with
@@ -17,8 +18,8 @@ the reason on stderr.
 from __future__ import annotations
 
 NOT_SLURM = (
-    "this PBS has no way to join a running job from outside it (pbsdsh works only inside the job, and its qsub is "
-    "not Slurm's, so there is no srun --overlap); run Gridlane's agent on its nodes to sample its jobs"
+    "this PBS cannot join a running job from outside it (pbsdsh works only inside the job, and its qsub is "
+    "not Slurm's, so there is no srun --overlap); run Gridlane's agent with --pbs-jobs on its nodes to sample its jobs"
 )
 NO_SRUN = "this PBS is Slurm's Torque wrappers but srun is not on the login node's path; GPU use stays unknown"
 

@@ -204,14 +204,18 @@ def record_usage(claim: Claim, samples: list[dict[str, Any]]) -> int:
 
 
 def _usage_rows(claim: Claim, samples: list[dict[str, Any]]) -> list[UsageSample]:
-    """The agent's readings as rows (at most 1,000 per call); TypeError or ValueError for one that is not a
-    reading."""
+    return usage_rows(claim.workload_id, claim.gpus_milli, samples)
+
+
+def usage_rows(workload_id: Any, gpus_milli: int, samples: list[dict[str, Any]]) -> list[UsageSample]:
+    """The agent's readings of one workload as rows (at most 1,000 per call); TypeError or ValueError for one that
+    is not a reading."""
     return [
         UsageSample(
-            workload_id=claim.workload_id,
+            workload_id=workload_id,
             at=_parse_at(s.get("at")),
             source=UsageSample.Source.AGENT,
-            gpus_milli=claim.gpus_milli,
+            gpus_milli=gpus_milli,
             gpu_utilisation=_opt_float(s.get("gpu_utilisation")),
             gpu_memory_mib=_opt_int(s.get("gpu_memory_mib")),
             cpu_utilisation=_opt_float(s.get("cpu_utilisation")),

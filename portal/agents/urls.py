@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.agents import views
+from portal.agents import native, views
 from portal.burst import views as burst
 
 urlpatterns = [
@@ -12,5 +12,6 @@ urlpatterns = [
     path("runs/<str:run_id>/status/", views.status, name="agent-status"),
     path("runs/<str:run_id>/log/", views.log, name="agent-log"),
     path("runs/<str:run_id>/usage/", views.usage, name="agent-usage"),
+    path("pbs-jobs/usage/", native.usage, name="agent-pbs-jobs-usage"),
     path("leases/<str:workload_id>/key/", views.lease_key, name="agent-lease-key"),
 ]

@@ -1,8 +1,9 @@
 """A team's allocations idle now, by the seed's rule, for its leads: who holds them and for how long.
 
 A running workload's GPUs are idle now when its samples in the last whole idle window average below
-80 %; it has been idle since the start of the run of such windows that ends there (looking back at most
-LOOK_BACK). A workload whose last window has no samples is not listed as idle: its use is unknown.
+80 % and its CPUs, where read, below 10 % (the seed's rule: GPUs *and* CPUs; a job whose GPUs wait while its
+CPUs work is not idle); it has been idle since the start of the run of such windows that ends there (looking
+back at most LOOK_BACK). A workload whose last window has no samples is not listed as idle: its use is unknown.
 Two queries: the team's running GPU work, and its window averages (grouped in the database).
 """
 
@@ -13,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from portal.accounts.models import ResourceGroup
-from portal.usage.rollup import IDLE_BELOW, averages, idle_window, window_of
+from portal.usage.rollup import IDLE_BELOW, figures, idle_window, window_of
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 
@@ -60,16 +61,18 @@ def team_idle_now(group: ResourceGroup, now: datetime) -> list[IdleNow]:
 
 
 def idle_spells(running: list[Workload], now: datetime) -> dict[Any, tuple[datetime, float]]:
-    """Per running workload (by pk) whose GPUs are idle now: since when, and the last whole window's average.
-    One query."""
+    """Per running workload (by pk) whose GPUs (and CPUs, where read) are idle now: since when, and the last whole
+    window's GPU average. One query."""
     if not running:
         return {}
     window = idle_window()
     last = window_of(now, window) - window  # the last whole window
-    found = averages(last - LOOK_BACK, last + window, window, workloads=[w.pk for w in running])
+    cpus_busy: set[tuple[str, datetime]] = set()
+    found, _ = figures(last - LOOK_BACK, last + window, window, [w.pk for w in running], cpus_busy)
     per_workload: dict[str, dict[datetime, float]] = {}
     for (pk, begins), value in found.items():
-        per_workload.setdefault(pk, {})[begins] = value
+        # a window whose CPUs worked is busy, whatever its GPUs read (its average stays the GPUs')
+        per_workload.setdefault(pk, {})[begins] = IDLE_BELOW if (pk, begins) in cpus_busy else value
     spells = {}
     for w in running:
         windows = per_workload.get(str(w.pk), {})

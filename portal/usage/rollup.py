@@ -428,10 +428,15 @@ def averages(
 
 
 def figures(
-    start: datetime, until: datetime, window: timedelta, workloads: list[Any] | None = None
+    start: datetime,
+    until: datetime,
+    window: timedelta,
+    workloads: list[Any] | None = None,
+    cpus_busy: set[tuple[str, datetime]] | None = None,
 ) -> tuple[dict[tuple[str, datetime], float], dict[tuple[str, datetime], float]]:
     """`averages`, and beside them the idle share per workload and window where its samples say GPU by GPU (the
-    average over those samples of gpus_idle / gpus_read): one query."""
+    average over those samples of gpus_idle / gpus_read): one query. Into `cpus_busy`, where given, go the
+    windows whose CPUs worked (their CPU utilisation averaged at or above CPU_IDLE_BELOW): never idle."""
     minutes = int(window.total_seconds() // 60)
     # The window's number within its day: minutes since midnight over the window, rounded down (PostgreSQL's
     # EXTRACT gives numerics, so the division is not an integer one by itself).
@@ -455,6 +460,8 @@ def figures(
         found[key] = float(average)
         if cpu is not None and cpu >= CPU_IDLE_BELOW:
             shares[key] = 0.0  # its CPUs worked: none of its GPUs counts idle (idle is GPUs and CPUs)
+            if cpus_busy is not None:
+                cpus_busy.add(key)
         elif share is not None:
             shares[key] = float(share)
     return found, shares

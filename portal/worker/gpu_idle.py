@@ -1,7 +1,8 @@
 """Acting on idle GPUs, per queue (Queue.gpu_idle_action, IT's choice, audited like every queue change).
 
-A running workload's GPUs are idle when they average below 80 % over the last whole idle window
-(portal.usage.idle_now). Per its queue's action:
+A running workload's GPUs are idle when they average below 80 % over the last whole idle window and its CPUs,
+where read, below 10 % (portal.usage.idle_now: a job whose CPUs work is not idle, as the seed has it). Per its
+queue's action:
 - nothing: nothing;
 - warn: the owner is told once per idle spell (a WorkloadEvent on the workload's page, and a notification
   where they asked for idle warnings); busy again, or no longer known, the warning is taken back;
@@ -103,7 +104,7 @@ def _step(now: datetime) -> dict[str, int]:
                 warned.append((w, idle_for, average))
         elif act == Act.CLEAR:
             services.do_clear_gpu_idle(
-                w, "GPUs busy again, or their use no longer known: the idle warning is taken back"
+                w, "GPUs or CPUs busy again, or their use no longer known: the idle warning is taken back"
             )
         elif act == Act.STOP:
             services.do_cancel(None, w, reason=f"stopped: its GPUs stayed idle {grace} after the warning")

@@ -99,7 +99,7 @@ def test_a_pbs_whose_qsub_is_not_slurm_s_keeps_the_use_unknown_naming_the_agent(
     start = SamplerStart.objects.get(workload=w)
     assert not start.started
     assert "pbsdsh works only inside the job" in start.reason
-    assert start.reason.endswith("run Gridlane's agent on its nodes to sample its jobs")
+    assert start.reason.endswith("run Gridlane's agent with --pbs-jobs on its nodes to sample its jobs")
     assert not UsageTurn.objects.filter(workload=w).exists()
     assert pbs.poll([w.external_id])[w.external_id].state == JobState.RUNNING  # the job is left alone
 
