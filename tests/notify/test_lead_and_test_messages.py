@@ -25,7 +25,7 @@ def delivered() -> list[str]:
         return not Notification.objects.exclude(state=Notification.State.SENT).exists()
 
     wait_until(sent, timeout=30, every=0.1)
-    return [m.subject for m in mail.outbox]
+    return [str(m.subject) for m in mail.outbox]
 
 
 def test_the_leads_hear_of_its_decision_on_a_grant_and_members_do_not(client, it_admin, alice, bob):
@@ -65,5 +65,6 @@ def test_send_a_test_records_one_message_per_channel_and_says_so(client, alice):
     assert delivered() == ["[Gridlane] A test message"]
     from portal.notify.forms import PreferenceForm
 
-    assert "test" not in dict(PreferenceForm.base_fields["events"].choices)  # not one to choose: sent when asked
-    assert "grant" in dict(PreferenceForm.base_fields["events"].choices)
+    choices = dict(getattr(PreferenceForm.base_fields["events"], "choices", ()))
+    assert "test" not in choices  # not one to choose: sent when asked
+    assert "grant" in choices
