@@ -17,6 +17,7 @@ from portal.usage.rollup import HOUR, hour_of, hours_between
 from portal.workloads import stats
 from portal.workloads.models import Workload
 from portal.workloads.states import ACTIVE, State
+from scheduler.estimates import percentile
 
 WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 DEFAULT_WINDOW = "7d"
@@ -260,7 +261,7 @@ def _count_work_still_waiting(
     for queue, submitted in rows:
         ages[queue].append(stats.waited(submitted, None, now))
     for queue, seconds in ages.items():  # the same percentile as the rollup's and IT's Queues page's
-        p50, p95 = stats.percentile(seconds, 50) or 0.0, stats.percentile(seconds, 95) or 0.0
+        p50, p95 = percentile(seconds, 50) or 0.0, percentile(seconds, 95) or 0.0
         series = waits.setdefault(queue, ([], [], []))
         if series[0] and series[0][-1] == hour:
             series[1][-1] = max(series[1][-1] or 0.0, p50)

@@ -60,7 +60,7 @@ from portal.usage.samples import CPU_IDLE_BELOW, max_age
 from portal.usage.samples import IDLE_BELOW as IDLE_BELOW  # the one threshold, read from here by the pages
 from portal.workloads.models import Workload
 from portal.workloads.states import State
-from portal.workloads.stats import percentile
+from scheduler.estimates import percentile
 
 log = logging.getLogger("gridlane.usage")
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,19 +15,9 @@ from portal.queues.models import Queue
 from portal.workloads.calibration import ERROR_WINDOW, Calibration, calibration_of
 from portal.workloads.models import Workload
 from portal.workloads.states import State
+from scheduler.estimates import percentile  # one percentile for every page and estimate
 
 WAIT_WINDOW = ERROR_WINDOW  # 7 days
-
-
-def percentile(values: Sequence[float], p: float) -> float | None:
-    """The p-th percentile (0-100) by linear interpolation, or None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * p / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 @dataclass(frozen=True)
