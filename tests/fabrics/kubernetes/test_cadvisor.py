@@ -7,7 +7,6 @@ request: 0-100; a job with no series is no data (None), never 0."""
 from __future__ import annotations
 
 import http.server
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -19,9 +18,9 @@ import pytest
 from fabrics.base import JobState
 from fabrics.kubernetes import cadvisor, dcgm
 from tests.conftest import wait_until
-from tests.deploy.helpers import free_port
 from tests.fabrics.kubernetes.conftest import NAMESPACE, connect, spec
-from tests.fabrics.kubernetes.test_dcgm import _ready, queries_served
+from tests.fabrics.kubernetes.scraping import scraping
+from tests.fabrics.kubernetes.test_dcgm import queries_served
 from tests.fabrics.kubernetes.test_fabric import status_when
 
 CPU = dcgm.OTHER
@@ -75,27 +74,10 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, Kubelet]]:
     """A real Prometheus scraping the stand-in every second; its own target label `namespace` makes it rename
     the kubelet's to exported_namespace, as a scrape through Kubernetes service discovery does."""
     kubelet = Kubelet()
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        "  - job_name: cadvisor\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{kubelet.port}'], labels: {{namespace: kube-system}}}}]\n"
-    )
-    proc = subprocess.Popen(
-        ["/usr/bin/prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("wb"),
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: proc.poll() is not None or _ready(url), timeout=60, every=0.2)
-        assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-1500:]
-        yield url, kubelet
+        with scraping(tmp_path, {"cadvisor": (kubelet.port, "kube-system")}) as url:
+            yield url, kubelet
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
         kubelet.server.shutdown()
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.server
 import socket
-import subprocess
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -18,8 +17,8 @@ import pytest
 from fabrics.base import JobState
 from fabrics.kubernetes import dcgm
 from tests.conftest import wait_until
-from tests.deploy.helpers import free_port
 from tests.fabrics.kubernetes.conftest import NAMESPACE, connect, spec
+from tests.fabrics.kubernetes.scraping import scraping
 from tests.fabrics.kubernetes.test_fabric import status_when
 
 # Captured from NVIDIA's dcgm-exporter (its Kubernetes pod mapping on), with the pod and values filled in here.
@@ -59,36 +58,11 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, Exporter]]:
     """A real Prometheus scraping the stand-in every second; its own target label `namespace` makes it rename
     the exporter's to exported_namespace, as a scrape through Kubernetes service discovery does."""
     exporter = Exporter()
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        "  - job_name: dcgm\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{exporter.port}'], labels: {{namespace: gpu-operator}}}}]\n"
-    )
-    proc = subprocess.Popen(
-        ["/usr/bin/prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("wb"),
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: proc.poll() is not None or _ready(url), timeout=60, every=0.2)
-        assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-1500:]
-        yield url, exporter
+        with scraping(tmp_path, {"dcgm": (exporter.port, "gpu-operator")}) as url:
+            yield url, exporter
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
         exporter.server.shutdown()
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
 
 
 def queries_served(url: str) -> int:

@@ -6,7 +6,6 @@ is, and a CPU-only job is judged on its CPUs alone (its efficiency windows)."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,10 +21,10 @@ from portal.worker import gpu_idle
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
 from tests.conftest import wait_until
-from tests.deploy.helpers import free_port
 from tests.fabrics.kubernetes.conftest import NAMESPACE, connect, spec
+from tests.fabrics.kubernetes.scraping import scraping
 from tests.fabrics.kubernetes.test_cadvisor import Kubelet
-from tests.fabrics.kubernetes.test_dcgm import Exporter, _ready
+from tests.fabrics.kubernetes.test_dcgm import Exporter
 from tests.fabrics.kubernetes.test_fabric import status_when
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -37,29 +36,12 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, Exporter, Kubelet]]:
     """A real Prometheus scraping both stand-ins every second, renaming their `namespace` labels to
     exported_namespace as a scrape through Kubernetes service discovery does."""
     exporter, kubelet = Exporter(), Kubelet()
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        "  - job_name: dcgm\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{exporter.port}'], labels: {{namespace: gpu-operator}}}}]\n"
-        "  - job_name: cadvisor\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{kubelet.port}'], labels: {{namespace: kube-system}}}}]\n"
-    )
-    proc = subprocess.Popen(
-        ["/usr/bin/prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("wb"),
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: proc.poll() is not None or _ready(url), timeout=60, every=0.2)
-        assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-1500:]
-        yield url, exporter, kubelet
+        with scraping(
+            tmp_path, {"dcgm": (exporter.port, "gpu-operator"), "cadvisor": (kubelet.port, "kube-system")}
+        ) as url:
+            yield url, exporter, kubelet
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
         exporter.server.shutdown()
         kubelet.server.shutdown()
 
