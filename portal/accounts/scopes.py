@@ -63,6 +63,7 @@ ENDPOINT_ACTIONS: dict[tuple[str, str], str | None] = {
     ("api:agent-status", "POST"): None,
     ("api:agent-log", "POST"): None,
     ("api:agent-usage", "POST"): None,
+    ("api:agent-pbs-jobs-usage", "POST"): None,
     ("api:agent-lease-key", "PUT"): None,
     ("policy-plan", "POST"): None,
     ("policy-apply", "POST"): None,

@@ -32,7 +32,7 @@ def test_the_address_bar_shows_where_a_submit_led(browser_page, gridlane, cast):
     page.get_by_role("button", name="Relaunch resnet-base").click()
     page.get_by_role("heading", name="Relaunch resnet-base").wait_for()
     assert page.locator(".invalid").count() >= 1  # the reason is on the form
-    assert page.url == f"{gridlane}{done.clone_url()}"
+    page.wait_for_url(f"{gridlane}{done.clone_url()}")  # set once the page's scripts have run (DOMContentLoaded)
     assert Workload.objects.count() == 1
 
     # Allowed again: the form, sent by htmx, leads to the new workload, and the address bar says so.
