@@ -6,9 +6,9 @@
               per second over them all, beside the goal (10 ms, 50 ms, 300/s)
     cold      one placement on a snapshot it has not seen that shape on (scheduler/dryrun_fast.py), beside
               the plain path (decide() on the whole snapshot plus the job)
-    worker    the worker's admission (snapshot, decide, apply) alone, then beside the 30 teams' stream driven at
-              the rate it reached (at least 300/s asked) from CLIENTS processes: the ratio of its cycle times
-              (goal <= 1.10), and the stream's own p50 and p99 beside it
+    worker    the worker's admission (snapshot, decide, apply) alone, then beside the 30 teams' stream from CLIENTS
+              processes: the ratio of its cycle times (goal <= 1.10 at the goal's 300/s), and the stream's own p50
+              and p99 beside it; then the same at the most the stream reached alone (a stress, for the record)
 
 The cast: 30 teams, one queue each, six to a pool of 120 GPUs (five pools), every GPU held by running work,
 10,000 workloads waiting in two tiers (so no team's slice of candidates is full: every dry run is placed).
@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 WAITING = 10_000
 STREAM_S = 20  # seconds of a measured stream
 CLIENTS = 2  # processes sending dry runs at once (this machine has two cores)
-RATE = 300  # dry runs per second asked for beside the worker, at least
+RATE = 300  # the goal's dry runs per second beside the worker
+ASKED = 330  # asked of the paced clients, so that what they reach (a little under what is asked) is at least RATE
 CYCLES = 12
 
 
@@ -45,7 +46,9 @@ def run() -> dict[str, Any]:
         "stream": stream(tokens, teams=30, label="30 teams' agents, mixed shapes"),
         "cold": cold(),
     }
-    results["worker"] = worker_beside_stream(tokens, max(RATE, results["stream"]["per_second"]))
+    # The goal's rate (300/s: the worker slowed by at most 10 %), then the most the stream reached (a stress).
+    results["worker"] = worker_beside_stream(tokens, ASKED)
+    results["worker_at_most"] = worker_beside_stream(tokens, max(ASKED, results["stream"]["per_second"]))
     return results
 
 
@@ -251,7 +254,8 @@ def worker_beside_stream(tokens: list[str], rate: float) -> dict[str, Any]:
     ratio = beside / alone
     print(
         f"worker admission over {WAITING:,} waiting: {alone * 1000:.0f} ms alone vs {beside * 1000:.0f} ms beside "
-        f"dry runs asked at {rate:.0f}/s = {ratio:.2f}x (goal <= 1.10); the stream beside it: {got['per_second']}/s, "
+        f"dry runs asked at {rate:.0f}/s = {ratio:.2f}x (goal <= 1.10 at >= {RATE}/s); the stream beside it: "
+        f"{got['per_second']}/s, "
         f"p50 {got['p50_ms']:.2f} ms, p99 {got['p99_ms']:.2f} ms"
     )
     return {"alone_ms": round(alone * 1000), "beside_ms": round(beside * 1000), "ratio": round(ratio, 3)} | {
