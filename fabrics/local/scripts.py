@@ -92,6 +92,9 @@ def wrapper(job: JobSpec) -> str:
     lines.append("exec 3>&1 4>&2")
     if out:
         lines.append(f"exec 1> >(tee -a -- {shlex.quote(out)} >&3); copies=$!")
-    lines.append(f'exec 2> >(tee -a -- {shlex.quote(err or out)} >&4); copies="${{copies:-}} $!"')
+    if out and err in ("", out):  # one file: one stream, kept in the order it was written, as sbatch keeps it
+        lines.append("exec 2>&1")
+    else:
+        lines.append(f'exec 2> >(tee -a -- {shlex.quote(err or out)} >&4); copies="${{copies:-}} $!"')
     lines += ['"$script" 3>&- 4>&-; status=$?', "exec 1>&3 2>&4 3>&- 4>&-", "wait $copies", 'exit "$status"']
     return "\n".join(lines) + "\n"

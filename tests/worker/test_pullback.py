@@ -218,8 +218,8 @@ def test_work_waiting_in_slurm_moves_to_the_local_fabric_s_declared_room(alice, 
 
 def test_the_local_fabric_s_room_is_used_up_by_the_moves_of_one_run(alice, submit, hpc):
     now = timezone.now()
-    for job in ("71", "72", "73"):
-        waiting(submit(alice, queue="hpc", gpus=3, memory_gb=1), hpc, job, 600, now)
+    for job, waited in (("71", 603), ("72", 602), ("73", 601)):  # the longest waiting moves first
+        waiting(submit(alice, queue="hpc", gpus=3, memory_gb=1), hpc, job, waited, now)
     assert moves(now) == [(["71"], "local"), (["72"], "local")]  # 3 + 3 of 8: the third waits
 
 
