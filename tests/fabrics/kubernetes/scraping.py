@@ -4,11 +4,14 @@ exported_namespace, as a scrape through Kubernetes service discovery does."""
 
 from __future__ import annotations
 
+import http.server
 import subprocess
+import threading
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import wait_until
 from tests.deploy.helpers import free_port
@@ -48,3 +51,24 @@ def ready(url: str) -> bool:
             return bool(answer.status == 200)
     except OSError:
         return False
+
+
+def serving(body: Callable[[], bytes]) -> http.server.ThreadingHTTPServer:
+    """A stand-in exporter on a loopback port (`.server_address[1]`): every GET answers `body()` in Prometheus's
+    text format. Shut it down when done."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = body()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server

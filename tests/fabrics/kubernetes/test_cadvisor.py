@@ -6,8 +6,6 @@ request: 0-100; a job with no series is no data (None), never 0."""
 
 from __future__ import annotations
 
-import http.server
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,7 @@ from fabrics.base import JobState
 from fabrics.kubernetes import cadvisor, dcgm
 from tests.conftest import wait_until
 from tests.fabrics.kubernetes.conftest import NAMESPACE, connect, spec
-from tests.fabrics.kubernetes.scraping import scraping
+from tests.fabrics.kubernetes.scraping import scraping, serving
 from tests.fabrics.kubernetes.test_dcgm import queries_served
 from tests.fabrics.kubernetes.test_fabric import status_when
 
@@ -43,30 +41,17 @@ class Kubelet:
 
     def __init__(self) -> None:
         self.pods: dict[str, float] = {}
-        kubelet = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                now = time.time()
-                seconds = now - T0
-                body = "# TYPE container_cpu_usage_seconds_total counter\n" + "".join(
-                    LINES.format(pod=pod, ns=NAMESPACE, main=cores * seconds, pause=0.001 * seconds,
-                                 pod_total=(cores + 0.001) * seconds, ms=int(now * 1000))
-                    for pod, cores in kubelet.pods.items()
-                )  # fmt: skip
-                data = body.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = serving(self.body)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def body(self) -> bytes:
+        now = time.time()
+        seconds = now - T0
+        return ("# TYPE container_cpu_usage_seconds_total counter\n" + "".join(
+            LINES.format(pod=pod, ns=NAMESPACE, main=cores * seconds, pause=0.001 * seconds,
+                         pod_total=(cores + 0.001) * seconds, ms=int(now * 1000))
+            for pod, cores in self.pods.items()
+        )).encode()  # fmt: skip
 
 
 @pytest.fixture

@@ -4,9 +4,7 @@ many jobs run; a pod with no series, or a Prometheus that does not answer, is no
 
 from __future__ import annotations
 
-import http.server
 import socket
-import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +16,7 @@ from fabrics.base import JobState
 from fabrics.kubernetes import dcgm
 from tests.conftest import wait_until
 from tests.fabrics.kubernetes.conftest import NAMESPACE, connect, spec
-from tests.fabrics.kubernetes.scraping import scraping
+from tests.fabrics.kubernetes.scraping import scraping, serving
 from tests.fabrics.kubernetes.test_fabric import status_when
 
 # Captured from NVIDIA's dcgm-exporter (its Kubernetes pod mapping on), with the pod and values filled in here.
@@ -30,27 +28,15 @@ class Exporter:
 
     def __init__(self) -> None:
         self.pods: dict[str, tuple[float, float]] = {}
-        exporter = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                lines = []
-                for pod, (util0, util1) in exporter.pods.items():
-                    text = EXPORTER.replace("{namespace}", NAMESPACE).replace("{pod}", pod)
-                    lines.append(text.replace("{util0}", f"{util0:g}").replace("{util1}", f"{util1:g}"))
-                body = "\n".join(lines).encode() or b"# nothing allocated\n"
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = serving(self.body)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def body(self) -> bytes:
+        lines = []
+        for pod, (util0, util1) in self.pods.items():
+            text = EXPORTER.replace("{namespace}", NAMESPACE).replace("{pod}", pod)
+            lines.append(text.replace("{util0}", f"{util0:g}").replace("{util1}", f"{util1:g}"))
+        return "\n".join(lines).encode() or b"# nothing allocated\n"
 
 
 @pytest.fixture
