@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from portal import access
 from portal.accounts import ratelimit, scopes
 from portal.api import auth, single_submit
-from portal.api.dry_run import BulkDryRunOut, DryRunOut
+from portal.api.dry_run import BulkDryRunOut, DryRunOut, rendered
 from portal.api.serializers import (
     BulkIn,
     BulkOut,
@@ -260,7 +260,7 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
             answer = dryrun.dry_run(request.user, parsed, generation)
         except (services.SubmitRejected, services.QueueForbidden) as refused:
             return single_submit.refusal(refused)
-        return Response(DryRunOut(answer).data)
+        return Response(rendered(answer))
 
     @extend_schema(request=BulkIn, responses={200: BulkDryRunOut, 400: BULK_ERRORS, 403: BULK_ERRORS})
     @action(detail=False, methods=["post"], url_path="bulk/dry-run")
@@ -285,7 +285,7 @@ class WorkloadViewSet(viewsets.GenericViewSet[Workload]):
             return Response(
                 {"errors": {"items": dict(sorted(found.items()))}}, status=400 if errors else rejected.status
             )
-        return Response({"items": DryRunOut(answers, many=True).data})
+        return Response({"items": [rendered(a) for a in answers]})
 
     @extend_schema(request=PatchIn, responses={200: WorkloadDetailOut, 400: ERRORS, 403: ERRORS, 409: ERRORS})
     def partial_update(self, request: Request, pk: str) -> Response:

@@ -172,6 +172,11 @@ class Settled:
             self._kept = (generation, kept)
         return kept
 
+    @property
+    def generation(self) -> int | None:
+        """The generation the last build read its rows under (None: none yet, or SQLite)."""
+        return self._kept[0]
+
     def forget(self) -> None:
         self._kept = (None, {})
 
