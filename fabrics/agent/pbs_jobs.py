@@ -13,8 +13,10 @@ sampling), but the node's agent, which runs as root beside the job, can read it 
   cpuset), 0-100.
 
 `Sampler.sample` reads every such job once (one scan of /proc) and gives a reading per job like the agent's own
-jobs' (fabrics.agent.runner); the agent posts them to `agent/pbs-jobs/usage/` and the portal keeps them as the
-running PBS workload's with that job id on this host (portal.agents.native).
+jobs' (fabrics.agent.runner), with the job's GPUs on this node one by one (`gpus`: index, utilisation, memory; a
+GPU that reads no utilisation, a MIG instance without NVML's answer, says null); the agent posts them to
+`agent/pbs-jobs/usage/` and the portal keeps them as the running PBS workload's with that job id that runs on this
+host, one of its execution hosts (portal.agents.native): each node's agent speaks for its own node of the job.
 """
 
 from __future__ import annotations
@@ -171,8 +173,11 @@ class Sampler:
                                        "gpu_memory_mib": None}  # fmt: skip
             indexes = gpu_indexes(job, by_uuid)
             mine = [g for g in node_gpus if indexes is not None and g.index in indexes]
+            if indexes is not None:  # its GPUs one by one, those that read none (MIG) with null
+                reading["gpus"] = [{"index": g.index, "utilisation": g.utilisation, "memory_mib": g.memory_used_mib}
+                                   for g in mine]  # fmt: skip
             utils = [g.utilisation for g in mine if g.utilisation is not None]
-            if utils:
+            if utils:  # the job-wide figures too, as an agent of an earlier version sent them
                 reading["gpu_utilisation"] = sum(utils) / len(utils)
                 reading["gpu_memory_mib"] = sum(g.memory_used_mib for g in mine)
             readings[job_id] = reading

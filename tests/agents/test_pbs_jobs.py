@@ -14,7 +14,7 @@ import pytest
 
 from fabrics.agent import pbs_jobs
 from portal.queues.models import Fabric
-from portal.usage.models import SamplerStart, UsageSample
+from portal.usage.models import SamplerStart, UsageGpuSample, UsageSample
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from tests.agents.test_api import bearer
@@ -59,6 +59,9 @@ def test_a_native_job_s_gpus_come_from_what_pbs_gave_it_and_its_cpu_from_its_cgr
     assert set(first) == {JOB, "77.pbs-server"}
     assert first[JOB]["gpu_utilisation"] == 20  # GPUs 1 and 3 (10 % and 30 %), not the node's busy 0 and 2
     assert first[JOB]["gpu_memory_mib"] == 4000
+    assert first[JOB]["gpus"] == [{"index": 1, "utilisation": 10.0, "memory_mib": 1000},
+                                  {"index": 3, "utilisation": 30.0, "memory_mib": 3000}]  # fmt: skip
+    assert "gpus" not in first["77.pbs-server"]  # unknown: not said, never the node's
     assert first[JOB]["cpu_utilisation"] is None  # one reading of its CPU time: no rate yet
     assert first["77.pbs-server"]["gpu_utilisation"] is None  # no GPUs given: unknown, never the node's
     clock.now += 10
@@ -167,5 +170,8 @@ def test_a_running_agent_samples_a_native_job_on_its_node(native, start_agent, t
         job.kill()
         job.wait()
     assert (kept.gpu_utilisation, kept.gpu_memory_mib, kept.source) == (20.0, 4000, "agent")  # its GPUs, 1 and 3
+    assert (kept.node, kept.gpus_read, kept.gpus_idle) == ("gpu-7", 2, 2)  # each below 80 %: idle, GPU by GPU
+    assert sorted(UsageGpuSample.objects.filter(workload=native, at=kept.at).values_list("gpu", "utilisation")) == [
+        (1, 10.0), (3, 30.0)]  # fmt: skip
     assert 0 <= kept.cpu_utilisation <= 100
     assert SamplerStart.objects.get(workload_id=native.pk).started
