@@ -33,11 +33,13 @@ from typing import Any
 
 from fabrics import cputime
 from fabrics.agent import gpus as gpu_query
+from fabrics.agent.client import ApiError
 
 JOB_ENV = b"PBS_JOBID="
 GPUS_ENV = b"CUDA_VISIBLE_DEVICES="
 MAX_JOBS = 256  # jobs on one node read at once
 UUID_QUERY = ["--query-gpu=index,uuid", "--format=csv,noheader"]
+USAGE_PATH = "agent/pbs-jobs/usage/"
 
 
 @dataclass
@@ -183,3 +185,28 @@ class Sampler:
             readings[job_id] = reading
         self.last = {job_id: kept for job_id, kept in self.last.items() if job_id in jobs}  # ended: forgotten
         return readings
+
+
+@dataclass
+class Poster:
+    """Posts a sample's readings for this host. A portal of an earlier version does not know `gpus` (its 400 names
+    it an unknown field): the same readings go again without it, and so do all later ones (the job-wide averages
+    it knows), rather than none being kept until the portal is upgraded."""
+
+    post: Callable[[str, dict[str, Any]], Any]
+    host: str
+    per_gpu: bool = True
+
+    def __call__(self, readings: dict[str, dict[str, Any]]) -> None:
+        try:
+            self.post(USAGE_PATH, self._body(readings))
+        except ApiError as error:
+            if not (self.per_gpu and error.status == 400 and ".gpus: Unknown field" in str(error)):
+                raise
+            self.per_gpu = False
+            self.post(USAGE_PATH, self._body(readings))
+
+    def _body(self, readings: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        jobs = {job_id: [r if self.per_gpu else {k: v for k, v in r.items() if k != "gpus"}]
+                for job_id, r in readings.items()}  # fmt: skip
+        return {"host": self.host, "jobs": jobs}

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fabrics.agent import pbs_jobs
+from fabrics.agent.client import ApiError
 from portal.queues.models import Fabric
 from portal.usage.models import SamplerStart, UsageGpuSample, UsageSample
 from portal.workloads.models import Workload
@@ -175,3 +176,38 @@ def test_a_running_agent_samples_a_native_job_on_its_node(native, start_agent, t
         (1, 10.0), (3, 30.0)]  # fmt: skip
     assert 0 <= kept.cpu_utilisation <= 100
     assert SamplerStart.objects.get(workload_id=native.pk).started
+
+
+class EarlierPortal:
+    """What a portal of the previous version answers: `gpus` is a field it does not know (its 400 names it)."""
+
+    def __init__(self) -> None:
+        self.kept: list[dict] = []
+
+    def post(self, path, body):
+        for job_id, readings in body["jobs"].items():
+            if any("gpus" in r for r in readings):
+                raise ApiError(400, f"jobs.{job_id}.0.gpus: Unknown field.")
+        self.kept.append(body)
+
+
+def test_an_earlier_portal_gets_the_averages_it_knows_from_then_on():
+    portal = EarlierPortal()
+    post = pbs_jobs.Poster(portal.post, "gpu-7")
+    reading = {"at": "2026-11-30T10:05:00+00:00", "gpu_utilisation": 20.0, "cpu_utilisation": None,
+               "gpu_memory_mib": 4000, "gpus": [{"index": 1, "utilisation": 10, "memory_mib": 1000}]}  # fmt: skip
+    post({JOB: reading})
+    post({JOB: reading})
+    averaged = {k: v for k, v in reading.items() if k != "gpus"}
+    assert portal.kept == [{"host": "gpu-7", "jobs": {JOB: [averaged]}}] * 2  # the first sample too, sent again
+    assert not post.per_gpu
+
+
+def test_another_refusal_is_no_reason_to_drop_the_gpus():
+    def refuses(path, body):
+        raise ApiError(400, f"jobs.{JOB}.0.gpus: GPU 0: utilisation, 0 to 100, or null where it reads none.")
+
+    post = pbs_jobs.Poster(refuses, "gpu-7")
+    with pytest.raises(ApiError):
+        post({JOB: {"gpus": [{"index": 0, "utilisation": 500}]}})
+    assert post.per_gpu
