@@ -340,7 +340,8 @@ MAX_KEPT_PER_CYCLE = 50
 
 def keep_summaries(now: datetime, window: timedelta) -> int:
     """Keep the summary of every workload that finished in the last day and has none yet (at most
-    MAX_KEPT_PER_CYCLE a cycle: each takes two queries and an insert). Returns how many were kept."""
+    MAX_KEPT_PER_CYCLE a cycle: each takes two queries, three on several nodes of Slurm or PBS, and an insert).
+    Returns how many were kept."""
     kept = UsageSummary.objects.filter(workload=OuterRef("pk"))
     finished = list(
         with_sampler(Workload.objects.filter(finished_at__gte=now - timedelta(days=1), started_at__isnull=False))
