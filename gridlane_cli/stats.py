@@ -31,6 +31,8 @@ def render(s: dict[str, Any]) -> str:
     ]
     if s.get("why_unknown"):
         lines.append(f"GPU use unknown:  {s['why_unknown']}")
+    for words in s.get("nodes_unread", []):  # a portal of an earlier version gives none
+        lines.append(f"Node unread:      {words}")
     if s["per_gpu"]:
         lines.append("Per GPU:          node  gpu  utilisation  peak memory")
         for g in s["per_gpu"]:

@@ -200,14 +200,15 @@ class Agent:
         """Every sample interval, the native PBS jobs on this node, read and posted (readings of jobs the portal
         does not know are dropped there; a failed post is not retried: the next interval reads again)."""
         sampler = pbs_jobs.Sampler(nvidia_smi=self.options.nvidia_smi)
+        post = pbs_jobs.Poster(self.api.post, self.name)
         while not self.stopping.wait(self.options.sample_every_s):
-            readings = {job_id: r for job_id, r in sampler.sample().items()
-                        if r["cpu_utilisation"] is not None or r["gpu_utilisation"] is not None}  # fmt: skip
+            readings = {job_id: r for job_id, r in sampler.sample().items()  # those that read anything
+                        if r["cpu_utilisation"] is not None or r["gpu_utilisation"] is not None
+                        or r.get("gpus")}  # fmt: skip
             if not readings:
                 continue
             with contextlib.suppress(ApiError):
-                self.api.post("agent/pbs-jobs/usage/", {"host": self.name, "jobs": {
-                    job_id: [reading] for job_id, reading in readings.items()}})  # fmt: skip
+                post(readings)
 
     def _lost(self) -> None:
         """The server gave this host up: stop what it still runs (the server already moved it on), register again."""

@@ -13,8 +13,10 @@ sampling), but the node's agent, which runs as root beside the job, can read it 
   cpuset), 0-100.
 
 `Sampler.sample` reads every such job once (one scan of /proc) and gives a reading per job like the agent's own
-jobs' (fabrics.agent.runner); the agent posts them to `agent/pbs-jobs/usage/` and the portal keeps them as the
-running PBS workload's with that job id on this host (portal.agents.native).
+jobs' (fabrics.agent.runner), with the job's GPUs on this node one by one (`gpus`: index, utilisation, memory; a
+GPU that reads no utilisation, a MIG instance without NVML's answer, says null); the agent posts them to
+`agent/pbs-jobs/usage/` and the portal keeps them as the running PBS workload's with that job id that runs on this
+host, one of its execution hosts (portal.agents.native): each node's agent speaks for its own node of the job.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from typing import Any
 
 from fabrics import cputime
 from fabrics.agent import gpus as gpu_query
+from fabrics.agent.client import ApiError
 
 JOB_ENV = b"PBS_JOBID="
 GPUS_ENV = b"CUDA_VISIBLE_DEVICES="
 MAX_JOBS = 256  # jobs on one node read at once
 UUID_QUERY = ["--query-gpu=index,uuid", "--format=csv,noheader"]
+USAGE_PATH = "agent/pbs-jobs/usage/"
 
 
 @dataclass
@@ -171,10 +175,38 @@ class Sampler:
                                        "gpu_memory_mib": None}  # fmt: skip
             indexes = gpu_indexes(job, by_uuid)
             mine = [g for g in node_gpus if indexes is not None and g.index in indexes]
+            if indexes is not None:  # its GPUs one by one, those that read none (MIG) with null
+                reading["gpus"] = [{"index": g.index, "utilisation": g.utilisation, "memory_mib": g.memory_used_mib}
+                                   for g in mine]  # fmt: skip
             utils = [g.utilisation for g in mine if g.utilisation is not None]
-            if utils:
+            if utils:  # the job-wide figures too, as an agent of an earlier version sent them
                 reading["gpu_utilisation"] = sum(utils) / len(utils)
                 reading["gpu_memory_mib"] = sum(g.memory_used_mib for g in mine)
             readings[job_id] = reading
         self.last = {job_id: kept for job_id, kept in self.last.items() if job_id in jobs}  # ended: forgotten
         return readings
+
+
+@dataclass
+class Poster:
+    """Posts a sample's readings for this host. A portal of an earlier version does not know `gpus` (its 400 names
+    it an unknown field): the same readings go again without it, and so do all later ones (the job-wide averages
+    it knows), rather than none being kept until the portal is upgraded."""
+
+    post: Callable[[str, dict[str, Any]], Any]
+    host: str
+    per_gpu: bool = True
+
+    def __call__(self, readings: dict[str, dict[str, Any]]) -> None:
+        try:
+            self.post(USAGE_PATH, self._body(readings))
+        except ApiError as error:
+            if not (self.per_gpu and error.status == 400 and ".gpus: Unknown field" in str(error)):
+                raise
+            self.per_gpu = False
+            self.post(USAGE_PATH, self._body(readings))
+
+    def _body(self, readings: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        jobs = {job_id: [r if self.per_gpu else {k: v for k, v in r.items() if k != "gpus"}]
+                for job_id, r in readings.items()}  # fmt: skip
+        return {"host": self.host, "jobs": jobs}

@@ -1,4 +1,5 @@
-"""What qstat and qsub print, read into values. Pure; tested on `qstat -f` output of PBS Pro and Torque.
+"""What qstat and qsub print, read into values. Pure (but for a warning logged where a job's hosts do not fit
+in a workload's host list); tested on `qstat -f` output of PBS Pro and Torque.
 
 `qstat -f` prints a block per job:
 
@@ -16,12 +17,16 @@ finished jobs as C for keep_completed seconds. Times are ctime()-style in the cl
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from fabrics import hostlist
 from fabrics.base import JobState, JobStatus
+
+log = logging.getLogger("gridlane.pbs")
 
 _ATTRIBUTE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*) = ?(.*)$")
 _HEADER = re.compile(r"^Job Id:\s*(\S+)")
@@ -49,6 +54,7 @@ KILLED_FOR = {
     -28: "it used more CPU time than it asked for",
 }
 WALLTIME = -29
+HOST_CHARS = 200  # what a workload keeps of the hosts its job runs on (Workload.host)
 
 
 @dataclass(frozen=True)
@@ -70,9 +76,27 @@ class PbsJob:
         return int(value) if re.fullmatch(r"-?\d+", value) else None
 
     @property
+    def hosts(self) -> list[str]:
+        """Every execution host, once each, in PBS's order (the first runs the job's script):
+        `node1/8*8+node2/0*8` (Pro) or `n1/0+n1/1+n2/0-1` (Torque) -> [node1, node2] ([n1, n2]), names as PBS
+        spells them (`node1.cluster.org` stays so). A name that is no host name is left out."""
+        found: list[str] = []
+        for chunk in self.attributes.get("exec_host", "").split("+"):
+            name = chunk.split("/", 1)[0].strip()
+            if hostlist.NAME.match(name) and name not in found:
+                found.append(name)
+        return found
+
+    @property
     def host(self) -> str:
-        """The first execution host: `node1/8*8+node2/0*8` (Pro) or `vm/2` (Torque) -> node1."""
-        return re.split(r"[/+]", self.attributes.get("exec_host", ""))[0].strip()
+        """Every execution host as one node list (fabrics.hostlist: `node1,node2`, or `node[1-40]` where the names
+        alone would pass HOST_CHARS). Where even that is too long, the leading hosts that fit, said in the log."""
+        hosts = self.hosts
+        text, left_out = hostlist.fitting(hosts, HOST_CHARS)
+        if left_out:
+            log.warning("PBS job %s runs on %d hosts; Gridlane keeps the first %d (%d characters at most)",
+                        self.job_id, len(hosts), len(hosts) - left_out, HOST_CHARS)  # fmt: skip
+        return text
 
     def time(self, *names: str) -> datetime | None:
         for name in names:

@@ -24,6 +24,10 @@ END = frozenset({"run_id", "state", "exit_code", "reason", "samples"})
 LOG = frozenset({"host", "chunk"})
 USAGE = frozenset({"host", "samples"})
 SAMPLE = frozenset({"at", "gpu_utilisation", "gpu_memory_mib", "cpu_utilisation", "memory_mib"})
+# A native PBS job's reading (portal.agents.native) also gives its GPUs one by one; the agent's own jobs' readings
+# do not (yet), so their endpoints keep refusing `gpus` rather than dropping it unread.
+PBS_SAMPLE = SAMPLE | {"gpus"}
+GPU = frozenset({"index", "utilisation", "memory_mib"})  # one GPU of a PBS_SAMPLE's `gpus`
 LEASE_KEY = frozenset({"public_key", "from"})
 
 

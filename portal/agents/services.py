@@ -211,18 +211,21 @@ def usage_rows(workload_id: Any, gpus_milli: int, samples: list[dict[str, Any]])
     """The agent's readings of one workload as rows (at most 1,000 per call); TypeError or ValueError for one that
     is not a reading."""
     return [
-        UsageSample(
-            workload_id=workload_id,
-            at=_parse_at(s.get("at")),
-            source=UsageSample.Source.AGENT,
-            gpus_milli=gpus_milli,
-            gpu_utilisation=_opt_float(s.get("gpu_utilisation")),
-            gpu_memory_mib=_opt_int(s.get("gpu_memory_mib")),
-            cpu_utilisation=_opt_float(s.get("cpu_utilisation")),
-            memory_mib=_opt_int(s.get("memory_mib")),
-        )
+        UsageSample(workload_id=workload_id, source=UsageSample.Source.AGENT, gpus_milli=gpus_milli, **reading(s))
         for s in samples[:1000]
     ]
+
+
+def reading(sample: dict[str, Any]) -> dict[str, Any]:
+    """An agent's reading's values (its time, else now; GPU use, GPU memory, CPU use, host memory), as UsageSample
+    takes them; TypeError or ValueError for one that is not a reading. Its other fields are the caller's."""
+    return {
+        "at": _parse_at(sample.get("at")),
+        "gpu_utilisation": _opt_float(sample.get("gpu_utilisation")),
+        "gpu_memory_mib": _opt_int(sample.get("gpu_memory_mib")),
+        "cpu_utilisation": _opt_float(sample.get("cpu_utilisation")),
+        "memory_mib": _opt_int(sample.get("memory_mib")),
+    }
 
 
 def mark_lost(fabric_id: int, lost_after: float) -> list[AgentHost]:

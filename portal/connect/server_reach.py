@@ -2,12 +2,12 @@
 portal.outbound's rules: only on the fabric's own nodes as Gridlane knows them, or on a network IT lists
 (GRIDLANE_CONNECT_NETWORKS); nothing else, public addresses included.
 
-The fabric's nodes as Gridlane knows them: the nodes its fabric reports its running jobs on (`Workload.host`,
-Slurm's node list expanded), the hosts of its agents, its login node (`settings.host`), and the portal host
-itself for the local fabric. A job names its server; it never names the network it may be on. A Kubernetes
-job's server is on one of its own pods' IPs, as the fabric's last poll reported them (PodAddresses, kept by
-portal/worker/pods.py), or on a network IT lists: never another pod's, a node's, or anywhere else on the pod
-network.
+The fabric's nodes as Gridlane knows them: the nodes its fabric reports its running jobs on (`Workload.host`, a
+node list expanded: Slurm's, or every execution host of a PBS job), the hosts of its agents, its login node
+(`settings.host`), and the portal host itself for the local fabric. A job names its server; it never names the
+network it may be on. A Kubernetes job's server is on one of its own pods' IPs, as the fabric's last poll
+reported them (PodAddresses, kept by portal/worker/pods.py), or on a network IT lists: never another pod's, a
+node's, or anywhere else on the pod network.
 
 `reach` returns the endpoint to connect to: the checked address in place of the name (a name that resolves
 elsewhere later changes nothing). For a fabric reached through its login node (`connect_via: ssh`) whose
@@ -18,12 +18,13 @@ spells it, and the login node resolves it.
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import replace
 
 from django.conf import settings
 
 from fabrics.base import Endpoint
+from fabrics.hostlist import NODES_KEPT
+from fabrics.hostlist import expand as hostlist  # Slurm's node lists, and PBS's hosts as Gridlane keeps them
 from portal import outbound
 from portal.agents.models import AgentHost
 from portal.worker.models import PodAddresses
@@ -31,31 +32,7 @@ from portal.workloads.models import Workload
 from portal.workloads.states import State
 
 LIVE = (State.DISPATCHING, State.RUNNING, State.CANCELLING)
-NODES_KEPT = 500  # the node names of one fabric that are looked at; a cluster's running jobs rarely span more
 _LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
-_HOSTLIST = re.compile(r"([^\[\],]+)(?:\[([0-9,\-]+)\])?([^\[\],]*)")  # node[01-03,07]suffix
-
-
-def hostlist(text: str) -> list[str]:
-    """Slurm's compressed node list expanded: "gpu[01-02],login" -> ["gpu01", "gpu02", "login"]."""
-    names: list[str] = []
-    for match in re.finditer(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", text):
-        part = _HOSTLIST.fullmatch(match.group(0).strip())
-        if part is None:
-            continue
-        head, ranges, tail = part.groups()
-        if not ranges:
-            names.append(head + tail)
-            continue
-        for span in ranges.split(","):
-            low, _, high = span.partition("-")
-            if not low.isdigit() or (high and not high.isdigit()):
-                continue
-            for n in range(int(low), int(high or low) + 1):
-                names.append(f"{head}{n:0{len(low)}d}{tail}")
-                if len(names) >= NODES_KEPT:
-                    return names
-    return names
 
 
 def node_names(w: Workload) -> set[str]:

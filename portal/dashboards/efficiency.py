@@ -2,8 +2,9 @@
 
 GPU utilisation and memory per GPU over time (plotly, as the dashboards draw), CPU efficiency, peak memory
 against the request, time held against time used, idle spells and the actions taken on the workload. Four
-queries for its owner (the workload with its sampler's start, its GPUs, its windows, its events); a lead's
-access check reads no more (it is part of the first).
+queries for its owner (the workload with its sampler's start, its GPUs, its windows, its events), and one more
+for a job on several nodes of Slurm or PBS (which of them sent readings); a lead's access check reads no more (it
+is part of the first).
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ for the job as a whole the window's average GPU utilisation, its idle share (GPU
 read GPU by GPU, portal.usage.rollup), its CPU utilisation where measured, and its peak host memory. A week of
 an 8-GPU job at 30-minute windows is 336 windows x 8 GPUs: one query for the GPUs and the windows together
 (a UNION), one for the actions taken (its events), on top of the workload's own row (with its sampler's start),
-whatever the number of samples: three in all. When a workload finishes, the worker keeps its summary
-(`keep_summaries`, UsageSummary), which its page shows once its samples are pruned.
+whatever the number of samples: three in all (four for a job on several nodes of Slurm or PBS: which of its
+nodes sent readings, portal.usage.unread, whose words name those that sent none). When a workload finishes,
+the worker keeps its summary (`keep_summaries`, UsageSummary), which its page shows once its samples are pruned.
 
 Time held: from its start to its end (or now). Time used: the held time of its windows that were not idle;
 windows without samples are unknown, neither used nor idle. An idle spell is a run of idle windows. The
@@ -37,11 +38,13 @@ from django.db.models import (
     Value,
     When,
 )
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Extract, ExtractHour, ExtractMinute, Floor, NullIf, TruncDay
 
 from portal.usage import gpu_windows
 from portal.usage.models import SamplerStart, UsageGpuSample, UsageGpuWindow, UsageSample, UsageSummary
 from portal.usage.samples import CPU_IDLE_BELOW, IDLE_BELOW
+from portal.usage.unread import unread
 from portal.workloads.models import Workload, WorkloadEvent
 
 MAX_WINDOWS = 2 * 24 * 31  # a month of half-hour windows drawn at most; a longer run shows its last month
@@ -93,6 +96,7 @@ class Efficiency:
     sampler_started: bool | None = None
     sampler_reason: str = ""
     kept: dict[str, Any] | None = None  # its summary, kept when it finished (UsageSummary)
+    unread: list[str] = field(default_factory=list)  # its nodes that sent no reading, and why (portal.usage.unread)
 
     @property
     def ended(self) -> datetime:
@@ -181,6 +185,7 @@ class Efficiency:
             if self.sampler_started is None
             else {"started": self.sampler_started, "reason": self.sampler_reason},
             "why_unknown": self.why_unknown(),
+            "nodes_unread": self.unread,
         }
 
     def why_unknown(self) -> str:
@@ -204,10 +209,13 @@ def _gpu_idle(series: GpuSeries) -> bool | None:
 
 
 def with_sampler(queryset: Any) -> Any:
-    """The workloads with their sampler's start (native jobs) annotated: no query of its own."""
+    """The workloads with their sampler's start (native jobs) and their fabric's kind and agent fabric (whose
+    agents read a PBS fabric's jobs) annotated: no query of its own."""
     starts = SamplerStart.objects.filter(workload=OuterRef("pk"))
     kept = UsageSummary.objects.filter(workload=OuterRef("pk"))
     return queryset.annotate(
+        fabric_kind=F("fabric__kind"),
+        agent_fabric=KeyTextTransform("agent_fabric", "fabric__settings"),
         sampler_started=Subquery(starts.values("started")[:1]),
         sampler_reason=Subquery(starts.values("reason")[:1]),
         kept_summary=Subquery(kept.values("data")[:1]),
@@ -215,7 +223,8 @@ def with_sampler(queryset: Any) -> Any:
 
 
 def efficiency(w: Workload, now: datetime, window: timedelta) -> Efficiency:
-    """The workload's efficiency: two queries (its GPUs and its own readings per window; its events)."""
+    """The workload's efficiency: two queries (its GPUs and its own readings per window; its events), and one for
+    a job on several nodes of Slurm or PBS (which of them sent readings)."""
     found = Efficiency(w, now, window)
     found.sampler_started = getattr(w, "sampler_started", None)
     found.sampler_reason = getattr(w, "sampler_reason", None) or ""
@@ -227,6 +236,7 @@ def efficiency(w: Workload, now: datetime, window: timedelta) -> Efficiency:
     begins = _window_start(since, window)
     found.gpus, found.windows = _series(w, begins, found.ended + window, window)
     found.actions = list(w.events.exclude(reason="").order_by("at", "pk"))
+    found.unread = unread(w)
     return found
 
 
@@ -330,7 +340,8 @@ MAX_KEPT_PER_CYCLE = 50
 
 def keep_summaries(now: datetime, window: timedelta) -> int:
     """Keep the summary of every workload that finished in the last day and has none yet (at most
-    MAX_KEPT_PER_CYCLE a cycle: each takes two queries and an insert). Returns how many were kept."""
+    MAX_KEPT_PER_CYCLE a cycle: each takes two queries, three on several nodes of Slurm or PBS, and an insert).
+    Returns how many were kept."""
     kept = UsageSummary.objects.filter(workload=OuterRef("pk"))
     finished = list(
         with_sampler(Workload.objects.filter(finished_at__gte=now - timedelta(days=1), started_at__isnull=False))

@@ -52,9 +52,9 @@ SAMPLED_FABRICS = frozenset({"slurm", "pbs", "local"})  # agents report their ow
 INSERT = (
     f"INSERT INTO {UsageSample._meta.db_table} "  # noqa: S608 (the model's own table)
     "(workload_id, at, source, gpus_milli, gpu_utilisation, gpu_memory_mib, node, gpus_read, gpus_idle, "
-    "cpu_utilisation) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "cpu_utilisation, memory_mib) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
-ROWS_PER_INSERT = 500  # GPU rows per statement: 3,000 parameters, far below any database's limit
+ROWS_PER_INSERT = 500  # rows per statement: at most 5,500 parameters, far below any database's limit
 IDLE_BELOW = 80.0  # percent: the seed's threshold; a GPU (or a window's average) below it is idle
 CPU_IDLE_BELOW = 10.0  # percent of the CPUs held: idle is GPUs *and* CPUs under their thresholds (the seed's rule)
 REPORTING = (State.DISPATCHING, State.RUNNING)  # the job may run before sync has seen it start
@@ -308,7 +308,7 @@ def do_sample(w: Sampled, taken: list[Taken], now: datetime) -> int:
     with transaction.atomic(savepoint=False):
         took = _take_turn(w, node, turn, kept[-1].at, cpu)
         if took:
-            _insert(w, node, kept)
+            insert([Batch(w.pk, w.gpus_milli, node, kept)])
     if not took:  # another report took the turn, or the workload ended since it was read
         raise TooSoon(max(1, math.ceil(interval.total_seconds())))
     return len(kept)
@@ -316,9 +316,25 @@ def do_sample(w: Sampled, taken: list[Taken], now: datetime) -> int:
 
 @dataclass(frozen=True)
 class Kept:
+    """One reading of one node, dated, as it is written: its GPUs one by one, the job's CPU share there."""
+
     at: datetime
     gpus: list[Reading]
     cpu_utilisation: float | None
+    memory_mib: int | None = None  # the job's host memory on the node, where its reader says
+    # A job-wide GPU reading without its GPUs, (utilisation, memory): an agent of an earlier version
+    # (portal.agents.native); kept as said, with no per-GPU rows and no idle count.
+    averaged: tuple[float | None, int | None] | None = None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A workload's readings on one node, for `insert`."""
+
+    workload: Any  # its pk
+    gpus_milli: int  # the GPUs it holds over all its nodes
+    node: str
+    kept: list[Kept]
 
 
 def cpu_share(
@@ -345,26 +361,34 @@ def _take_turn(w: Sampled, node: str, turn: datetime | None, last: datetime, cpu
         return bool(cursor.rowcount == 1)
 
 
-def _insert(w: Sampled, node: str, kept: list[Kept]) -> None:
+def insert(batches: list[Batch], source: str = UsageSample.Source.JOB.value) -> None:
     """The samples in one statement and their GPUs in another, written out: the ORM's bulk_create spends more on
     ten model instances than the database spends on the insert, and this is the path every sampler of a site
-    takes. A GPU is idle in a reading when it reads below IDLE_BELOW; one that reads no utilisation (a MIG
-    instance without NVML's answer) is neither idle nor busy: it counts in neither gpus_read nor gpus_idle."""
-    workload = UsageSample._meta.get_field("workload").get_db_prep_value(w.pk, connection)
+    takes (a job's sampler, one workload's node a post; a node's agent, every native PBS job there a post). A GPU
+    is idle in a reading when it reads below IDLE_BELOW; one that reads no utilisation (a MIG instance without
+    NVML's answer) is neither idle nor busy: it counts in neither gpus_read nor gpus_idle."""
+    prep = UsageSample._meta.get_field("workload").get_db_prep_value
     rows, gpu_rows, windows = [], [], []
-    for at, gpus, cpu in ((k.at, k.gpus, k.cpu_utilisation) for k in kept):
-        known = [r.utilisation for r in gpus if r.utilisation is not None]
-        memory = [r.memory_mib for r in gpus if r.memory_mib is not None]
-        when = connection.ops.adapt_datetimefield_value(at)
-        rows.append((
-            workload, when, UsageSample.Source.JOB.value, w.gpus_milli,
-            sum(known) / len(known) if known else None, sum(memory) if memory else None,
-            node, len(known) if known else None, sum(1 for u in known if u < IDLE_BELOW) if known else None, cpu,
-        ))  # fmt: skip
-        gpu_rows += [(workload, when, node, r.index, r.utilisation, r.memory_mib) for r in gpus]
-        windows += [(workload, at, node, r.index, r.utilisation, r.memory_mib) for r in gpus]
+    for batch in batches:
+        workload, node = prep(batch.workload, connection), batch.node
+        for k in batch.kept:
+            known = [r.utilisation for r in k.gpus if r.utilisation is not None]
+            memory = [r.memory_mib for r in k.gpus if r.memory_mib is not None]
+            utilisation, used = (sum(known) / len(known) if known else None), (sum(memory) if memory else None)
+            if k.averaged is not None and not k.gpus:
+                utilisation, used = k.averaged
+            when = connection.ops.adapt_datetimefield_value(k.at)
+            rows.append((
+                workload, when, source, batch.gpus_milli, utilisation, used, node, len(known) if known else None,
+                sum(1 for u in known if u < IDLE_BELOW) if known else None, k.cpu_utilisation, k.memory_mib,
+            ))  # fmt: skip
+            gpu_rows += [(workload, when, node, r.index, r.utilisation, r.memory_mib) for r in k.gpus]
+            windows += [(workload, k.at, node, r.index, r.utilisation, r.memory_mib) for r in k.gpus]
+    if not rows:
+        return
     with connection.cursor() as cursor:
-        cursor.execute(*_values(INSERT, rows))
+        for first in range(0, len(rows), ROWS_PER_INSERT):
+            cursor.execute(*_values(INSERT, rows[first : first + ROWS_PER_INSERT]))
         chunks = [gpu_rows[first : first + ROWS_PER_INSERT] for first in range(0, len(gpu_rows), ROWS_PER_INSERT)]
         for chunk in chunks[:-1]:
             cursor.execute(*_values(GPU_INSERT, chunk))

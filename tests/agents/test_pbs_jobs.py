@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from fabrics.agent import pbs_jobs
+from fabrics.agent.client import ApiError
 from portal.queues.models import Fabric
-from portal.usage.models import SamplerStart, UsageSample
+from portal.usage.models import SamplerStart, UsageGpuSample, UsageSample
 from portal.workloads.models import Workload
 from portal.workloads.states import State
 from tests.agents.test_api import bearer
@@ -59,6 +60,9 @@ def test_a_native_job_s_gpus_come_from_what_pbs_gave_it_and_its_cpu_from_its_cgr
     assert set(first) == {JOB, "77.pbs-server"}
     assert first[JOB]["gpu_utilisation"] == 20  # GPUs 1 and 3 (10 % and 30 %), not the node's busy 0 and 2
     assert first[JOB]["gpu_memory_mib"] == 4000
+    assert first[JOB]["gpus"] == [{"index": 1, "utilisation": 10.0, "memory_mib": 1000},
+                                  {"index": 3, "utilisation": 30.0, "memory_mib": 3000}]  # fmt: skip
+    assert "gpus" not in first["77.pbs-server"]  # unknown: not said, never the node's
     assert first[JOB]["cpu_utilisation"] is None  # one reading of its CPU time: no rate yet
     assert first["77.pbs-server"]["gpu_utilisation"] is None  # no GPUs given: unknown, never the node's
     clock.now += 10
@@ -167,5 +171,43 @@ def test_a_running_agent_samples_a_native_job_on_its_node(native, start_agent, t
         job.kill()
         job.wait()
     assert (kept.gpu_utilisation, kept.gpu_memory_mib, kept.source) == (20.0, 4000, "agent")  # its GPUs, 1 and 3
+    assert (kept.node, kept.gpus_read, kept.gpus_idle) == ("gpu-7", 2, 2)  # each below 80 %: idle, GPU by GPU
+    assert sorted(UsageGpuSample.objects.filter(workload=native, at=kept.at).values_list("gpu", "utilisation")) == [
+        (1, 10.0), (3, 30.0)]  # fmt: skip
     assert 0 <= kept.cpu_utilisation <= 100
     assert SamplerStart.objects.get(workload_id=native.pk).started
+
+
+class EarlierPortal:
+    """What a portal of the previous version answers: `gpus` is a field it does not know (its 400 names it)."""
+
+    def __init__(self) -> None:
+        self.kept: list[dict] = []
+
+    def post(self, path, body):
+        for job_id, readings in body["jobs"].items():
+            if any("gpus" in r for r in readings):
+                raise ApiError(400, f"jobs.{job_id}.0.gpus: Unknown field.")
+        self.kept.append(body)
+
+
+def test_an_earlier_portal_gets_the_averages_it_knows_from_then_on():
+    portal = EarlierPortal()
+    post = pbs_jobs.Poster(portal.post, "gpu-7")
+    reading = {"at": "2026-11-30T10:05:00+00:00", "gpu_utilisation": 20.0, "cpu_utilisation": None,
+               "gpu_memory_mib": 4000, "gpus": [{"index": 1, "utilisation": 10, "memory_mib": 1000}]}  # fmt: skip
+    post({JOB: reading})
+    post({JOB: reading})
+    averaged = {k: v for k, v in reading.items() if k != "gpus"}
+    assert portal.kept == [{"host": "gpu-7", "jobs": {JOB: [averaged]}}] * 2  # the first sample too, sent again
+    assert not post.per_gpu
+
+
+def test_another_refusal_is_no_reason_to_drop_the_gpus():
+    def refuses(path, body):
+        raise ApiError(400, f"jobs.{JOB}.0.gpus: GPU 0: utilisation, 0 to 100, or null where it reads none.")
+
+    post = pbs_jobs.Poster(refuses, "gpu-7")
+    with pytest.raises(ApiError):
+        post({JOB: {"gpus": [{"index": 0, "utilisation": 500}]}})
+    assert post.per_gpu

@@ -124,7 +124,7 @@ def test_pbs_pros_estimated_start_becomes_the_estimate():
 def test_torque_qstat_f_is_read():
     jobs = read("qstat_f_torque.txt")
     done = jobs["88231.head.hpc.example.org"].status()
-    assert (done.state, done.exit_code, done.host) == (JobState.SUCCEEDED, 0, "node07")
+    assert (done.state, done.exit_code, done.host) == (JobState.SUCCEEDED, 0, "node07,node08")  # both its hosts
     assert done.started_at == datetime(2026, 11, 30, 10, 2, 13, tzinfo=UTC)
     assert done.finished_at == datetime(2026, 11, 30, 10, 2, 18, tzinfo=UTC)
     assert jobs["88232.head.hpc.example.org"].status().state is JobState.RUNNING
