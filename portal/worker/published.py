@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.db.models import BinaryField, Case, F, Q, Value, When
 from django.utils import timezone
 
@@ -91,8 +92,8 @@ class Publisher:
         return self.last is None or self.clock() - self.last >= settings.GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS
 
     def publish(self, snapshot: Snapshot, generation: int | None) -> None:
-        """Replace the row (one statement); a snapshot that will not pickle is logged and skipped (dry runs
-        build their own meanwhile)."""
+        """Replace the row (one statement); a snapshot that will not pickle, or a write the database refuses, is
+        logged and skipped (dry runs take the last one, or build their own, meanwhile)."""
         self.last = self.clock()
         try:
             data = encode(snapshot)
@@ -100,9 +101,12 @@ class Publisher:
             log.warning("the snapshot was not published for dry runs: %s", error)
             return
         row = PublishedSnapshot(pk=1, generation=generation, built_at=snapshot.now, data=data)
-        PublishedSnapshot.objects.bulk_create(  # one statement: INSERT ... ON CONFLICT DO UPDATE
-            [row], update_conflicts=True, unique_fields=["id"], update_fields=["generation", "built_at", "data"]
-        )
+        try:
+            PublishedSnapshot.objects.bulk_create(  # one statement: INSERT ... ON CONFLICT DO UPDATE
+                [row], update_conflicts=True, unique_fields=["id"], update_fields=["generation", "built_at", "data"]
+            )
+        except DatabaseError as error:  # the cycle is done and applied: a publication lost costs only its age
+            log.warning("the snapshot was not published for dry runs: %s", error)
 
 
 PUBLISHER = Publisher()

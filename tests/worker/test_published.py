@@ -153,3 +153,15 @@ def test_a_snapshot_with_held_work_and_live_room_reads_back_equal(cast, alice, s
     got = published.decode(published.encode(snap))
     assert got == snap
     assert got.held[1, 0].message == "the team's budget is spent"
+
+
+def test_a_publication_the_database_refuses_leaves_the_cycle_done(cast, publishing, monkeypatch, caplog):
+    from django.db import OperationalError
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise OperationalError("the database went away")
+
+    monkeypatch.setattr(PublishedSnapshot.objects, "bulk_create", refused)
+    assert tasks.admit()["admitted"] == 0  # a quiet cycle: it would publish
+    assert "the database went away" in caplog.text
+    assert published.PUBLISHER.last is not None  # due again a period later, not at once
