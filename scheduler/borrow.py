@@ -2,11 +2,13 @@
 
 A job tries its targets in its route's order and starts on the first where, in this order, the fabric is up,
 the job fits the fabric's size, no cap holds it back (limits.py), it fits the free capacity, it fits what is
-left once capacity held for owed work is set aside, and it delays no reserved start of work ahead of it
-(backfill.py). Else, where its tier may preempt, it takes lower tiers' borrowed work on the first target where
-only capacity holds it back and no work ahead of it waits (preemption.py). Else it waits, with its first
-target's reason, and reserves its earliest start on each target where it waits for capacity while the
-fabric's plan has room for more reservations.
+left once capacity held for owed work is set aside, long work leaves the GPUs kept for short work free
+(shortwork.py), and it delays no reserved start of work ahead of it (backfill.py). Else, where its tier may
+preempt, it takes lower tiers' borrowed work on the first target where only capacity holds it back and no work
+ahead of it waits (preemption.py). Else it waits, with its first target's reason, and reserves its earliest
+start on each target where it waits for capacity while the fabric's plan has room for more reservations: once
+it has waited long enough (backfill.reserves); work younger than that makes the fabric's plan all the same (so
+tier preemption still passes over capacity it waits for), without a start in it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from scheduler import reasons
-from scheduler.backfill import RESERVED, Plan
+from scheduler.backfill import RESERVED, Plan, reserves
 from scheduler.cycle import Cycle
 from scheduler.ledger import Amount, fits, sub
 from scheduler.limits import Why
@@ -22,6 +24,7 @@ from scheduler.model import Job
 from scheduler.reasons import Reason
 from scheduler.reclaim import reclaim
 from scheduler.routes import Route
+from scheduler.shortwork import SHORT_WORK_S, kept
 
 # What tier preemption can remedy: the job waits only for capacity on the target.
 _SHORT_OF_CAPACITY = frozenset({reasons.NO_CAPACITY, reasons.GANG_DOES_NOT_FIT, reasons.HELD_FOR_RESERVATIONS})
@@ -112,6 +115,9 @@ def _try(c: Cycle, job: Job, fid: int, need: Amount) -> Why | None:
     held = ledger.held[fid]
     if (held[0] or held[1] or held[2]) and not fits(need, sub(free, held)):  # (nothing held: it fits)
         return (reasons.held_for_reservations(fabric.name, held), None, None)
+    keep = kept(job, size[0])
+    if keep and n0 > free[0] - held[0] - keep:
+        return (reasons.kept_for_short_work(fabric.name, keep, SHORT_WORK_S), fid, None)
     plan = c.plans.get(fid)
     if plan is not None and not plan.admits(job.runtime_limit_s, need):
         return (reasons.behind_higher_priority(fabric.name, plan.first or c.now), fid, None)
@@ -141,7 +147,8 @@ def _reserve(c: Cycle, job: Job, fid: int, need: Amount) -> None:
     if plan is None:
         free = sub(c.ledger.free(fid), c.ledger.held[fid])
         plan = c.plans[fid] = Plan(c.now, free, c.releases(fid))
-    plan.reserve(job.runtime_limit_s, need)
+    if reserves(job, c.now):
+        plan.reserve(job.runtime_limit_s, need)
 
 
 def _reserve_soonest(c: Cycle, job: Job, blocked: list[tuple[int, Amount]]) -> None:
@@ -161,4 +168,5 @@ def _reserve_soonest(c: Cycle, job: Job, blocked: list[tuple[int, Amount]]) -> N
         return
     _, fid, need, plan = best
     c.plans[fid] = plan
-    plan.reserve(job.runtime_limit_s, need)
+    if reserves(job, c.now):
+        plan.reserve(job.runtime_limit_s, need)

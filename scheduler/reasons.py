@@ -17,6 +17,7 @@ MEMBER_AT_LIMIT = "member_at_limit"
 QUEUE_AT_SHARE = "queue_at_share"
 NO_CAPACITY = "no_capacity"
 HELD_FOR_RESERVATIONS = "held_for_reservations"
+KEPT_FOR_SHORT_WORK = "kept_for_short_work"
 GANG_DOES_NOT_FIT = "gang_does_not_fit"
 TOO_BIG = "too_big"
 BEHIND_HIGHER_PRIORITY = "behind_higher_priority"
@@ -157,6 +158,17 @@ def _no_capacity(fabric: str, free: Amount, need: Amount, lent_milli: int = 0) -
 
 def held_for_reservations(fabric: str, held: Amount) -> Reason:
     return Reason(HELD_FOR_RESERVATIONS, None, _held_for_reservations, (fabric, held))
+
+
+def kept_for_short_work(fabric: str, kept: int, short_s: int) -> Reason:
+    return Reason(KEPT_FOR_SHORT_WORK, None, _kept_for_short_work, (fabric, kept, short_s))
+
+
+def _kept_for_short_work(fabric: str, kept: int, short_s: int) -> str:
+    return (
+        f"This long work would take the {_count(kept, 'GPU')} kept free on {fabric} for short work (a runtime limit "
+        f"of {short_s / 3600:g} hours or less): it starts once more is free there."
+    )
 
 
 def _held_for_reservations(fabric: str, held: Amount) -> str:

@@ -21,11 +21,13 @@ The rules, in order:
    again). Other work goes on.
 4. The borrowing pass, in line order: an array element past its % limit waits. Work without targets waits for
    its queue. Else it starts on the first target that is up, holds it by size, keeps its caps, has the free
-   capacity, and the free capacity less what is held, and where backfill lets it start now. Else a tier that
+   capacity, and the free capacity less what is held, and (work over shortwork.SHORT_WORK_S) the free capacity
+   less what is held and the GPUs kept for short work, and where backfill lets it start now. Else a tier that
    may preempt takes lower tiers' borrowed work on the first target where it waits only for capacity and no
    plan is made. Else it reserves its start where it waits for capacity (while the plan there has room for
    more): on the one such target where its earliest start is soonest (the first on a tie), or on each where it
-   has a start on none; and waits with its first target's reason.
+   has a start on none; and waits with its first target's reason. Work that has waited less than
+   backfill.RESERVE_AFTER_S makes those plans all the same, but takes no start in them.
 5. Waiting work, in line order: its place in its queue's line and its estimated start (for capacity on a
    fabric, or under a limit).
 """
@@ -35,13 +37,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from scheduler import reasons
-from scheduler.backfill import RESERVED, Plan
+from scheduler.backfill import RESERVED, Plan, reserves
 from scheduler.estimates import Profile
 from scheduler.ledger import ZERO, Amount, Ledger, add, amount, fits, need_on, sub
 from scheduler.model import Admit, Decisions, Job, Preempt, Snapshot, Waiting
 from scheduler.preemption import idle, may_preempt, victims
 from scheduler.priority import ordered
 from scheduler.reasons import Reason
+from scheduler.shortwork import SHORT_WORK_S, kept
 
 SHORT_OF_CAPACITY = {reasons.NO_CAPACITY, reasons.GANG_DOES_NOT_FIT, reasons.HELD_FOR_RESERVATIONS}
 
@@ -315,6 +318,9 @@ class Reference:
             return Why(reasons.no_capacity(fabric.name, free, need), fabric=fid)
         if not fits(need, sub(free, ledger.held[fid])):
             return Why(reasons.held_for_reservations(fabric.name, ledger.held[fid]))
+        keep = kept(job, size[0])
+        if keep and need[0] > free[0] - ledger.held[fid][0] - keep:
+            return Why(reasons.kept_for_short_work(fabric.name, keep, SHORT_WORK_S), fabric=fid)
         plan = self.plans.get(fid)
         if plan is not None and not plan.admits(job.runtime_limit_s, need):
             return Why(reasons.behind_higher_priority(fabric.name, plan.first or self.s.now), fabric=fid)
@@ -344,7 +350,7 @@ class Reference:
         if fid not in self.plans:
             free = sub(self.ledger.free(fid), self.ledger.held[fid])
             self.plans[fid] = Plan(self.s.now, free, self.releases(fid))
-        if len(self.plans[fid].starts) < RESERVED:
+        if len(self.plans[fid].starts) < RESERVED and reserves(job, self.s.now):
             self.plans[fid].reserve(job.runtime_limit_s, need)
 
     # -- when capacity comes back ---------------------------------------------------------------------

@@ -385,7 +385,8 @@ CASES = [
         "backfill: a long job that uses only what the head leaves free may run",
         fabrics=[fabric(POOL, 8)],
         running=running_on(POOL, gpu_jobs(FRAUD, 2, 2, runtime_s=600, name="ends-soon")),
-        pending=gpu_jobs(VISION, 1, 5, name="head", age_s=100) + gpu_jobs(VISION, 2, 1, name="long", runtime_s=7200),
+        pending=gpu_jobs(VISION, 1, 5, name="head", age_s=2 * 3600)
+        + gpu_jobs(VISION, 2, 1, name="long", runtime_s=7200),
         want_admitted={"long-0"},  # at the head's start 6 are free, it needs 5: one GPU may run long, not two
         want_reasons={"head-0": r.NO_CAPACITY, "long-1": r.BEHIND_HIGHER_PRIORITY},
     ),
