@@ -1,16 +1,14 @@
 """The dry run (POST /api/v1/workloads/dry-run/) with 10,000 workloads waiting, side by side in one run:
 
     streams   dry runs through Django's request handler with a bearer token, as agents send them, from CLIENTS
-              processes at once (each a web process with its own kept snapshot, taken again beside its requests):
+              processes at once (each a web process with its own kept snapshot, rebuilt beside its requests):
               one team's agent with few shapes, then 30 teams' agents with mixed shapes; p50, p99 and dry runs
               per second over them all, beside the goal (10 ms, 50 ms, 300/s)
     cold      one placement on a snapshot it has not seen that shape on (scheduler/dryrun_fast.py), beside
               the plain path (decide() on the whole snapshot plus the job)
-    worker    the worker's admission (snapshot, decide, apply; publishing its snapshot when due) alone, then beside
-              the 30 teams' stream from CLIENTS processes taking it: the ratio of its cycle times (goal <= 1.10 at
-              the goal's 300/s), and the stream's own p50 and p99 beside it; the same with each web process
-              building its own snapshot (GRIDLANE_DRY_RUN_PUBLISH=0, as before); then at the most the stream
-              reached alone (a stress, for the record)
+    worker    the worker's admission (snapshot, decide, apply) alone, then beside the 30 teams' stream from CLIENTS
+              processes: the ratio of its cycle times (goal <= 1.10 at the goal's 300/s), and the stream's own p50
+              and p99 beside it; then the same at the most the stream reached alone (a stress, for the record)
 
 The cast: 30 teams, one queue each, six to a pool of 120 GPUs (five pools), every GPU held by running work,
 10,000 workloads waiting in two tiers (so no team's slice of candidates is full: every dry run is placed).
@@ -48,11 +46,8 @@ def run() -> dict[str, Any]:
         "stream": stream(tokens, teams=30, label="30 teams' agents, mixed shapes"),
         "cold": cold(),
     }
-    # The goal's rate (300/s: the worker slowed by at most 10 %), with the web processes taking the worker's
-    # published snapshot, then building their own (as before, GRIDLANE_DRY_RUN_PUBLISH=0); then the most the
-    # stream reached (a stress).
+    # The goal's rate (300/s: the worker slowed by at most 10 %), then the most the stream reached (a stress).
     results["worker"] = worker_beside_stream(tokens, ASKED)
-    results["worker_built_here"] = worker_beside_stream(tokens, ASKED, publish=False)
     results["worker_at_most"] = worker_beside_stream(tokens, max(ASKED, results["stream"]["per_second"]))
     return results
 
@@ -246,14 +241,9 @@ def cold() -> dict[str, Any]:
     }  # fmt: skip
 
 
-def worker_beside_stream(tokens: list[str], rate: float, publish: bool = True) -> dict[str, Any]:
+def worker_beside_stream(tokens: list[str], rate: float) -> dict[str, Any]:
     """The worker's admission, cycle after cycle, alone and then beside the 30 teams' stream at `rate` from
-    CLIENTS processes (each a web process), in one run. `publish`: the worker publishes its snapshot and the web
-    processes take it (portal.worker.published); else each web process builds its own."""
-    from django.conf import settings
-
-    os.environ["GRIDLANE_DRY_RUN_PUBLISH"] = "1" if publish else "0"  # (the clients')
-    settings.GRIDLANE_DRY_RUN_PUBLISH = publish  # (the worker's, here)
+    CLIENTS processes (each a web process), in one run."""
     alone, alone_mean = cycles()
     clients = Clients(tokens, teams=30, rate=rate, seconds=3600)
     try:
@@ -262,12 +252,12 @@ def worker_beside_stream(tokens: list[str], rate: float, publish: bool = True) -
         times, wall, _ = clients.results()
     got = summary(times, wall)
     ratio = beside / alone
-    how = "the worker's snapshot" if publish else "each building its own snapshot"
     print(
         f"worker admission over {WAITING:,} waiting: {alone * 1000:.0f} ms alone vs {beside * 1000:.0f} ms beside "
-        f"dry runs asked at {rate:.0f}/s ({how}) = {ratio:.2f}x (goal <= 1.10 at >= {RATE}/s); the stream beside "
-        f"it: {got['per_second']}/s, p50 {got['p50_ms']:.2f} ms, p99 {got['p99_ms']:.2f} ms; means "
-        f"{alone_mean * 1000:.0f} vs {beside_mean * 1000:.0f} ms = {beside_mean / alone_mean:.2f}x"
+        f"dry runs asked at {rate:.0f}/s = {ratio:.2f}x (goal <= 1.10 at >= {RATE}/s); the stream beside it: "
+        f"{got['per_second']}/s, "
+        f"p50 {got['p50_ms']:.2f} ms, p99 {got['p99_ms']:.2f} ms; means {alone_mean * 1000:.0f} vs "
+        f"{beside_mean * 1000:.0f} ms = {beside_mean / alone_mean:.2f}x"
     )
     return {"alone_ms": round(alone * 1000), "beside_ms": round(beside * 1000), "ratio": round(ratio, 3)} | {
         "mean_ratio": round(beside_mean / alone_mean, 3),

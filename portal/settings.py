@@ -293,9 +293,6 @@ GRIDLANE_PRIORITY_WEIGHTS = {
 GRIDLANE_CANDIDATES_PER_QUEUE = int(os.environ.get("GRIDLANE_CANDIDATES_PER_QUEUE", "256"))
 # A dry run reuses the last snapshot its process built for up to this many seconds (portal.worker.dryrun).
 GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS = float(os.environ.get("GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS", "2"))
-# The worker publishes the snapshot it decided on for the dry runs (portal.worker.published); 0: each web process
-# builds its own.
-GRIDLANE_DRY_RUN_PUBLISH = os.environ.get("GRIDLANE_DRY_RUN_PUBLISH", "1") != "0"
 # Code that travels with jobs (portal.code): where uploaded bundles are kept, and the most a bundle may hold,
 # packed or unpacked (a bigger one is refused with 413).
 GRIDLANE_CODE_DIR = Path(os.environ.get("GRIDLANE_CODE_DIR", VAR_DIR / "code"))

@@ -57,10 +57,6 @@ class Reason:
     def __repr__(self) -> str:
         return f"Reason({self.code!r}, {self.message!r})"
 
-    def __reduce__(self) -> tuple[type[Reason], tuple[str, str]]:
-        """Pickled as its code and words (the worker's published snapshot): never its message's maker."""
-        return Reason, (self.code, self.message)
-
 
 def _n(milli: int) -> str:
     return f"{milli / 1000:g}"

@@ -153,7 +153,7 @@ def _fresh_cache() -> None:
     tests/api/test_submit_context.py)."""
     from django.core.cache import cache
 
-    from portal.worker import dryrun, published, snapshot
+    from portal.worker import dryrun, snapshot
     from portal.workloads import calibration, context
 
     cache.clear()
@@ -162,7 +162,6 @@ def _fresh_cache() -> None:
     calibration.LEARNED.forget()
     calibration.forget_bands()
     dryrun.SNAPSHOTS.forget()  # (a dry run's kept snapshot: a rolled-back test's generation may come again)
-    published.PUBLISHER.last = None  # (where a test turns publishing on, its first quiet admission publishes)
 
 
 @pytest.fixture

@@ -5,9 +5,6 @@ import os
 os.environ.setdefault("GRIDLANE_DEMO", "1")
 os.environ.setdefault("GRIDLANE_SECRET_KEY", "tests-only-secret-key-not-for-production")
 os.environ["GRIDLANE_KICK_WORKER"] = "0"
-# The worker publishes its snapshot for dry runs when a test says so (tests/worker/test_published.py): an
-# admission's statements do not then depend on how long ago the last one published.
-os.environ.setdefault("GRIDLANE_DRY_RUN_PUBLISH", "0")
 # The test identity provider (tests/idp, started by tests/services/idp/up.sh); only sign-in tests call it.
 os.environ.setdefault("GRIDLANE_OIDC_ISSUER", f"http://127.0.0.1:{os.environ.get('GRIDLANE_TEST_IDP_PORT', '9000')}")
 os.environ.setdefault("GRIDLANE_OIDC_CLIENT_ID", "gridlane-tests")

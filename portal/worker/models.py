@@ -83,16 +83,3 @@ class PodAddresses(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workload_id}: {', '.join(self.addresses)}"
-
-
-class PublishedSnapshot(models.Model):
-    """The worker's latest scheduling snapshot, published for the web processes' dry runs (portal.worker.published):
-    one row, replaced at most every GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS, read back by an allowlisting unpickler."""
-
-    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
-    generation = models.BigIntegerField(null=True, help_text="The submit generation read before it was built.")
-    built_at = models.DateTimeField(help_text="The snapshot's own `now`.")
-    data = models.BinaryField(help_text="The snapshot, pickled and compressed.")
-
-    def __str__(self) -> str:
-        return f"snapshot of {self.built_at:%H:%M:%S}"

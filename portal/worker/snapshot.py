@@ -99,10 +99,12 @@ KEY = RawSQL("id::text", ())  # the text of a uuid, as str() writes it
 
 
 class Kept:
-    """The active workloads, read whole only where they changed since the last build. Every admission needs
-    every active workload (each holds capacity), a burst leaves thousands queued on their fabrics, and most are
-    as the last admission read them: a build reads each one's id and version (two short columns), then whole
-    only the rows it has not seen in that version, and keeps what it made of each (its Entry) for the next.
+    """Workloads read whole only where they changed since the last build. Every admission needs every active
+    workload (each holds capacity) and its slice of the pending ones (10,000 waiting: 10,000 rows), a burst leaves
+    thousands queued on their fabrics, and most are as the last admission read them: a build reads each one's id
+    and version (two short columns), then whole only the rows it has not seen in that version, and keeps what it
+    made of each (its Entry) for the next. One Kept per kind of rows read (KEPT: the active ones; PENDING: the
+    pending candidates).
 
     Only on PostgreSQL (rows have versions there); elsewhere each build reads every row whole."""
 
@@ -111,31 +113,48 @@ class Kept:
         self._last: tuple[dict[str, tuple[int, ...]], dict[str, tuple[str, Entry]]] = ({}, {})
 
     def active(self, kinds: dict[str, tuple[int, ...]]) -> list[Entry]:
+        return self.read(kinds, "active", _active, _active)
+
+    def read(
+        self,
+        kinds: dict[str, tuple[int, ...]],
+        name: Any,
+        listed: Callable[[], QuerySet[Workload]],
+        whole: Callable[[], QuerySet[Workload]],
+    ) -> list[Entry]:
+        """The rows `listed` gives (ROWS compiles its statements under `name`), each whole from the last build
+        where its version is the one that build read, else read by id from `whole` (the rows that may be listed,
+        without what picks them: a slice's window would count again among the ids alone)."""
         if connection.vendor != "postgresql":
-            return [entry_of(v, kinds) for v in ROWS.rows("active", lambda: _active().values_list(*FIELDS))]
+            return [entry_of(v, kinds) for v in ROWS.rows(name, lambda: listed().values_list(*FIELDS))]
         last_kinds, last = self._last
         if kinds != last_kinds:  # a fabric's kind changes what native work may run on: every Job anew
             last = {}
         versions = ROWS.rows(
-            "active versions", lambda: _active().annotate(key=KEY, version=VERSION).values_list("key", "version")
+            f"{name} versions" if isinstance(name, str) else (*name, "versions"),
+            lambda: listed().annotate(key=KEY, version=VERSION).values_list("key", "version"),
         )
-        fresh = read_whole([key for key, version in versions if last.get(key, ("",))[0] != version], kinds)
+        changed = [key for key, version in versions if last.get(key, ("",))[0] != version]
+        fresh = read_whole(changed, kinds, whole)
         now: dict[str, tuple[str, Entry]] = {}
         for key, version in versions:
             if key in fresh:
                 now[key] = fresh[key]
             elif key in last and last[key][0] == version:
                 now[key] = last[key]
-            # else it changed, or stopped being active, between the two reads: the next build reads it
+            # else it changed, or stopped being listed, between the two reads: the next build reads it
         self._last = (kinds, now)
         return [entry for _, entry in now.values()]
 
 
-def read_whole(keys: list[str], kinds: dict[str, tuple[int, ...]]) -> dict[str, tuple[str, Entry]]:
-    """These active workloads whole (those still active), each with its version: one query."""
+def read_whole(
+    keys: list[str], kinds: dict[str, tuple[int, ...]], whole: Callable[[], QuerySet[Workload]] | None = None
+) -> dict[str, tuple[str, Entry]]:
+    """These workloads whole (those `whole` still gives: the active ones unless said), each with its version: one
+    query."""
     if not keys:
         return {}
-    rows = _active().filter(pk__in=keys).annotate(version=VERSION).values_list(*FIELDS, "version")
+    rows = (whole or _active)().filter(pk__in=keys).annotate(version=VERSION).values_list(*FIELDS, "version")
     return {str(v[0]): (v[-1], entry_of(v[:-1], kinds)) for v in rows}
 
 
@@ -171,11 +190,6 @@ class Settled:
             kept = {}
             self._kept = (generation, kept)
         return kept
-
-    @property
-    def generation(self) -> int | None:
-        """The generation the last build read its rows under (None: none yet, or SQLite)."""
-        return self._kept[0]
 
     def forget(self) -> None:
         self._kept = (None, {})
@@ -224,24 +238,29 @@ def _fabrics(view: View | None) -> list[Fabric]:
 
 
 KEPT = Kept()  # the worker's: one admission at a time (the scheduling-cycle lock), and a miss costs only time
+PENDING = Kept()  # the same, for the pending candidates
 
 
-def pending_candidates(limit: int | None = None) -> list[tuple[Any, ...]]:
+def pending_candidates(kinds: dict[str, tuple[int, ...]], limit: int | None = None) -> list[Entry]:
     """The pending work a cycle considers: in each team's queue and priority tier, the oldest `limit`
     (GRIDLANE_CANDIDATES_PER_QUEUE unless given). Within one of those, fair share orders mostly by age (size moves it a
     little), so the rest wait their turn in the slice; their reason and estimate are refreshed when they
-    come into it."""
+    come into it. Read whole only where changed since the last build (PENDING)."""
     limit = settings.GRIDLANE_CANDIDATES_PER_QUEUE if limit is None else limit
-    return ROWS.rows(("pending candidates", limit), lambda: _candidates(limit))
+    return PENDING.read(kinds, ("pending candidates", limit), lambda: _candidates(limit), _waiting)
 
 
-def _candidates(limit: int) -> QuerySet[Any]:
-    """pending_candidates' query, built only when first compiled. An array's parent is never scheduled: its
-    elements are. Work a cycle told that its budget is spent waits outside the slice until the budget step gives
-    it back (portal.budgets.holds)."""
+def _waiting() -> QuerySet[Workload]:
+    """Pending work that may be a candidate. An array's parent is never scheduled: its elements are. Work a cycle
+    told that its budget is spent waits outside the slice until the budget step gives it back
+    (portal.budgets.holds)."""
+    return Workload.objects.filter(state=State.PENDING, array_size=0).exclude(pending_reason_code=reasons.BUDGET_SPENT)
+
+
+def _candidates(limit: int) -> QuerySet[Workload]:
+    """The oldest `limit` of _waiting in each team's queue and tier, built only when first compiled."""
     return (
-        Workload.objects.filter(state=State.PENDING, array_size=0)
-        .exclude(pending_reason_code=reasons.BUDGET_SPENT)
+        _waiting()
         .annotate(
             place=Window(
                 RowNumber(),
@@ -250,7 +269,6 @@ def _candidates(limit: int) -> QuerySet[Any]:
             )
         )
         .filter(place__lte=limit)
-        .values_list(*FIELDS)
     )
 
 
@@ -270,7 +288,7 @@ def build(now: datetime, candidates: int | None = None) -> tuple[model.Snapshot,
         kinds[f.kind] = (*kinds.get(f.kind, ()), f.pk)
     queues = queue_states(fabrics, view)
     quotas = with_grants(quota_states(fabrics, view), active_grants(now, fabrics))
-    read = KEPT.active(kinds) + [entry_of(v, kinds) for v in pending_candidates(candidates)]
+    read = KEPT.active(kinds) + pending_candidates(kinds, candidates)
     by_id = {key: row for key, row, _ in read}
     half_life_s = settings.GRIDLANE_FAIR_SHARE_HALF_LIFE_HOURS * 3600
     usage = {

@@ -47,7 +47,6 @@ from portal.worker import (
     capacity,
     gpu_idle,
     kueue,
-    published,
     pullback,
     retention,
     samplers,
@@ -195,14 +194,10 @@ def admit(wait_s: float = ADMIT_WAIT_S) -> dict[str, Any]:
         # priority) is admitted in rounds back to back, not one slice per kick or tick. A round that admitted
         # a whole slice showed room for more: the next takes a slice GROWTH times larger (1,000 at once: two).
         candidates = settings.GRIDLANE_CANDIDATES_PER_QUEUE
-        publish = published.PUBLISHER.due()  # the first round's snapshot, for the dry runs (published.py)
-        first, generation = None, None
         for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 (counted)
             now = timezone.now()
             usage.bring_forward(now)  # each team's decayed GPU use (fair share's U)
             snap, rows = snapshot.build(now, candidates)
-            if first is None:
-                first, generation = snap, snapshot.SETTLED.generation  # (the one its rows were read under)
             _freeze_heap_once()
             decisions = decide(snap)
             applied = apply.apply(decisions, rows)
@@ -211,8 +206,6 @@ def admit(wait_s: float = ADMIT_WAIT_S) -> dict[str, Any]:
                 break
             candidates = min(candidates * GROWTH, MAX_CANDIDATES)
         seconds = time.perf_counter() - started
-    if publish and first is not None and admitted == preempted == 0:  # (out of the cycle's lock)
-        published.PUBLISHER.publish(first, generation)  # unchanged by its cycle: what the next one sees
     stats.record(
         {"cycles": rounds, "cycle_seconds": seconds, "admissions": admitted, "preemptions": preempted},
         {"last_cycle_seconds": seconds},

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import time_machine
-from django.utils import timezone
 from hypothesis import HealthCheck, given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
@@ -18,8 +17,8 @@ from rest_framework.test import APIClient
 
 from portal.accounts.models import RateLimitWindow
 from portal.queues.models import Fabric
-from portal.worker import dryrun, published, tasks
-from portal.worker.models import GroupUsage, PublishedSnapshot
+from portal.worker import dryrun, tasks
+from portal.worker.models import GroupUsage
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.states import State
 from tests.api.test_workloads_api import BODY
@@ -196,18 +195,12 @@ REQUESTS = st.fixed_dictionaries(
 )
 
 
-@pytest.mark.parametrize("via", ["built here", "published by the worker"])
 @examples(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(asks=st.lists(REQUESTS, min_size=6, max_size=14))
-def test_a_dry_run_and_the_submit_after_it_land_alike(cast, api_as, settings, via, asks):
-    """Built here: the dry run's process builds its snapshot. Published: the worker runs a cycle first, and where
-    it admitted nothing it publishes its snapshot, which the dry run then takes (at least the first of each)."""
-    settings.GRIDLANE_DRY_RUN_PUBLISH = via != "built here"
+def test_a_dry_run_and_the_submit_after_it_land_alike(cast, api_as, asks):
     Workload.objects.all().delete()
-    PublishedSnapshot.objects.all().delete()  # (an earlier example's, from the same travelled times)
     clients = {name: api_as(cast[name]) for name in ("alice", "charlie")}
     start = datetime(2026, 12, 1, 9, tzinfo=UTC)
-    taken = 0
     with time_machine.travel(start, tick=False) as clock:
         for ask in asks:
             clock.shift(timedelta(seconds=61))
@@ -215,12 +208,7 @@ def test_a_dry_run_and_the_submit_after_it_land_alike(cast, api_as, settings, vi
             body = BODY | {"resources": {"gpus": ask["gpus"]}, "runtime_limit_minutes": ask["runtime"],
                            "priority": ask["priority"]}  # fmt: skip
             dryrun.SNAPSHOTS.forget()  # the dry run reads the state as it is now (the last admission's included)
-            if settings.GRIDLANE_DRY_RUN_PUBLISH:
-                published.PUBLISHER.last = None  # (due)
-                tasks.admit()
             answer = post(client, URL, body)
-            row = PublishedSnapshot.objects.filter(built_at=timezone.now()).first()
-            taken += row is not None and dryrun.SNAPSHOTS.latest(row.generation).snapshot.now == row.built_at
             assert answer.status_code == 200, answer.content
             created = post(client, "/api/v1/workloads/", body)
             assert created.status_code == 201, created.content
@@ -236,7 +224,6 @@ def test_a_dry_run_and_the_submit_after_it_land_alike(cast, api_as, settings, vi
                 assert workload.queue_position == want["position"]
             if ask["finish"]:
                 Workload.objects.filter(state=State.ADMITTED).update(state=State.SUCCEEDED)
-    assert taken >= (1 if settings.GRIDLANE_DRY_RUN_PUBLISH else 0)
 
 
 def test_a_kept_snapshot_is_used_again_until_it_ages_or_the_generation_moves(cast):

@@ -159,15 +159,16 @@ def test_a_thousand_are_admitted_in_two_rounds_in_a_fixed_number_of_statements(
     req = services.SubmitRequest(queue="hosts", kind="batch", name="many", command="true")
     services.submit_many(alice, [(req, None)] * 1000)
     WorkerStats.objects.filter(name="cycles").delete()
-    # The lock and its release; per round the generation of what IT configures and 15 reads for the snapshot
-    # (the usage brought forward among them, the active rows' versions and what the fabrics have free now), eight
+    # The lock and its release; per round the generation of what IT configures and 16 reads for the snapshot
+    # (the usage brought forward among them, the active rows' versions, the pending candidates' versions and then
+    # whole those not read before, and what the fabrics have free now), eight
     # of them of what IT configures (the budgets' holds among them), read in the first round only (the second finds
     # the generation as it was: snapshot.Settled, and reads only what was observed of the kept fabrics, one
     # statement); one more in the
     # second for the active rows the first changed (its 256, read whole); and 4 to apply each round (a savepoint,
     # the targets, the compare-and-swap update with its events, the release); the counters with the gauge. The
     # learned runtimes are read in the first round only (calibration.LEARNED keeps them ten minutes).
-    with django_assert_num_queries(2 + (1 + 15 + 1 + 4) + (1 + 15 - 8 + 1 + 1 + 4) + 1):
+    with django_assert_num_queries(2 + (1 + 16 + 1 + 4) + (1 + 16 - 8 + 1 + 1 + 4) + 1):
         assert tasks.admit()["admitted"] == 1000
     assert WorkerStats.objects.get(name="cycles").value == 2
     assert Workload.objects.filter(state=State.ADMITTED).count() == 1000
