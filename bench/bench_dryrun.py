@@ -6,9 +6,10 @@
               per second over them all, beside the goal (10 ms, 50 ms, 300/s)
     cold      one placement on a snapshot it has not seen that shape on (scheduler/dryrun_fast.py), beside
               the plain path (decide() on the whole snapshot plus the job)
-    worker    the worker's admission (snapshot, decide, apply) alone, then beside the 30 teams' stream from CLIENTS
-              processes: the ratio of its cycle times (goal <= 1.10 at the goal's 300/s), and the stream's own p50
-              and p99 beside it; then the same at the most the stream reached alone (a stress, for the record)
+    worker    the worker's admission (snapshot, decide, apply) with the 30 teams' stream from CLIENTS processes
+              paused, then sending, ROUNDS times in turn: the ratio of its median cycle times (goal <= 1.10 at the
+              goal's 300/s), and the stream's own p50 and p99 beside it; then the same at the most the stream
+              reached alone (a stress, for the record)
 
 The cast: 30 teams, one queue each, six to a pool of 120 GPUs (five pools), every GPU held by running work,
 10,000 workloads waiting in two tiers (so no team's slice of candidates is full: every dry run is placed).
@@ -33,7 +34,9 @@ STREAM_S = 20  # seconds of a measured stream
 CLIENTS = 2  # processes sending dry runs at once (this machine has two cores)
 RATE = 300  # the goal's dry runs per second beside the worker
 ASKED = 330  # asked of the paced clients, so that what they reach (a little under what is asked) is at least RATE
-CYCLES = 12
+CYCLES = 8  # admissions on each side of a round
+ROUNDS = 6  # rounds of the stream paused, then sending
+PAUSE_S = 0.5  # after a word to the clients, before measuring
 
 
 def run() -> dict[str, Any]:
@@ -156,6 +159,13 @@ class Clients:
                 child.stdin.flush()
         self.started = time.perf_counter()
 
+    def say(self, word: str) -> None:
+        """ "pause" or "go" to every client (a client hears it within 20 dry runs)."""
+        for child in self.children:
+            if child.stdin is not None:
+                child.stdin.write(word + "\n")
+                child.stdin.flush()
+
     def results(self) -> tuple[list[float], float, dict[str, int]]:
         """Every dry run's milliseconds, sorted; the seconds the clients ran; the answers' outcomes."""
         times: list[float] = []
@@ -242,45 +252,56 @@ def cold() -> dict[str, Any]:
 
 
 def worker_beside_stream(tokens: list[str], rate: float) -> dict[str, Any]:
-    """The worker's admission, cycle after cycle, alone and then beside the 30 teams' stream at `rate` from
-    CLIENTS processes (each a web process), in one run."""
-    alone, alone_mean = cycles()
+    """The worker's admission, cycle after cycle, alone and beside the 30 teams' stream at `rate` from CLIENTS
+    processes (each a web process), in one run: ROUNDS times CYCLES cycles with the stream paused, then CYCLES
+    with it sending, so that whatever else the machine does falls on both sides alike; the ratio of the medians
+    (and of the means) over every round."""
     clients = Clients(tokens, teams=30, rate=rate, seconds=3600)
+    alone: list[float] = []
+    beside: list[float] = []
     try:
-        beside, beside_mean = cycles()
+        cycle_times(2)  # warming
+        for _ in range(ROUNDS):
+            clients.say("pause")
+            time.sleep(PAUSE_S)  # (every client has heard it)
+            alone += cycle_times(CYCLES)
+            clients.say("go")
+            time.sleep(PAUSE_S)
+            beside += cycle_times(CYCLES)
     finally:
         times, wall, _ = clients.results()
     got = summary(times, wall)
-    ratio = beside / alone
+    ratio = statistics.median(beside) / statistics.median(alone)
+    means = statistics.mean(beside) / statistics.mean(alone)
     print(
-        f"worker admission over {WAITING:,} waiting: {alone * 1000:.0f} ms alone vs {beside * 1000:.0f} ms beside "
-        f"dry runs asked at {rate:.0f}/s = {ratio:.2f}x (goal <= 1.10 at >= {RATE}/s); the stream beside it: "
-        f"{got['per_second']}/s, "
-        f"p50 {got['p50_ms']:.2f} ms, p99 {got['p99_ms']:.2f} ms; means {alone_mean * 1000:.0f} vs "
-        f"{beside_mean * 1000:.0f} ms = {beside_mean / alone_mean:.2f}x"
+        f"worker admission over {WAITING:,} waiting, {ROUNDS} x {CYCLES} cycles each side: median "
+        f"{statistics.median(alone) * 1000:.0f} ms alone vs {statistics.median(beside) * 1000:.0f} ms beside dry "
+        f"runs asked at {rate:.0f}/s = {ratio:.2f}x (goal <= 1.10 at >= {RATE}/s); means {means:.2f}x; the stream "
+        f"beside it: {got['per_second']}/s, p50 {got['p50_ms']:.2f} ms, p99 {got['p99_ms']:.2f} ms"
     )
-    return {"alone_ms": round(alone * 1000), "beside_ms": round(beside * 1000), "ratio": round(ratio, 3)} | {
-        "mean_ratio": round(beside_mean / alone_mean, 3),
-        "beside": got,
-    }
+    return {
+        "alone_ms": round(statistics.median(alone) * 1000), "beside_ms": round(statistics.median(beside) * 1000),
+        "ratio": round(ratio, 3), "mean_ratio": round(means, 3), "beside": got,
+    }  # fmt: skip
 
 
-def cycles() -> tuple[float, float]:
-    """The median and the mean of the admission's time over CYCLES cycles, the first two left out (warming)."""
+def cycle_times(n: int) -> list[float]:
+    """The admission's time, `n` cycles back to back."""
     from portal.worker import tasks
 
     times = []
-    for _ in range(CYCLES):
+    for _ in range(n):
         t = time.perf_counter()
         tasks.admit()
         times.append(time.perf_counter() - t)
-    return statistics.median(times[2:]), statistics.mean(times[2:])
+    return times
 
 
 def stream_child(teams: int, rate: float, seconds: float, seed: int) -> None:
     """Dry runs at up to `rate` per second (0: as fast as they come) for `seconds` or until stdin closes, in a
-    process of its own as a web server's is; prints "ready" once warm, starts on "go", and ends with a line of
-    JSON: each dry run's milliseconds, the seconds it ran and the answers' outcomes."""
+    process of its own as a web server's is; prints "ready" once warm, starts on "go", stops sending on "pause"
+    until the next "go", and ends with a line of JSON: each dry run's milliseconds, the seconds it ran (its pauses
+    left out) and the answers' outcomes."""
     import select
 
     import django
@@ -298,7 +319,14 @@ def stream_child(teams: int, rate: float, seconds: float, seed: int) -> None:
     started = time.perf_counter()
     while time.perf_counter() - started < seconds:
         if len(times) % 20 == 0 and select.select([sys.stdin], [], [], 0)[0]:
-            break  # stdin closed: stop
+            said = sys.stdin.readline().strip()
+            if said == "pause":
+                paused = time.perf_counter()
+                if sys.stdin.readline().strip() != "go":
+                    break  # stdin closed while paused: stop
+                started += time.perf_counter() - paused  # (the pause counts neither in the pace nor in the wall)
+            elif said != "go":
+                break  # stdin closed: stop
         t = time.perf_counter()
         outcomes[send(api, shapes[len(times) % len(shapes)])["outcome"]] += 1
         times.append((time.perf_counter() - t) * 1000)
