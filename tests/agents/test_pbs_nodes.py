@@ -6,6 +6,7 @@ named on the job's efficiency, with why."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -137,10 +138,11 @@ def test_one_post_for_many_jobs_costs_the_same_queries_as_for_one(two_nodes, ali
         Workload.objects.filter(pk=other.pk).update(fabric=pbs, state=State.RUNNING, external_id=f"6{n}.pbs-server",
                                                     host=f"gpu-6,gpu-7,gpu-{10 + n}")  # fmt: skip
         more.append(f"6{n}.pbs-server")
-    body = {"host": "gpu-7.cluster.example", "jobs": {JOB: [reading(gpus=gpus(50, 50, 50, 50))]}}
+    jobs: dict[str, list[Any]] = {JOB: [reading(gpus=gpus(50, 50, 50, 50))]}
+    body = {"host": "gpu-7.cluster.example", "jobs": jobs}
     with django_assert_num_queries(8) as one:  # token, agent access, host; workloads; samples; GPUs; turns; starts
         client.post(URL, body, format="json")
-    body["jobs"] |= {job_id: [reading(2, gpus=gpus(10)), reading(gpus=gpus(10))] for job_id in more}
+    jobs |= {job_id: [reading(2, gpus=gpus(10)), reading(gpus=gpus(10))] for job_id in more}
     with django_assert_num_queries(len(one.captured_queries)):
         assert client.post(URL, body, format="json").json() == {"recorded": 11, "unknown": []}
 
