@@ -22,9 +22,8 @@ from dataclasses import replace
 
 from django.conf import settings
 
+from fabrics import hostlist  # Slurm's node lists, and PBS's hosts as Gridlane keeps them
 from fabrics.base import Endpoint
-from fabrics.hostlist import NODES_KEPT
-from fabrics.hostlist import expand as hostlist  # Slurm's node lists, and PBS's hosts as Gridlane keeps them
 from portal import outbound
 from portal.agents.models import AgentHost
 from portal.worker.models import PodAddresses
@@ -38,16 +37,16 @@ _LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"
 def node_names(w: Workload) -> set[str]:
     """The names of the workload's fabric's nodes as Gridlane knows them (lower case, no trailing dot); none on
     Kubernetes, where a job's server is on its own pods (pod_addresses)."""
-    found = set(hostlist(w.host or ""))
+    found = set(hostlist.expand(w.host or ""))
     fabric = w.fabric
     if fabric is None:
         return found
     if fabric.kind == "kubernetes":
         return set()
     others = Workload.objects.filter(fabric_id=fabric.pk, state__in=LIVE).exclude(host="")
-    for text in others.values_list("host", flat=True).distinct()[:NODES_KEPT]:
-        found.update(hostlist(text))
-    found.update(AgentHost.objects.filter(fabric_id=fabric.pk).values_list("name", flat=True)[:NODES_KEPT])
+    for text in others.values_list("host", flat=True).distinct()[: hostlist.NODES_KEPT]:
+        found.update(hostlist.expand(text))
+    found.update(AgentHost.objects.filter(fabric_id=fabric.pk).values_list("name", flat=True)[: hostlist.NODES_KEPT])
     login = (fabric.settings or {}).get("host")
     if isinstance(login, str) and login:
         found.add(login)
