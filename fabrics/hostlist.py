@@ -41,6 +41,12 @@ def expand(text: str) -> list[str]:
     return names
 
 
+def short(name: str) -> str:
+    """A host's short name as a comparison key: up to its first dot, in lower case ("GPU-7.cluster.org." -> "gpu-7"):
+    batch systems, agents and samplers spell the same node with or without its domain."""
+    return name.lower().rstrip(".").split(".", 1)[0]
+
+
 def _split(name: str) -> tuple[str, str, str] | None:
     """(head, number, tail) of a name whose short part ends with a number ("node07.x.org": "node", "07", ".x.org");
     None for one that does not ("login", "7")."""

@@ -105,10 +105,9 @@ def on_host(hosts: str, agent: str) -> str:
     way round, in any case: the agent "gpu-7.cluster.org" is PBS's "gpu-7", and the agent "gpu-7" PBS's
     "GPU-7.cluster.org"; "gpu-7.other.org" is not "gpu-7.cluster.org"."""
     mine = agent.lower().rstrip(".")
-    short = mine.split(".", 1)[0]
     for name in hostlist.expand(hosts):
         theirs = name.lower().rstrip(".")
-        if theirs in (mine, short) or theirs.split(".", 1)[0] == mine:
+        if theirs in (mine, hostlist.short(mine)) or hostlist.short(theirs) == mine:
             return name.split(".", 1)[0][: UsageSample._meta.get_field("node").max_length or 64]
     return ""
 

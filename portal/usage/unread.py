@@ -19,10 +19,6 @@ PER_NODE = frozenset({"slurm", "pbs"})
 NAMED = 20  # nodes named at most; the rest are counted
 
 
-def short(name: str) -> str:
-    return name.lower().rstrip(".").split(".", 1)[0]
-
-
 def why(kind: str, agents: str | None) -> str:
     """Why a node of a job on a fabric of `kind` may have sent nothing (`agents`: a PBS fabric's agent_fabric)."""
     if kind == "slurm":
@@ -40,8 +36,8 @@ def unread(w: Any) -> list[str]:
     nodes = hostlist.expand(w.host or "") if kind in PER_NODE else []
     if len(nodes) < 2:
         return []
-    reported = {short(n) for n in UsageTurn.objects.filter(workload_id=w.pk).values_list("node", flat=True)}
-    silent = [n for n in nodes if short(n) not in reported]
+    reported = {hostlist.short(n) for n in UsageTurn.objects.filter(workload_id=w.pk).values_list("node", flat=True)}
+    silent = [n for n in nodes if hostlist.short(n) not in reported]
     if not silent:
         return []
     reason = why(kind, getattr(w, "agent_fabric", None))
