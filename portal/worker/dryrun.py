@@ -2,16 +2,17 @@
 submit's), then the worker's latest snapshot plus the request through decide() (scheduler/dryrun.py; one job
 goes the fast way, scheduler/dryrun_fast.py).
 
-What it keeps: the last snapshot this process built (snapshot.build, as the worker's admission reads it), with
-its parts for the fast path worked out (scheduler/dryrun_fast.py). It is fresh while the submit generation is
-the one it was built under and it is younger than GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS (or BUILDS_APART times its
-build's time, where that is longer). Once it ages it is still served, while one thread of the process rebuilds
-it beside the requests (stale-while-revalidate: at most one rebuild under way; the answers carry `snapshot_at`,
-so their age shows). A request builds one itself only where there is none yet, the generation moved (a changed
-policy is seen by the next dry run, as by the next submit) or the kept one is older than STALEST_S. So a dry run
-costs the submit's checks (under the generation: a kept context, as a submit's) and, on a kept snapshot, one
-placement; the build is not in it (with 10,000 waiting, 33 ms on a quiet machine: the rows unchanged since the
-process's last build are not read whole again, snapshot.Kept; then 80 ms to decide its cycle once, Known).
+What it keeps: the last snapshot this process built (snapshot.build, as the worker's admission reads it), with its
+parts for the fast path worked out (scheduler/dryrun_fast.py). It is fresh while the submit generation is the one
+it was built under and it is younger than GRIDLANE_DRY_RUN_SNAPSHOT_SECONDS (or BUILDS_APART times its build's
+time, where that is longer). Once it ages it is still served, while one thread of the process rebuilds it beside
+the requests, REBUILD_NICE lower in CPU priority than they are (stale-while-revalidate: at most one rebuild under
+way; the answers carry `snapshot_at`, so their age shows). A request builds one itself only where there is none
+yet, the generation moved (a changed policy is seen by the next dry run, as by the next submit) or the kept one is
+older than STALEST_S. So a dry run costs the submit's checks (under the generation: a kept context, as a submit's)
+and, on a kept snapshot, one placement; the build is not in it (with 10,000 waiting, 33 ms on a quiet machine: the
+rows unchanged since the process's last build are not read whole again, snapshot.Kept; then 80 ms to decide its
+cycle once, Known).
 
 Why a rebuild in the web process rather than the worker's own snapshot published to it: the same code builds it
 as before (nothing to serialise, no shared store), each process keeps one, and its age is bounded the same way.
@@ -24,6 +25,7 @@ reads each team's decayed use as the worker last wrote it, without the GPU-secon
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -54,6 +56,8 @@ BUILDS_APART = 5
 # A snapshot older than this (or twice its keeping time, where that is longer) is not served while a rebuild runs
 # beside: the request builds one (a rebuild beside that failed or hangs does not leave answers ever older).
 STALEST_S = 30.0
+# How much lower the CPU priority of a rebuild beside the requests runs (its thread's niceness, added).
+REBUILD_NICE = 5
 
 
 @dataclass(frozen=True)
@@ -150,12 +154,23 @@ def _in_thread(rebuild: Callable[[], None]) -> None:
     """Run a rebuild in a thread of its own, which closes its database connection when done."""
 
     def run() -> None:
+        _yield_cpu()
         try:
             rebuild()
         finally:
             connections.close_all()  # (this thread's own)
 
     threading.Thread(target=run, name="dry-run snapshot", daemon=True).start()
+
+
+def _yield_cpu() -> None:
+    """Lower this thread's CPU priority by REBUILD_NICE (Linux keeps a niceness per thread; elsewhere nothing):
+    the rebuild is best-effort work, and the requests of its process, the worker and the database come first."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + REBUILD_NICE))
+    except (AttributeError, OSError):  # no per-thread niceness here
+        pass
 
 
 def _build(generation: int | None, built: float) -> Kept:

@@ -273,3 +273,21 @@ def test_a_snapshot_too_old_is_built_in_the_request_and_a_forgotten_rebuild_is_n
     third = kept.latest(generation)
     assert third is not second
     assert third.built == now[0]
+
+
+def test_a_rebuild_beside_the_requests_runs_at_a_lower_cpu_priority_than_they_do():
+    import os
+    import threading
+
+    seen: list[int] = []
+    done = threading.Event()
+
+    def rebuild() -> None:
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        done.set()
+
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    dryrun._in_thread(rebuild)
+    assert done.wait(60)
+    assert seen == [min(19, ours + dryrun.REBUILD_NICE)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ours  # the requests' own: unchanged
