@@ -8,8 +8,10 @@
               the plain path (decide() on the whole snapshot plus the job)
     worker    the worker's admission (snapshot, decide, apply) with the 30 teams' stream from CLIENTS processes
               paused, then sending, ROUNDS times in turn: the ratio of its median cycle times (goal <= 1.10 at the
-              goal's 300/s), and the stream's own p50 and p99 beside it; then the same at the most the stream
-              reached alone (a stress, for the record)
+              goal's 300/s), and the stream's own p50 and p99 beside it. The clients run at the niceness the web's
+              unit gives its processes (deploy/systemd/gridlane-web.service: the worker's cycle comes first when
+              the host is short of CPU); then, for the record, the same with the clients at the worker's own
+              niceness, and at the most the stream reached alone (a stress)
 
 The cast: 30 teams, one queue each, six to a pool of 120 GPUs (five pools), every GPU held by running work,
 10,000 workloads waiting in two tiers (so no team's slice of candidates is full: every dry run is placed).
@@ -37,6 +39,7 @@ ASKED = 330  # asked of the paced clients, so that what they reach (a little und
 CYCLES = 8  # admissions on each side of a round
 ROUNDS = 6  # rounds of the stream paused, then sending
 PAUSE_S = 0.5  # after a word to the clients, before measuring
+WEB_UNIT = ROOT / "deploy" / "systemd" / "gridlane-web.service"
 
 
 def run() -> dict[str, Any]:
@@ -49,9 +52,12 @@ def run() -> dict[str, Any]:
         "stream": stream(tokens, teams=30, label="30 teams' agents, mixed shapes"),
         "cold": cold(),
     }
-    # The goal's rate (300/s: the worker slowed by at most 10 %), then the most the stream reached (a stress).
-    results["worker"] = worker_beside_stream(tokens, ASKED)
-    results["worker_at_most"] = worker_beside_stream(tokens, max(ASKED, results["stream"]["per_second"]))
+    # The goal's rate (300/s: the worker slowed by at most 10 %) with the web's processes as deployed; then at
+    # the worker's own niceness, and the most the stream reached (a stress), for the record.
+    nice = web_niceness()
+    results["worker"] = worker_beside_stream(tokens, ASKED, nice)
+    results["worker_same_priority"] = worker_beside_stream(tokens, ASKED, 0)
+    results["worker_at_most"] = worker_beside_stream(tokens, max(ASKED, results["stream"]["per_second"]), nice)
     return results
 
 
@@ -128,7 +134,7 @@ class Clients:
     """CLIENTS processes sending dry runs (stream_child), each warmed up (its first snapshot built) before they
     all start together; `results()` stops them and gathers each one's latencies."""
 
-    def __init__(self, tokens: list[str], teams: int, rate: float, seconds: float) -> None:
+    def __init__(self, tokens: list[str], teams: int, rate: float, seconds: float, nice: int = 0) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_DRYRUN_TOKENS": ",".join(tokens)}
         self.children = [
             subprocess.Popen(
@@ -141,6 +147,7 @@ class Clients:
                     str(rate / CLIENTS),
                     str(seconds),
                     str(10 + i),
+                    str(nice),
                 ],
                 cwd=ROOT,
                 env=env,
@@ -251,12 +258,20 @@ def cold() -> dict[str, Any]:
     }  # fmt: skip
 
 
-def worker_beside_stream(tokens: list[str], rate: float) -> dict[str, Any]:
+def web_niceness() -> int:
+    """The niceness the web's systemd unit starts its processes at (its `Nice=`; 0 where it sets none)."""
+    for line in WEB_UNIT.read_text().splitlines():
+        if line.startswith("Nice="):
+            return int(line.removeprefix("Nice="))
+    return 0
+
+
+def worker_beside_stream(tokens: list[str], rate: float, nice: int) -> dict[str, Any]:
     """The worker's admission, cycle after cycle, alone and beside the 30 teams' stream at `rate` from CLIENTS
-    processes (each a web process), in one run: ROUNDS times CYCLES cycles with the stream paused, then CYCLES
-    with it sending, so that whatever else the machine does falls on both sides alike; the ratio of the medians
-    (and of the means) over every round."""
-    clients = Clients(tokens, teams=30, rate=rate, seconds=3600)
+    processes (each a web process, `nice` above this one), in one run: ROUNDS times CYCLES cycles with the stream
+    paused, then CYCLES with it sending, so that whatever else the machine does falls on both sides alike; the
+    ratio of the medians (and of the means) over every round."""
+    clients = Clients(tokens, teams=30, rate=rate, seconds=3600, nice=nice)
     alone: list[float] = []
     beside: list[float] = []
     try:
@@ -276,7 +291,8 @@ def worker_beside_stream(tokens: list[str], rate: float) -> dict[str, Any]:
     print(
         f"worker admission over {WAITING:,} waiting, {ROUNDS} x {CYCLES} cycles each side: median "
         f"{statistics.median(alone) * 1000:.0f} ms alone vs {statistics.median(beside) * 1000:.0f} ms beside dry "
-        f"runs asked at {rate:.0f}/s = {ratio:.2f}x (goal <= 1.10 at >= {RATE}/s); means {means:.2f}x; the stream "
+        f"runs asked at {rate:.0f}/s from processes at niceness +{nice} = {ratio:.2f}x (goal <= 1.10 at >= {RATE}/s); "
+        f"means {means:.2f}x; the stream "
         f"beside it: {got['per_second']}/s, p50 {got['p50_ms']:.2f} ms, p99 {got['p99_ms']:.2f} ms"
     )
     return {
@@ -297,13 +313,15 @@ def cycle_times(n: int) -> list[float]:
     return times
 
 
-def stream_child(teams: int, rate: float, seconds: float, seed: int) -> None:
+def stream_child(teams: int, rate: float, seconds: float, seed: int, nice: int) -> None:
     """Dry runs at up to `rate` per second (0: as fast as they come) for `seconds` or until stdin closes, in a
     process of its own as a web server's is; prints "ready" once warm, starts on "go", stops sending on "pause"
     until the next "go", and ends with a line of JSON: each dry run's milliseconds, the seconds it ran (its pauses
-    left out) and the answers' outcomes."""
+    left out) and the answers' outcomes. It runs `nice` above the process that started it, as a web process under
+    its unit's `Nice=`."""
     import select
 
+    os.nice(nice)
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -338,4 +356,4 @@ def stream_child(teams: int, rate: float, seconds: float, seed: int) -> None:
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["stream-child"]:
-    stream_child(int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
+    stream_child(int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
