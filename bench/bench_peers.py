@@ -3,11 +3,12 @@ Kueue's BestEffortFIFO with cohort borrowing and reclaimWithinCohort, and Slurm'
 fair-share decay and backfill (scheduler/peers.py, each written from its documentation).
 
 Every `openb_pod_list_*.csv` in the traces folder is run (found there, not listed here), so a new family of load
-is judged as soon as it is added. The pool and team split are the simulator's: one pool, 4 teams by
-crc32(name) % 4, half the pool reserved in equal shares, the queue preemptible, cycles at most once a minute.
-A list whose tasks name GPU models (`gpu_spec`) replays on the pool split by model in proportion to the node
-list's GPUs (openb_node_list_gpu_node.csv beside it; scheduler.simulate.pool_models), and its typed tasks run
-only on their models, under all three policies.
+is judged as soon as it is added. The pool and team split are the simulator's: one pool, 4 teams by crc32(name) %
+4, half the pool reserved in equal shares, the queue preemptible, cycles at most once a minute. A list without
+arrival and run times (the trace program's multigpu lists, made for packing) is named as not replayed and left out
+of the verdict. A list whose tasks name GPU models (`gpu_spec`) replays on the pool split by model in proportion
+to the node list's GPUs (openb_node_list_gpu_node.csv beside it; scheduler.simulate.pool_models), and its typed
+tasks run only on their models, under all three policies.
 
 Per list and pool size, per policy: mean wait, reservation violations (per cycle, a team with pending work that
 fits within its unused reservation and was not admitted: `peers.reservation_violations`, the same count for
@@ -37,7 +38,17 @@ from typing import Any
 
 from scheduler.model import Decisions, Snapshot
 from scheduler.peers import PEERS, Policy, reservation_violations
-from scheduler.simulate import Task, models_for, nodes_beside, policy_named, read_trace, report, simulate
+from scheduler.simulate import (
+    TIMES,
+    Task,
+    models_for,
+    nodes_beside,
+    policy_named,
+    read_trace,
+    replayable,
+    report,
+    simulate,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces"
@@ -131,7 +142,11 @@ def run() -> dict[str, Any]:
         "utilisation g/k/s      never  verdict"
     )
     results: dict[str, Any] = {}
+    unreplayable = [list_name(p) for p in lists if not replayable(str(p))]
     for path in lists:
+        if list_name(path) in unreplayable:
+            print(f"  {list_name(path):11} not replayed: no {', '.join(TIMES)} (a list of tasks, not of arrivals)")
+            continue
         tasks = read_trace(str(path), groups=GROUPS, limit=limit)
         contended = False
         for gpus in [*pools, *(g for g in tight if g not in pools)]:
@@ -152,5 +167,6 @@ def run() -> dict[str, Any]:
         f"verdict: {'met' if met else 'NOT met'} on {sum(r['goal_met'] for r in results.values())}/{len(results)} "
         f"rows (gridlane <= {GOAL}x the better peer's mean wait where it exceeds {LONG_WAIT_S / 60:.0f} min, "
         f"<= 1.0x elsewhere, 0 violations, utilisation within {UTILISATION_SLACK:.0%} points); {cpu:.0f} s CPU"
+        + (f"; not judged, having no times: {', '.join(unreplayable)}" if unreplayable else "")
     )
-    return {"rows": results, "goal_met": met}
+    return {"rows": results, "goal_met": met, "not_replayed": unreplayable}

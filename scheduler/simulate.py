@@ -122,6 +122,18 @@ def models_for(tasks: list[Task], nodes: str, gpus: int) -> dict[str, int] | Non
     return pool_models(node_models(nodes), gpus) if any(t.models for t in tasks) else None
 
 
+# What a pod list needs to be replayed: when each task arrived, started and ended (the openb program's multigpu
+# lists, made for packing, have none of these).
+TIMES = ("creation_time", "scheduled_time", "deletion_time")
+
+
+def replayable(path: str) -> bool:
+    """Whether the pod list's header has every one of TIMES."""
+    with open(path, newline="") as f:
+        header = next(csv.reader(f), [])
+    return all(column in header for column in TIMES)
+
+
 def read_trace(path: str, groups: int, time_scale: float = 1.0, limit: int | None = None) -> list[Task]:
     tasks = []
     with open(path, newline="") as f:

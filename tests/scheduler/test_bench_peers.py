@@ -16,6 +16,9 @@ def folder_of_lists(tmp_path: Path) -> Path:
     rows = [(f"t{i}", 1, 1000, "A" if i % 3 == 0 else "", i * 30, 900) for i in range(20)]
     write_rows(tmp_path / "openb_pod_list_typed.csv", rows)
     write_nodes(tmp_path / "openb_node_list_gpu_node.csv", [(4, "A"), (4, "B")])
+    (tmp_path / "openb_pod_list_packing.csv").write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,1000\n"
+    )
     (tmp_path / "README.md").write_text("not a list")
     (tmp_path / "openb_pod_list_folder.csv").mkdir()
     return tmp_path
@@ -26,6 +29,7 @@ def test_every_pod_list_in_the_folder_is_found_and_nothing_else(tmp_path) -> Non
     assert [p.name for p in trace_lists(folder)] == [
         "openb_pod_list_default.csv",
         "openb_pod_list_more.csv",
+        "openb_pod_list_packing.csv",
         "openb_pod_list_typed.csv",
     ]
     assert [p.name for p in trace_lists(folder, "typed, more")] == [
@@ -43,12 +47,14 @@ def test_the_bench_reports_a_row_per_list_and_pool_and_a_verdict(tmp_path, monke
     monkeypatch.delenv("GRIDLANE_BENCH_TASKS", raising=False)
     result = bench_peers.run()
     assert set(result["rows"]) == {f"{name}@{g}" for name in ("default", "more", "typed") for g in (8, 6)}
+    assert result["not_replayed"] == ["packing"]  # no times: named, not judged (never a row met by default)
     assert result["rows"]["typed@8"]["gpu_models"] == {"A": 4, "B": 4}  # the typed list on a pool by model
     assert result["rows"]["default@8"]["gpu_models"] is None
     assert result["goal_met"] == all(r["goal_met"] for r in result["rows"].values())
     printed = capsys.readouterr().out
     assert printed.count("typed ") == 2
     assert "verdict:" in printed
+    assert "packing     not replayed" in printed
 
 
 def test_a_list_no_default_pool_contends_runs_again_at_tighter_sizes_until_one_does(tmp_path, monkeypatch) -> None:
