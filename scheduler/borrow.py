@@ -8,7 +8,8 @@ preempt, it takes lower tiers' borrowed work on the first target where only capa
 ahead of it waits (preemption.py). Else it waits, with its first target's reason, and reserves its earliest
 start on each target where it waits for capacity while the fabric's plan has room for more reservations: once
 it has waited long enough (backfill.reserves); work younger than that makes the fabric's plan all the same (so
-tier preemption still passes over capacity it waits for), without a start in it.
+tier preemption still passes over capacity it waits for), without a start in it. Long work that a target keeps
+from its GPUs for short work tries no target after it: it waits for that one (shortwork.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from scheduler.shortwork import SHORT_WORK_S, kept
 _SHORT_OF_CAPACITY = frozenset({reasons.NO_CAPACITY, reasons.GANG_DOES_NOT_FIT, reasons.HELD_FOR_RESERVATIONS})
 # Why it waits on a later target where nothing reads why (see consider()).
 _UNREAD: Why = (Reason(reasons.NO_CAPACITY), None, None)
+# A later target of long work that a target ahead keeps from its GPUs for short work: not tried (shortwork.py).
+_KEPT_AHEAD: Why = (Reason(reasons.KEPT_FOR_SHORT_WORK), None, None)
 
 
 def consider(c: Cycle, job: Job, route: Route) -> None:
@@ -74,6 +77,9 @@ def walk(c: Cycle, job: Job, route: Route) -> list[Why] | None:
         if outcome is None:
             return None
         why.append(outcome)
+        if outcome[0].code == reasons.KEPT_FOR_SHORT_WORK:  # it waits for this fabric (shortwork.py)
+            why.extend(_KEPT_AHEAD for _ in route.targets[len(why) :])
+            break
     return why
 
 

@@ -22,7 +22,8 @@ The rules, in order:
 4. The borrowing pass, in line order: an array element past its % limit waits. Work without targets waits for
    its queue. Else it starts on the first target that is up, holds it by size, keeps its caps, has the free
    capacity, and the free capacity less what is held, and (work over shortwork.SHORT_WORK_S) the free capacity
-   less what is held and the GPUs kept for short work, and where backfill lets it start now. Else a tier that
+   less what is held and the GPUs kept for short work, and where backfill lets it start now (long work held
+   back by the GPUs kept for short work on a target tries no later one). Else a tier that
    may preempt takes lower tiers' borrowed work on the first target where it waits only for capacity and no
    plan is made. Else it reserves its start where it waits for capacity (while the plan there has room for
    more): on the one such target where its earliest start is soonest (the first on a tie), or on each where it
@@ -289,6 +290,9 @@ class Reference:
             if blocked is None:
                 return
             why.append(blocked)
+            if blocked.reason.code == reasons.KEPT_FOR_SHORT_WORK:  # it waits for this one, trying no later one
+                why += [Why(blocked.reason) for _ in targets[len(why) :]]
+                break
         tier = self.s.tiers.get(job.priority)
         if tier is not None and tier.may_preempt:
             for (fid, need), blocked in zip(targets, why, strict=True):

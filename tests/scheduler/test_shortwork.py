@@ -8,7 +8,7 @@ from scheduler import reasons as r
 from scheduler.backfill import RESERVE_AFTER_S
 from scheduler.model import Decisions, Job
 from scheduler.shortwork import SHORT_WORK_S
-from tests.scheduler.shapes import FRAUD, POOL, VISION, fabric, gpu_jobs, reserve, running_on, snapshot
+from tests.scheduler.shapes import BOTH, FRAUD, POOL, SPARE, VISION, fabric, gpu_jobs, reserve, running_on, snapshot
 
 LONG = SHORT_WORK_S + 60
 
@@ -37,6 +37,18 @@ def test_short_work_takes_the_gpu_kept_for_it() -> None:
 def test_a_pool_under_32_gpus_keeps_none() -> None:
     d = decide(snapshot([fabric(POOL, 31)], gpu_jobs(VISION, 1, runtime_s=LONG, name="long"), busy(30)))
     assert {a.job_id for a in d.admit} == {"long-0"}
+
+
+def test_long_work_the_keep_holds_back_waits_for_that_fabric_and_leaves_the_next_to_others() -> None:
+    """A queue over the 32-GPU pool (its last GPU kept) and a small spare fabric with room: long work waits for the
+    pool, with the keep's reason, and reserves nothing on the spare; short work still goes on to the spare."""
+    pending = gpu_jobs(VISION, 1, runtime_s=LONG, name="long", queue=BOTH, age_s=600)  # first in line
+    pending += gpu_jobs(VISION, 2, runtime_s=SHORT_WORK_S, name="short", queue=BOTH)
+    d = decide(snapshot([fabric(POOL, 32), fabric(SPARE, 4)], pending, busy(31)))
+    assert reasons_of(d) == {"long-0": r.KEPT_FOR_SHORT_WORK}
+    assert {(a.job_id, a.fabric_id) for a in d.admit} == {("short-0", POOL), ("short-1", SPARE)}
+    alone = decide(snapshot([fabric(POOL, 32), fabric(SPARE, 4)], pending[:1], busy(30)))
+    assert {(a.job_id, a.fabric_id) for a in alone.admit} == {("long-0", POOL)}  # two free: the keep holds one
 
 
 def test_owed_long_work_takes_the_kept_gpu() -> None:
