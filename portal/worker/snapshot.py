@@ -3,7 +3,7 @@ ones compiled once per process: sql.Rows)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -118,7 +118,7 @@ class Kept:
     def read(
         self,
         kinds: dict[str, tuple[int, ...]],
-        name: Any,
+        name: Hashable,
         listed: Callable[[], QuerySet[Workload]],
         whole: Callable[[], QuerySet[Workload]],
     ) -> list[Entry]:
@@ -131,7 +131,7 @@ class Kept:
         if kinds != last_kinds:  # a fabric's kind changes what native work may run on: every Job anew
             last = {}
         versions = ROWS.rows(
-            f"{name} versions" if isinstance(name, str) else (*name, "versions"),
+            (name, "versions"),
             lambda: listed().annotate(key=KEY, version=VERSION).values_list("key", "version"),
         )
         changed = [key for key, version in versions if last.get(key, ("",))[0] != version]
