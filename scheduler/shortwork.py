@@ -7,20 +7,20 @@ over SHORT_WORK_S leaves one GPU free per KEEP_PER_GPUS (it waits, with its own 
 take that GPU), and short work may use all of it: the kept GPU is busy with short work, one after another, and
 what arrives short starts at once. Owed work (within its team's unused reservation) is never held back:
 reservations come first. Smaller fabrics keep nothing (one GPU kept of a few would idle too much of them).
-Long work that the keep holds back waits for that fabric: it tries none of its queue's later fabrics
-(borrow.walk). The kept GPU is the queue's room for short work, and a smaller fabric behind the large one is
-room for short work too, and on a pool split by GPU model the only room of the work that can run on nothing
-else: replayed on the trace program's lists with GPU-type constraints, long work that spilled onto the six T4s
-of a 48-GPU pool whenever its 34 G2s were down to their kept GPU made the work that needs a T4 wait 34 hours
-on average (Kueue's FIFO: 21 minutes), and the list's mean wait 3.25x Kueue's; waiting for the G2s instead
-brought it to 0.67x, at the same utilisation.
 
 Replayed on the openb lists beside Kueue's and Slurm's policies (bench_peers), one GPU per 32 kept for work of
 four hours or less brought the mean wait of the busy lists at 48 GPUs to about half of what it was (0.80x the
 better peer's to 0.41x on the GPU-sharing list at 20 %, 0.55x to 0.43x on the default list), while long work's
 later starts cost under a fifth of a point of utilisation there. More kept (one GPU per 16), or all work over an
 hour held back, helped the busy lists more but kept GPUs idle where a pool is barely contended: a list of almost
-only fractional work (derived from the default list) then waited longer than under Kueue's FIFO."""
+only fractional work (derived from the default list) then waited longer than under Kueue's FIFO.
+
+Long work that the keep holds back waits for that fabric: it tries none of its queue's later fabrics
+(borrow.walk). A smaller fabric behind the large one is room for short work too, and on a pool split by GPU
+model the only room of the work that can run on nothing else: replayed on the trace program's lists with
+GPU-type constraints, long work that spilled onto the six T4s of a 48-GPU pool whenever its 34 G2s were down to
+their kept GPU made the work that needs a T4 wait 34 hours on average (Kueue's FIFO: 21 minutes), and the list's
+mean wait 3.25x Kueue's; waiting for the G2s instead brought it to 0.67x, at the same utilisation."""
 
 from __future__ import annotations
 
